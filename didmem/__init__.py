@@ -1,0 +1,35 @@
+"""didmem: causal memorisation profiles of language models.
+
+The estimation core (panels, estimators, inference, results) needs only numpy, scipy,
+pandas and numba; language-model scoring lives in :mod:`didmem.backends` and loads torch and
+transformers lazily.
+"""
+
+from ._version import __version__
+from .errors import (
+    DataDroppedWarning,
+    DidmemError,
+    DidmemWarning,
+    EstimationError,
+    InferenceWarning,
+    MissingDependencyError,
+    PanelError,
+    ParameterError,
+    SmallCohortWarning,
+)
+from .panel import Panel, cohort_from_sequence_index
+
+__all__ = [
+    "__version__",
+    "Panel",
+    "cohort_from_sequence_index",
+    "DidmemError",
+    "PanelError",
+    "ParameterError",
+    "EstimationError",
+    "MissingDependencyError",
+    "DidmemWarning",
+    "DataDroppedWarning",
+    "SmallCohortWarning",
+    "InferenceWarning",
+]

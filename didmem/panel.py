@@ -1,0 +1,436 @@
+"""The validated long-format panel and its dense views.
+
+A :class:`Panel` holds one row per (unit, time): the unit's cohort (the first period in
+which it is treated; never-treated units have ``inf``), one or more outcomes, and optional
+sampling weights and a cluster label. It checks everything once, at construction, and
+exposes dense views (units x times per outcome, a cohort per unit) that the estimators use.
+"""
+
+from __future__ import annotations
+
+import difflib
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .errors import DataDroppedWarning, PanelError, ParameterError
+
+__all__ = ["Panel", "cohort_from_sequence_index", "PYTHIA_BATCH_SIZE", "PYTHIA_STEPS_PER_CHECKPOINT"]
+
+PYTHIA_BATCH_SIZE = 1024
+PYTHIA_STEPS_PER_CHECKPOINT = 1000
+
+_BALANCE_OPTIONS = ("error", "drop_incomplete_units")
+_MAX_LISTED = 5
+
+
+def _listing(values, limit: int = _MAX_LISTED) -> str:
+    """Render the first ``limit`` values, saying how many more there are."""
+    values = list(values)
+    shown = ", ".join(repr(v) for v in values[:limit])
+    more = len(values) - limit
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _to_python(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+class Panel:
+    """A balanced panel of units observed at several times, with cohorts and outcomes.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        Long table, one row per (unit, time).
+    unit, time, cohort : str
+        Column names of the unit identifier, the (numeric) time and the cohort. The cohort is
+        the first time at which the unit is treated; for memorisation, the first checkpoint
+        after the instance's batch was trained on.
+    outcome : str or sequence of str
+        One or more outcome columns, each numeric and finite.
+    never_treated : float, optional
+        A cohort code that marks never-treated units, such as R's ``0``. ``NaN`` and ``inf``
+        always mark never-treated units.
+    weights : str, optional
+        Column of sampling weights: positive, finite and constant within a unit.
+    cluster : str, optional
+        Column of cluster labels, constant within a unit.
+    balance : {"error", "drop_incomplete_units"}
+        What to do when some (unit, time) rows are missing: raise an error naming the first
+        missing cells, or drop the incomplete units with a warning that gives the count.
+
+    Attributes
+    ----------
+    units : pandas.Index
+        Unit identifiers, sorted.
+    times : numpy.ndarray
+        Distinct times, ascending.
+    cohorts : numpy.ndarray
+        Cohort of each unit (aligned with ``units``); ``inf`` for never-treated units.
+    outcomes : tuple of str
+        Names of the outcome columns.
+
+    Raises
+    ------
+    PanelError
+        Missing columns, duplicate (unit, time) rows, non-finite outcomes, a cohort or weight
+        or cluster that changes within a unit, non-numeric times, an empty panel, or an
+        unbalanced panel under ``balance="error"``.
+
+    Examples
+    --------
+    >>> import didmem
+    >>> df, truth = didmem.datasets.simulate_panel(n_cohorts=3, units_per_cohort=20,
+    ...                                            n_never_treated=40, seed=0)
+    >>> panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
+    >>> panel.n_units, panel.n_times
+    (100, 6)
+    """
+
+    def __init__(
+        self,
+        data: pd.DataFrame,
+        *,
+        unit: str,
+        time: str,
+        cohort: str,
+        outcome: str | Sequence[str],
+        never_treated: float | None = None,
+        weights: str | None = None,
+        cluster: str | None = None,
+        balance: str = "error",
+    ) -> None:
+        if not isinstance(data, pd.DataFrame):
+            raise PanelError(f"Panel needs a pandas DataFrame; got {type(data).__name__}.")
+        if balance not in _BALANCE_OPTIONS:
+            raise ParameterError(
+                f"The 'balance' parameter of Panel must be one of {set(_BALANCE_OPTIONS)}. "
+                f"Got {balance!r}."
+            )
+        outcomes = (outcome,) if isinstance(outcome, str) else tuple(outcome)
+        if not outcomes:
+            raise PanelError("Panel needs at least one outcome column; got none.")
+        roles = {"unit": unit, "time": time, "cohort": cohort}
+        roles.update({f"outcome {i}": o for i, o in enumerate(outcomes)})
+        if weights is not None:
+            roles["weights"] = weights
+        if cluster is not None:
+            roles["cluster"] = cluster
+        self._check_columns(data, roles)
+        if len(set(outcomes)) != len(outcomes) or set(outcomes) & {unit, time, cohort}:
+            raise PanelError(
+                f"Outcome columns must be distinct and differ from unit, time and cohort; "
+                f"got outcome={list(outcomes)!r} with unit={unit!r}, time={time!r}, "
+                f"cohort={cohort!r}."
+            )
+        if len(data) == 0:
+            raise PanelError("The panel is empty: the DataFrame has 0 rows.")
+
+        self.unit_column, self.time_column, self.cohort_column = unit, time, cohort
+        self.weights_column, self.cluster_column = weights, cluster
+        self.never_treated_code = never_treated
+        self.outcomes = outcomes
+
+        time_values = self._numeric_times(data[time], time)
+        cohort_rows = self._cohort_rows(data[cohort], cohort, never_treated)
+        unit_series = data[unit]
+        if unit_series.isna().any():
+            raise PanelError(
+                f"Column {unit!r} (unit) has {int(unit_series.isna().sum())} missing values."
+            )
+        unit_codes, units = pd.factorize(unit_series, sort=True)
+        time_codes, times = pd.factorize(time_values, sort=True)
+        n_units, n_times = len(units), len(times)
+
+        cell = unit_codes.astype(np.int64) * n_times + time_codes
+        counts = np.bincount(cell, minlength=n_units * n_times)
+        if counts.max() > 1:
+            dup = np.flatnonzero(counts > 1)
+            pairs = [(_to_python(units[c // n_times]), _to_python(times[c % n_times])) for c in dup]
+            n_rows = int(counts[dup].sum() - dup.size)
+            raise PanelError(
+                f"Duplicate (unit, time) rows: {dup.size} (unit, time) pairs appear more than "
+                f"once ({n_rows} extra rows), e.g. ({unit!r}, {time!r}) = {_listing(pairs)}."
+            )
+
+        unit_cohort = self._constant_within_unit(
+            cohort_rows, unit_codes, n_units, units, cohort, "cohort"
+        )
+        unit_weights = np.ones(n_units)
+        if weights is not None:
+            w_rows = self._numeric_column(data[weights], weights, "weights")
+            bad = ~np.isfinite(w_rows) | (w_rows <= 0)
+            if bad.any():
+                raise PanelError(
+                    f"Column {weights!r} (weights) must be positive and finite; {int(bad.sum())} "
+                    f"rows are not, e.g. units {_listing(pd.unique(unit_series[bad]))}."
+                )
+            unit_weights = self._constant_within_unit(
+                w_rows, unit_codes, n_units, units, weights, "weights"
+            )
+        unit_cluster = None
+        cluster_labels = None
+        if cluster is not None:
+            cl = data[cluster]
+            if cl.isna().any():
+                raise PanelError(
+                    f"Column {cluster!r} (cluster) has {int(cl.isna().sum())} missing values, "
+                    f"e.g. units {_listing(pd.unique(unit_series[cl.isna().to_numpy()]))}."
+                )
+            cl_codes, cluster_labels = pd.factorize(cl, sort=True)
+            unit_cluster = self._constant_within_unit(
+                cl_codes.astype(np.float64), unit_codes, n_units, units, cluster, "cluster"
+            ).astype(np.int64)
+
+        outcome_rows = {}
+        for name in outcomes:
+            values = self._numeric_column(data[name], name, "outcome")
+            bad = ~np.isfinite(values)
+            if bad.any():
+                where = [
+                    (_to_python(units[u]), _to_python(times[t]))
+                    for u, t in zip(unit_codes[bad][:_MAX_LISTED], time_codes[bad][:_MAX_LISTED])
+                ]
+                raise PanelError(
+                    f"Outcome column {name!r} has {int(bad.sum())} NaN or infinite values, e.g. "
+                    f"at ({unit!r}, {time!r}) = {_listing(where)}. Remove or impute them first."
+                )
+            outcome_rows[name] = values
+
+        present = (counts == 1).reshape(n_units, n_times)
+        keep = present.all(axis=1)
+        if not keep.all():
+            missing = np.argwhere(~present)
+            n_missing = int(missing.shape[0])
+            incomplete = int((~keep).sum())
+            first = [(_to_python(units[u]), _to_python(times[t])) for u, t in missing[:_MAX_LISTED]]
+            if balance == "error":
+                raise PanelError(
+                    f"The panel is unbalanced: {n_missing} (unit, time) cells are missing across "
+                    f"{incomplete} of {n_units} units, first ({unit!r}, {time!r}) = "
+                    f"{_listing(first)}. Pass balance='drop_incomplete_units' to drop those units."
+                )
+            warnings.warn(
+                f"Dropped {incomplete} of {n_units} units that are not observed at every one of "
+                f"the {n_times} times ({n_missing} missing cells), e.g. units "
+                f"{_listing([_to_python(units[u]) for u in np.flatnonzero(~keep)])}.",
+                DataDroppedWarning,
+                stacklevel=2,
+            )
+            if not keep.any():
+                raise PanelError("No unit is observed at every time: the balanced panel is empty.")
+
+        kept = np.flatnonzero(keep)
+        remap = np.full(n_units, -1, dtype=np.int64)
+        remap[kept] = np.arange(kept.size)
+        rows = keep[unit_codes]
+        dense_index = remap[unit_codes[rows]] * n_times + time_codes[rows]
+        self._outcomes = {}
+        for name, values in outcome_rows.items():
+            matrix = np.empty(kept.size * n_times)
+            matrix[dense_index] = values[rows]
+            matrix = matrix.reshape(kept.size, n_times)
+            matrix.flags.writeable = False
+            self._outcomes[name] = matrix
+
+        self.units = units[kept]
+        self.times = np.asarray(times)
+        self.times.flags.writeable = False
+        self.cohorts = _readonly(unit_cohort[kept])
+        self.weights = _readonly(unit_weights[kept])
+        self.has_weights = weights is not None
+        if unit_cluster is not None:
+            self.clusters = _readonly(unit_cluster[kept])
+            self.cluster_labels = cluster_labels
+        else:
+            self.clusters = None
+            self.cluster_labels = None
+
+    # ----------------------------------------------------------------- checks
+    @staticmethod
+    def _check_columns(data: pd.DataFrame, roles: dict) -> None:
+        available = [str(c) for c in data.columns]
+        missing = [(role, col) for role, col in roles.items() if col not in data.columns]
+        if missing:
+            parts = []
+            for role, col in missing:
+                close = difflib.get_close_matches(str(col), available, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                parts.append(f"{role} column {col!r}{hint}")
+            raise PanelError(
+                "Missing columns: " + "; ".join(parts) + f". The DataFrame has columns {available}."
+            )
+
+    @staticmethod
+    def _numeric_column(series: pd.Series, name: str, role: str) -> np.ndarray:
+        if pd.api.types.is_bool_dtype(series.dtype):
+            return series.to_numpy(dtype=np.float64)
+        if not pd.api.types.is_numeric_dtype(series.dtype):
+            examples = _listing(pd.unique(series.dropna())[:3], 3)
+            raise PanelError(
+                f"Column {name!r} ({role}) must be numeric; it has dtype {series.dtype} "
+                f"(values such as {examples})."
+            )
+        return series.to_numpy(dtype=np.float64, na_value=np.nan)
+
+    def _numeric_times(self, series: pd.Series, name: str) -> np.ndarray:
+        values = self._numeric_column(series, name, "time")
+        bad = ~np.isfinite(values)
+        if bad.any():
+            raise PanelError(f"Column {name!r} (time) has {int(bad.sum())} missing or infinite values.")
+        return values
+
+    def _cohort_rows(self, series: pd.Series, name: str, code) -> np.ndarray:
+        values = self._numeric_column(series, name, "cohort")
+        if np.isneginf(values).any():
+            raise PanelError(f"Column {name!r} (cohort) has -inf values; never-treated is NaN or inf.")
+        never = np.isnan(values)
+        if code is not None:
+            never |= values == code
+        values = values.copy()
+        values[never] = np.inf
+        return values
+
+    @staticmethod
+    def _constant_within_unit(rows, unit_codes, n_units, units, column, role) -> np.ndarray:
+        first = np.full(n_units, np.nan)
+        order = np.arange(unit_codes.size)[::-1]
+        first[unit_codes[order]] = rows[order]  # the last write is each unit's first row
+        differs = rows != first[unit_codes]
+        if differs.any():
+            bad_units = pd.unique(unit_codes[differs])
+            raise PanelError(
+                f"Column {column!r} ({role}) must be constant within a unit; it changes over time "
+                f"for {bad_units.size} units: {_listing([_to_python(units[u]) for u in bad_units])}."
+            )
+        return first
+
+    # ------------------------------------------------------------ dense views
+    @property
+    def n_units(self) -> int:
+        """Number of units."""
+        return len(self.units)
+
+    @property
+    def n_times(self) -> int:
+        """Number of distinct times."""
+        return len(self.times)
+
+    @property
+    def never_treated(self) -> np.ndarray:
+        """Boolean mask of never-treated units."""
+        return np.isinf(self.cohorts)
+
+    def outcome_matrix(self, name: str | None = None) -> np.ndarray:
+        """Units x times matrix of one outcome (read-only).
+
+        Parameters
+        ----------
+        name : str, optional
+            The outcome; may be omitted when the panel has exactly one.
+        """
+        return self._outcomes[self.resolve_outcome(name)]
+
+    def resolve_outcome(self, name: str | None) -> str:
+        """Return the outcome name to use, checking that it exists."""
+        if name is None:
+            if len(self.outcomes) > 1:
+                raise ParameterError(
+                    f"The panel has {len(self.outcomes)} outcomes {list(self.outcomes)}; "
+                    "name the one to use with outcome=..."
+                )
+            return self.outcomes[0]
+        if name not in self._outcomes:
+            raise ParameterError(
+                f"Unknown outcome {name!r}; the panel's outcomes are {list(self.outcomes)}."
+            )
+        return name
+
+    def cohort_sizes(self) -> pd.Series:
+        """Number of units per cohort (``inf`` for never-treated)."""
+        values, counts = np.unique(self.cohorts, return_counts=True)
+        return pd.Series(counts, index=pd.Index(values, name="cohort"), name="n_units")
+
+    def to_frame(self) -> pd.DataFrame:
+        """The panel as a long DataFrame with columns unit, time, cohort, outcomes, ..."""
+        n, t = self.n_units, self.n_times
+        frame = pd.DataFrame(
+            {
+                "unit": np.repeat(np.asarray(self.units), t),
+                "time": np.tile(self.times, n),
+                "cohort": np.repeat(self.cohorts, t),
+            }
+        )
+        for name in self.outcomes:
+            frame[name] = self._outcomes[name].ravel()
+        if self.has_weights:
+            frame["weights"] = np.repeat(self.weights, t)
+        if self.clusters is not None:
+            frame["cluster"] = np.repeat(np.asarray(self.cluster_labels)[self.clusters], t)
+        return frame
+
+    def __repr__(self) -> str:
+        n_never = int(self.never_treated.sum())
+        n_cohorts = np.unique(self.cohorts[~self.never_treated]).size
+        return (
+            f"Panel({self.n_units} units x {self.n_times} times; {n_cohorts} cohorts, "
+            f"{n_never} never-treated units; outcomes={list(self.outcomes)})"
+        )
+
+
+def _readonly(array: np.ndarray) -> np.ndarray:
+    array = np.ascontiguousarray(array)
+    array.flags.writeable = False
+    return array
+
+
+def cohort_from_sequence_index(
+    seq_idx,
+    batch_size: int = PYTHIA_BATCH_SIZE,
+    steps_per_checkpoint: int = PYTHIA_STEPS_PER_CHECKPOINT,
+) -> np.ndarray:
+    """Map training-sequence indices to their cohort (treatment checkpoint).
+
+    Sequence ``i`` is in batch ``b = i // batch_size``, trained at step ``b + 1``; checkpoint
+    ``stepN`` has seen batches ``0 .. N-1``. The cohort is the first checkpoint after training,
+
+    .. math:: g = (\\lfloor i / B \\rfloor // S + 1) \\cdot S,
+
+    with ``B = batch_size`` (1024 for Pythia) and ``S = steps_per_checkpoint`` (1000). All
+    batches between two checkpoints form one macro-batch, hence one cohort.
+
+    Parameters
+    ----------
+    seq_idx : array_like of int
+        Indices into the training order. Negative indices mark validation instances, which are
+        never treated and get ``inf``.
+    batch_size, steps_per_checkpoint : int
+        Sequences per batch and optimisation steps between checkpoints.
+
+    Returns
+    -------
+    numpy.ndarray of float
+        The cohort of each index (``inf`` for validation instances).
+
+    Examples
+    --------
+    >>> cohort_from_sequence_index([0, 1_023_999, 1_024_000, -1])
+    array([1000., 1000., 2000.,   inf])
+    """
+    if batch_size < 1 or steps_per_checkpoint < 1:
+        raise ParameterError(
+            f"batch_size and steps_per_checkpoint must be positive; got {batch_size} and "
+            f"{steps_per_checkpoint}."
+        )
+    idx = np.asarray(seq_idx)
+    if idx.dtype.kind not in "iu":
+        if idx.size and not np.all(np.equal(np.mod(idx, 1), 0)):
+            raise ParameterError("seq_idx must hold integers.")
+        idx = idx.astype(np.int64)
+    cohort = ((idx // batch_size) // steps_per_checkpoint + 1) * steps_per_checkpoint
+    cohort = cohort.astype(np.float64)
+    cohort[idx < 0] = np.inf
+    return cohort

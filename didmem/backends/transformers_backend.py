@@ -327,7 +327,7 @@ class TransformersBackend(OutcomeBackend):
             torch.cuda.empty_cache()
 
     def score_batch(self, checkpoint, batch: InstanceBatch, metrics: tuple) -> dict:
-        """Score a batch, halving it on CUDA out-of-memory until one sequence fails."""
+        """Score a batch; on out-of-memory halve ``batch_size`` and retry in smaller batches."""
         from ._loading import forward_metrics, is_out_of_memory
 
         try:
@@ -342,10 +342,11 @@ class TransformersBackend(OutcomeBackend):
                     "Lower chunk_tokens or use a larger device."
                 ) from exc
         optional_import("torch", "lm").cuda.empty_cache()
-        half = len(batch) // 2
-        self.batch_size = max(1, min(self.batch_size, half))
-        parts = [
-            self.score_batch(checkpoint, InstanceBatch(batch.units[s], batch.token_ids[s]), metrics)
-            for s in (slice(0, half), slice(half, None))
-        ]
+        self.batch_size = max(1, min(self.batch_size, (len(batch) + 1) // 2))
+        parts, start = [], 0
+        while start < len(batch):
+            stop = min(start + self.batch_size, len(batch))
+            sub = InstanceBatch(batch.units[start:stop], batch.token_ids[start:stop])
+            parts.append(self.score_batch(checkpoint, sub, metrics))
+            start = stop
         return {m: np.concatenate([p[m] for p in parts]) for m in metrics}

@@ -200,3 +200,30 @@ def test_bf16_on_cuda_close_to_fp32(checkpoints):
     bf16 = TransformersBackend(checkpoints, device="cuda").score(seqs, progress=False)
     rel = np.abs(bf16["mean_token_loglik"] / fp32["mean_token_loglik"] - 1)
     assert rel.max() < 0.02
+
+
+def test_resume_after_kill_gives_identical_panel(checkpoints, tmp_path, monkeypatch):
+    pytest.importorskip("pyarrow")
+    from didmem.backends import _loading
+
+    seqs = _sequences(6, [9, 14, 11, 20, 8])
+    kwargs = dict(unit_ids=list("abcde"), metrics=list(METRICS[:-1]), shard_size=2, progress=False)
+    make = lambda: TransformersBackend(checkpoints, device="cpu", batch_size=2)  # noqa: E731
+    clean = make().score(seqs, out_dir=tmp_path / "clean", **kwargs)
+    pd.testing.assert_frame_equal(clean, make().score(seqs, out_dir=tmp_path / "again", **kwargs))
+
+    real, calls = _loading.forward_metrics, []
+
+    def killed_on_fifth(backend, batch, metrics):
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt  # what a killed job's Ctrl-C or SIGINT raises
+        return real(backend, batch, metrics)
+
+    monkeypatch.setattr(_loading, "forward_metrics", killed_on_fifth)
+    with pytest.raises(KeyboardInterrupt):
+        make().score(seqs, out_dir=tmp_path / "run", **kwargs)
+    assert len(list((tmp_path / "run").glob("part-*.parquet"))) == 4
+    monkeypatch.setattr(_loading, "forward_metrics", real)
+    resumed = make().score(seqs, out_dir=tmp_path / "run", **kwargs)
+    pd.testing.assert_frame_equal(resumed, clean, check_exact=True)

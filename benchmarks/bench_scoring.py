@@ -146,8 +146,10 @@ def run_shape(shape, args, device):
     vocab = min(config.vocab_size, 50277)
     tokens = rng.integers(0, vocab, size=(args.n_seqs, args.seq_len))
     batches = [
-        InstanceBatch(np.arange(s, min(s + args.batch_size, args.n_seqs)),
-                      list(tokens[s : s + args.batch_size]))
+        InstanceBatch(
+            np.arange(s, min(s + args.batch_size, args.n_seqs)),
+            list(tokens[s : s + args.batch_size]),
+        )
         for s in range(0, args.n_seqs, args.batch_size)
     ]
     n_tokens = args.n_seqs * (args.seq_len - 1)
@@ -157,7 +159,13 @@ def run_shape(shape, args, device):
         model = transformers.GPTNeoXForCausalLM(config).to(dtype)
         model.save_pretrained(tmp)
         del model
-        metrics = ("sequence_loglik", "mean_token_loglik", "token_accuracy", "mean_token_rank", "entropy")
+        metrics = (
+            "sequence_loglik",
+            "mean_token_loglik",
+            "token_accuracy",
+            "mean_token_rank",
+            "entropy",
+        )
         backend = TransformersBackend({0: tmp}, device=str(device), batch_size=args.batch_size)
         backend.configs()
         backend.open_checkpoint(0)
@@ -166,17 +174,22 @@ def run_shape(shape, args, device):
         reduced = backend.score_batch(0, batches[0], ("mean_token_loglik",))["mean_token_loglik"]
         backend.close_checkpoint()
 
-        fp32 = TransformersBackend({0: tmp}, device=str(device), dtype="float32",
-                                   batch_size=max(1, args.batch_size // 2))
+        fp32 = TransformersBackend(
+            {0: tmp}, device=str(device), dtype="float32", batch_size=max(1, args.batch_size // 2)
+        )
         fp32.configs()
         fp32.open_checkpoint(0)
         exact = fp32.score_batch(0, batches[0], ("mean_token_loglik",))["mean_token_loglik"]
         fp32.close_checkpoint()
         rel_err = float(np.max(np.abs(reduced / exact - 1)))
 
-        naive = transformers.GPTNeoXForCausalLM.from_pretrained(
-            tmp, dtype=dtype, attn_implementation="eager", use_safetensors=True
-        ).to(device).eval()
+        naive = (
+            transformers.GPTNeoXForCausalLM.from_pretrained(
+                tmp, dtype=dtype, attn_implementation="eager", use_safetensors=True
+            )
+            .to(device)
+            .eval()
+        )
         rows.append(("naive", time_naive(naive, batches, device)))
         del naive
     fpt = flops_per_token(config, args.seq_len)
@@ -184,10 +197,20 @@ def run_shape(shape, args, device):
     out = []
     for name, seconds in rows:
         tps = n_tokens / seconds
-        out.append(dict(shape=shape, scorer=name, tokens_per_s=tps, seconds=seconds,
-                        mfu=None if peak is None else tps * fpt / peak,
-                        batch_size=args.batch_size, seq_len=args.seq_len, n_seqs=args.n_seqs,
-                        dtype=str(dtype), bf16_vs_fp32_rel_err=rel_err))
+        out.append(
+            dict(
+                shape=shape,
+                scorer=name,
+                tokens_per_s=tps,
+                seconds=seconds,
+                mfu=None if peak is None else tps * fpt / peak,
+                batch_size=args.batch_size,
+                seq_len=args.seq_len,
+                n_seqs=args.n_seqs,
+                dtype=str(dtype),
+                bf16_vs_fp32_rel_err=rel_err,
+            )
+        )
     return out
 
 
@@ -199,8 +222,12 @@ def main(argv=None):
     parser.add_argument("--seq-len", type=int, default=2049)
     parser.add_argument("--n-seqs", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--peak-tflops", type=float, default=None,
-                        help="peak dense bf16 TFLOP/s of the device, for MFU")
+    parser.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        help="peak dense bf16 TFLOP/s of the device, for MFU",
+    )
     parser.add_argument("--json", default=None, help="also write the results to this file")
     args = parser.parse_args(argv)
     if args.tiny:
@@ -211,18 +238,24 @@ def main(argv=None):
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
     results = [r for shape in args.shapes for r in run_shape(shape, args, device)]
-    print(f"# bench_scoring on {name or device.type}, torch {torch.__version__}, "
-          f"{datetime.now(timezone.utc):%Y-%m-%d}")
+    print(
+        f"# bench_scoring on {name or device.type}, torch {torch.__version__}, "
+        f"{datetime.now(timezone.utc):%Y-%m-%d}"
+    )
     print("| shape | scorer | tokens/s | MFU | speed-up | bf16 vs fp32 rel. err. |")
     print("|---|---|---:|---:|---:|---:|")
     for r in results:
         base = next(x for x in results if x["shape"] == r["shape"] and x["scorer"] == "naive")
         mfu = "n/a" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"
-        print(f"| {r['shape']} | {r['scorer']} | {r['tokens_per_s']:,.0f} | {mfu} | "
-              f"{r['tokens_per_s'] / base['tokens_per_s']:.2f}x | {r['bf16_vs_fp32_rel_err']:.2e} |")
+        print(
+            f"| {r['shape']} | {r['scorer']} | {r['tokens_per_s']:,.0f} | {mfu} | "
+            f"{r['tokens_per_s'] / base['tokens_per_s']:.2f}x | {r['bf16_vs_fp32_rel_err']:.2e} |"
+        )
     if args.json:
         with open(args.json, "w") as stream:
-            json.dump({"device": name, "torch": torch.__version__, "results": results}, stream, indent=1)
+            json.dump(
+                {"device": name, "torch": torch.__version__, "results": results}, stream, indent=1
+            )
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from ..errors import ParameterError, PanelError
+from ..errors import PanelError, ParameterError
 from ..panel import cohort_from_sequence_index
 from ._instances import InstanceBatch, InstanceError, Instances, listing
 from .base import OutcomeBackend, check_checkpoint_times
@@ -232,8 +232,10 @@ class CallableBackend(OutcomeBackend):
     ) -> None:
         if not callable(fn):
             raise ParameterError(f"CallableBackend needs a callable; got {type(fn).__name__}.")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or (
-            batch_size < 1
+        if (
+            isinstance(batch_size, bool)
+            or not isinstance(batch_size, (int, np.integer))
+            or (batch_size < 1)
         ):
             raise ParameterError(
                 f"The 'batch_size' parameter of CallableBackend must be a positive integer. "

@@ -35,8 +35,16 @@ __all__ = ["MMapIndexedDataset", "write_indexed_dataset"]
 
 _MAGIC = b"MMIDIDX\x00\x00"
 _HEADER = struct.Struct("<QBQQ")
-_CODES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 8: np.uint16,
-          9: np.uint32, 10: np.uint64}
+_CODES = {
+    1: np.uint8,
+    2: np.int8,
+    3: np.int16,
+    4: np.int32,
+    5: np.int64,
+    8: np.uint16,
+    9: np.uint32,
+    10: np.uint64,
+}
 
 
 def _prefix(path) -> Path:
@@ -143,7 +151,9 @@ class MMapIndexedDataset:
 
     def _get(self, i: int) -> np.ndarray:
         if not 0 <= i < len(self):
-            raise IndexError(f"Sequence {i} is out of range: the dataset has {len(self)} sequences.")
+            raise IndexError(
+                f"Sequence {i} is out of range: the dataset has {len(self)} sequences."
+            )
         start = int(self.pointers[i])
         stop = start + int(self.sizes[i]) * self.dtype.itemsize
         return self._bin[start:stop].view(self.dtype).astype(np.int64)
@@ -172,7 +182,8 @@ def write_indexed_dataset(path, sequences, dtype=np.uint16) -> MMapIndexedDatase
     dtype = np.dtype(dtype)
     codes = {np.dtype(v): k for k, v in _CODES.items()}
     if dtype not in codes:
-        raise ParameterError(f"dtype must be one of {sorted(str(np.dtype(v)) for v in _CODES.values())}; got {dtype}.")
+        known = sorted(str(np.dtype(v)) for v in _CODES.values())
+        raise ParameterError(f"dtype must be one of {known}; got {dtype}.")
     prefix = _prefix(path)
     sizes, pointers, position = [], [], 0
     with open(prefix.with_suffix(".bin"), "wb") as stream:

@@ -53,7 +53,9 @@ DEDUPED_FIRST_EPOCH_END = 95_000
 def pythia_model_name(size: str, deduped: bool = True) -> str:
     """Hub repository of a Pythia model, e.g. ``"EleutherAI/pythia-1.4b-deduped"``."""
     if size not in PYTHIA_MODEL_SIZES:
-        raise ParameterError(f"Unknown Pythia size {size!r}; the sizes are {list(PYTHIA_MODEL_SIZES)}.")
+        raise ParameterError(
+            f"Unknown Pythia size {size!r}; the sizes are {list(PYTHIA_MODEL_SIZES)}."
+        )
     return f"EleutherAI/pythia-{size}" + ("-deduped" if deduped else "")
 
 
@@ -71,7 +73,9 @@ def training_step(seq_idx, batch_size: int = BATCH_SIZE) -> np.ndarray:
     """
     idx = _indices(seq_idx)
     if (idx < 0).any():
-        raise ParameterError("Negative seq_idx marks validation sequences, which are never trained.")
+        raise ParameterError(
+            "Negative seq_idx marks validation sequences, which are never trained."
+        )
     return idx // batch_size + 1
 
 
@@ -189,7 +193,9 @@ def sample_paper_design(
     cohorts = [int(g) for g in cohorts]
     bad = [g for g in cohorts if g <= 0 or g % steps_per_checkpoint]
     if bad:
-        raise ParameterError(f"Cohorts must be positive multiples of {steps_per_checkpoint}; got {bad[:5]}.")
+        raise ParameterError(
+            f"Cohorts must be positive multiples of {steps_per_checkpoint}; got {bad[:5]}."
+        )
     if batches_per_cohort > steps_per_checkpoint or sequences_per_batch > batch_size:
         raise ParameterError(
             f"Cannot draw {batches_per_cohort} of {steps_per_checkpoint} batches or "
@@ -199,12 +205,24 @@ def sample_paper_design(
     for g in cohorts:
         rng = np.random.default_rng([int(seed), 1, g])
         first = g - steps_per_checkpoint
-        batches = np.sort(rng.choice(steps_per_checkpoint, batches_per_cohort, replace=False) + first)
+        batches = np.sort(
+            rng.choice(steps_per_checkpoint, batches_per_cohort, replace=False) + first
+        )
         for b in batches:
             offsets = np.sort(rng.choice(batch_size, sequences_per_batch, replace=False))
-            rows.append(pd.DataFrame({"seq_idx": b * batch_size + offsets, "batch": b, "cohort": float(g)}))
-    train = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
-        {"seq_idx": np.zeros(0, np.int64), "batch": np.zeros(0, np.int64), "cohort": np.zeros(0)}
+            rows.append(
+                pd.DataFrame({"seq_idx": b * batch_size + offsets, "batch": b, "cohort": float(g)})
+            )
+    train = (
+        pd.concat(rows, ignore_index=True)
+        if rows
+        else pd.DataFrame(
+            {
+                "seq_idx": np.zeros(0, np.int64),
+                "batch": np.zeros(0, np.int64),
+                "cohort": np.zeros(0),
+            }
+        )
     )
     train["split"] = "train"
     parts = [train]
@@ -216,15 +234,22 @@ def sample_paper_design(
             )
         rng = np.random.default_rng([int(seed), 2])
         j = np.sort(rng.choice(validation_pool, n_validation, replace=False))
-        parts.append(pd.DataFrame({"seq_idx": -1 - j, "batch": -1, "cohort": np.inf, "split": "validation"}))
+        parts.append(
+            pd.DataFrame({"seq_idx": -1 - j, "batch": -1, "cohort": np.inf, "split": "validation"})
+        )
     frame = pd.concat(parts, ignore_index=True)
     frame["seq_idx"] = frame["seq_idx"].astype(np.int64)
     frame["batch"] = frame["batch"].astype(np.int64)
     design = dict(
-        seed=int(seed), cohorts=cohorts, batches_per_cohort=batches_per_cohort,
-        sequences_per_batch=sequences_per_batch, n_validation=n_validation,
-        validation_pool=validation_pool, batch_size=batch_size,
-        steps_per_checkpoint=steps_per_checkpoint, sampler="didmem.sample_paper_design/1",
+        seed=int(seed),
+        cohorts=cohorts,
+        batches_per_cohort=batches_per_cohort,
+        sequences_per_batch=sequences_per_batch,
+        n_validation=n_validation,
+        validation_pool=validation_pool,
+        batch_size=batch_size,
+        steps_per_checkpoint=steps_per_checkpoint,
+        sampler="didmem.sample_paper_design/1",
     )
     return PythiaSample(frame, design)
 

@@ -130,7 +130,9 @@ class TransformersBackend(OutcomeBackend):
         self.batch_size = _positive_int(batch_size, "batch_size")
         self.prefix_length = _positive_int(prefix_length, "prefix_length")
         self.suffix_length = _positive_int(suffix_length, "suffix_length")
-        self.chunk_tokens = None if chunk_tokens is None else _positive_int(chunk_tokens, "chunk_tokens")
+        self.chunk_tokens = (
+            None if chunk_tokens is None else _positive_int(chunk_tokens, "chunk_tokens")
+        )
         self.dtype_name = dtype
         self.device_name = device
         if eos_token_id is not None:
@@ -262,13 +264,16 @@ class TransformersBackend(OutcomeBackend):
         """Check metrics, configs, token ids and lengths before loading any weights."""
         unknown = [m for m in metrics if m not in METRICS]
         if unknown:
-            raise ParameterError(f"Unknown metrics {unknown}; TransformersBackend has {list(METRICS)}.")
+            raise ParameterError(
+                f"Unknown metrics {unknown}; TransformersBackend has {list(METRICS)}."
+            )
         if instances.token_ids is None:
             raise InstanceError("TransformersBackend needs token_ids; got only unit ids.")
         self.configs()
         cfg = self._config
         lengths = instances.lengths
-        where = f"the model of checkpoint {self._checkpoints[0]} ({self.checkpoint_source(self._checkpoints[0])!r})"
+        first = self._checkpoints[0]
+        where = f"the model of checkpoint {first} ({self.checkpoint_source(first)!r})"
         short = lengths < 2
         if "extractable" in metrics:
             short = lengths < max(2, self.prefix_length + self.suffix_length)
@@ -301,7 +306,9 @@ class TransformersBackend(OutcomeBackend):
                 )
         eos = self._eos_tokens()
         if any(e < 0 or e >= vocab for e in eos):
-            raise ParameterError(f"eos_token_id {list(eos)} is outside the vocabulary (size {vocab}).")
+            raise ParameterError(
+                f"eos_token_id {list(eos)} is outside the vocabulary (size {vocab})."
+            )
 
     # ----------------------------------------------------------------- scoring
     def open_checkpoint(self, checkpoint) -> None:
@@ -310,8 +317,11 @@ class TransformersBackend(OutcomeBackend):
 
         self._locate(checkpoint)
         self._model = load_model(
-            self._sources[checkpoint], self.checkpoint_source(checkpoint), checkpoint,
-            device=self.device, dtype=self.dtype,
+            self._sources[checkpoint],
+            self.checkpoint_source(checkpoint),
+            checkpoint,
+            device=self.device,
+            dtype=self.dtype,
         )
         if not self._checked_head:
             from ._loading import check_head

@@ -83,7 +83,12 @@ def test_work_items_cover_every_instance_once():
     backend = CallableBackend(length_metrics, [0, 1000])
     items = backend.work_items(7, (0, 1000), 3)
     assert [(it.checkpoint, it.start, it.stop) for it in items] == [
-        (0, 0, 3), (0, 3, 6), (0, 6, 7), (1000, 0, 3), (1000, 3, 6), (1000, 6, 7)
+        (0, 0, 3),
+        (0, 3, 6),
+        (0, 6, 7),
+        (1000, 0, 3),
+        (1000, 3, 6),
+        (1000, 6, 7),
     ]
     assert items[2].part_name == "part-t0-s000002.parquet"
     assert WorkItem(0.5, 1, 0, 1).part_name == "part-t0.5-s000001.parquet"
@@ -138,7 +143,9 @@ def test_finished_checkpoints_are_not_opened_again(tmp_path):
         def open_checkpoint(self, checkpoint):
             opened.append(checkpoint)
 
-    Recording(length_metrics, [0, 1000], metrics=["score"]).score(SEQS, out_dir=tmp_path, progress=False)
+    Recording(length_metrics, [0, 1000], metrics=["score"]).score(
+        SEQS, out_dir=tmp_path, progress=False
+    )
     assert opened == [0, 1000]
     Recording(length_metrics, [0, 1000, 2000], metrics=["score"]).score(
         SEQS, out_dir=tmp_path, progress=False
@@ -150,7 +157,9 @@ def test_manifest_refuses_a_different_run(tmp_path):
     pytest.importorskip("pyarrow")
     backend = CallableBackend(length_metrics, [0], metrics=["score"])
     backend.score(SEQS, out_dir=tmp_path, progress=False)
-    with pytest.raises(ParameterError, match=r"holds parts of a different run: instances, shard_size differ"):
+    with pytest.raises(
+        ParameterError, match=r"holds parts of a different run: instances, shard_size differ"
+    ):
         backend.score(SEQS[:3], out_dir=tmp_path, progress=False)
     with pytest.raises(ParameterError, match=r"metrics differ"):
         backend.score(SEQS, out_dir=tmp_path, metrics=["first"], progress=False)

@@ -15,8 +15,15 @@ def paper_frame() -> pd.DataFrame:
     seq_idx = np.array([5, 1_024_000, 2_047_999, -1, -2])
     steps = [0, 1000, 2000, 3000]
     rows = [
-        {"seq_idx": s, "step": t, "sup_seq": 9.0 - t / 1000 - 0.1 * i, "acc_seq": 0.1 * i,
-         "avg_rank": 3.0 + i, "entr_seq": 5.0, "note": "x"}
+        {
+            "seq_idx": s,
+            "step": t,
+            "sup_seq": 9.0 - t / 1000 - 0.1 * i,
+            "acc_seq": 0.1 * i,
+            "avg_rank": 3.0 + i,
+            "entr_seq": 5.0,
+            "note": "x",
+        }
         for t in steps
         for i, s in enumerate(seq_idx)
     ]
@@ -29,7 +36,15 @@ def test_paper_layout_maps_seq_idx_to_cohort_and_validation_to_never_treated():
     assert backend.checkpoints == (0, 1000, 2000, 3000)
     assert backend.default_metrics == ("sup_seq", "acc_seq", "avg_rank", "entr_seq")
     frame = backend.score(unit_ids=[1_024_000, -2, 5, 2_047_999])
-    assert list(frame.columns) == ["unit", "time", "cohort", "sup_seq", "acc_seq", "avg_rank", "entr_seq"]
+    assert list(frame.columns) == [
+        "unit",
+        "time",
+        "cohort",
+        "sup_seq",
+        "acc_seq",
+        "avg_rank",
+        "entr_seq",
+    ]
     first = frame[frame["time"] == 0]
     assert first["unit"].tolist() == [1_024_000, -2, 5, 2_047_999]
     assert first["cohort"].tolist() == [2000.0, np.inf, 1000.0, 2000.0]
@@ -47,10 +62,14 @@ def test_paper_layout_from_parquet_with_subsets(tmp_path):
 
 
 def test_didmem_layout_round_trips_a_scored_frame():
-    scored = pd.DataFrame({
-        "unit": ["a", "b", "a", "b"], "time": [0, 0, 5, 5],
-        "mean_token_loglik": [-3.0, -4.0, -2.0, -3.5], "extractable": [False, False, True, False],
-    })
+    scored = pd.DataFrame(
+        {
+            "unit": ["a", "b", "a", "b"],
+            "time": [0, 0, 5, 5],
+            "mean_token_loglik": [-3.0, -4.0, -2.0, -3.5],
+            "extractable": [False, False, True, False],
+        }
+    )
     backend = FrameBackend(scored)
     assert backend.layout == "didmem" and backend.checkpoints == (0, 5)
     pd.testing.assert_frame_equal(backend.score(), scored)
@@ -65,8 +84,14 @@ def backend_batch(units):
 
 
 def test_cohort_column_is_passed_through():
-    data = pd.DataFrame({"id": [1, 1, 2, 2], "t": [0, 1, 0, 1], "g": [1, 1, np.nan, np.nan],
-                         "y": [0.0, 1.0, 0.0, 0.1]})
+    data = pd.DataFrame(
+        {
+            "id": [1, 1, 2, 2],
+            "t": [0, 1, 0, 1],
+            "g": [1, 1, np.nan, np.nan],
+            "y": [0.0, 1.0, 0.0, 0.1],
+        }
+    )
     frame = FrameBackend(data, unit="id", time="t", cohort="g").score()
     assert frame["cohort"].tolist() == [1.0, np.inf, 1.0, np.inf]
 

@@ -33,7 +33,9 @@ def _hand_written(tmp_path):
     doc_idx = np.array([0, 2, 4], dtype="<i8")
     header = b"MMIDIDX\x00\x00" + struct.pack("<Q", 1) + struct.pack("<B", 8)
     header += struct.pack("<Q", len(seqs)) + struct.pack("<Q", doc_idx.size)
-    (tmp_path / "d.idx").write_bytes(header + sizes.tobytes() + pointers.tobytes() + doc_idx.tobytes())
+    (tmp_path / "d.idx").write_bytes(
+        header + sizes.tobytes() + pointers.tobytes() + doc_idx.tobytes()
+    )
     (tmp_path / "d.bin").write_bytes(data)
     return seqs
 
@@ -81,7 +83,10 @@ def test_reader_errors(tmp_path):
     with pytest.raises(ParameterError, match="is truncated"):
         MMapIndexedDataset(tmp_path / "bad")
     (tmp_path / "bad.idx").write_bytes(raw)
-    with pytest.raises(ParameterError, match="bad.bin' is truncated: sequence 3 ends at byte 12, the file has 0 bytes"):
+    with pytest.raises(
+        ParameterError,
+        match="bad.bin' is truncated: sequence 3 ends at byte 12, the file has 0 bytes",
+    ):
         MMapIndexedDataset(tmp_path / "bad")
     with pytest.raises(ParameterError, match="does not exist"):
         MMapIndexedDataset(tmp_path / "nothing")
@@ -164,5 +169,5 @@ def test_packing_has_no_separator_and_drops_the_tail():
     assert packed.shape == (4, 4)
     np.testing.assert_array_equal(packed.ravel(), flat[:16])
     assert pack_sequences(iter([np.arange(3)]), length=4).shape == (0, 4)
-    big = pack_sequences((np.arange(1000) for _ in range(10)))
+    big = pack_sequences(np.arange(1000) for _ in range(10))
     assert big.shape == (4, 2049) and big[1, 0] == 2049 % 1000

@@ -9,9 +9,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from didmem.backends import METRICS, TransformersBackend  # noqa: E402
+from backend_helpers import EOS, MAX_POSITIONS, VOCAB
 
-from backend_helpers import EOS, MAX_POSITIONS, VOCAB  # noqa: E402
+from didmem.backends import METRICS, TransformersBackend
 
 
 def _sequences(seed: int, lengths) -> list:
@@ -57,7 +57,12 @@ def test_metrics_match_naive_float64(checkpoints, dtype, rtol):
     seqs = _sequences(0, [12, 30, 9, 48, 49, 20, 17])
     k, l = 3, 4
     backend = TransformersBackend(
-        checkpoints, device="cpu", batch_size=3, dtype=dtype, prefix_length=k, suffix_length=l,
+        checkpoints,
+        device="cpu",
+        batch_size=3,
+        dtype=dtype,
+        prefix_length=k,
+        suffix_length=l,
         chunk_tokens=17,  # chunks that straddle sequences and padding
     )
     frame = backend.score(seqs, unit_ids=np.arange(100, 107), metrics=list(METRICS), progress=False)
@@ -81,8 +86,11 @@ def test_rank_and_accuracy_on_a_greedy_sequence(checkpoints):
         nxt = model(input_ids=ids).logits[0, -1].argmax()
         ids = torch.cat([ids, nxt.view(1, 1)], dim=1)
     backend = TransformersBackend({0: checkpoints[0]}, device="cpu")
-    frame = backend.score(ids.numpy(), metrics=["mean_token_rank", "token_accuracy"], progress=False)
-    # every position after the first is the argmax by construction; the first scored position (predicting 17 from 5) need not be the argmax
+    frame = backend.score(
+        ids.numpy(), metrics=["mean_token_rank", "token_accuracy"], progress=False
+    )
+    # every position after the first is the argmax by construction; the first scored
+    # position (predicting 17 from 5) need not be
     logits = model(input_ids=ids).logits[0, 0]
     first_rank = int((logits > logits[17]).sum())
     assert frame["mean_token_rank"].iloc[0] == pytest.approx(first_rank / 11)
@@ -133,15 +141,27 @@ def test_extractable_masks_eos_like_min_length_decoding(checkpoints):
     model = transformers.GPTNeoXForCausalLM.from_pretrained(path).eval()
     prefix = np.array([7, 8, 9])
     ids = torch.as_tensor(prefix)[None, :]
-    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                         max_new_tokens=l, eos_token_id=None, pad_token_id=EOS)
+    out = model.generate(
+        input_ids=ids,
+        attention_mask=torch.ones_like(ids),
+        do_sample=False,
+        max_new_tokens=l,
+        eos_token_id=None,
+        pad_token_id=EOS,
+    )
     free = out[0, k:].numpy()
     eos = int(free[1])  # pretend the second greedy token is the end-of-sequence token
     seq = np.concatenate([prefix, free])
-    unmasked = TransformersBackend({0: path}, device="cpu", prefix_length=k, suffix_length=l,
-                                   eos_token_id=VOCAB - 1 if eos != VOCAB - 1 else 1)
-    masked = TransformersBackend({0: path}, device="cpu", prefix_length=k, suffix_length=l,
-                                 eos_token_id=eos)
+    unmasked = TransformersBackend(
+        {0: path},
+        device="cpu",
+        prefix_length=k,
+        suffix_length=l,
+        eos_token_id=VOCAB - 1 if eos != VOCAB - 1 else 1,
+    )
+    masked = TransformersBackend(
+        {0: path}, device="cpu", prefix_length=k, suffix_length=l, eos_token_id=eos
+    )
     assert unmasked.score([seq], metrics=["extractable"], progress=False)["extractable"].item()
     assert not masked.score([seq], metrics=["extractable"], progress=False)["extractable"].item()
     assert not np.array_equal(_greedy(model, prefix, l, eos), free)
@@ -196,7 +216,9 @@ def test_bf16_on_cuda_close_to_fp32(checkpoints):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     seqs = _sequences(4, [40, 49, 12])
-    fp32 = TransformersBackend(checkpoints, device="cuda", dtype="float32").score(seqs, progress=False)
+    fp32 = TransformersBackend(checkpoints, device="cuda", dtype="float32").score(
+        seqs, progress=False
+    )
     bf16 = TransformersBackend(checkpoints, device="cuda").score(seqs, progress=False)
     rel = np.abs(bf16["mean_token_loglik"] / fp32["mean_token_loglik"] - 1)
     assert rel.max() < 0.02
@@ -208,7 +230,7 @@ def test_resume_after_kill_gives_identical_panel(checkpoints, tmp_path, monkeypa
 
     seqs = _sequences(6, [9, 14, 11, 20, 8])
     kwargs = dict(unit_ids=list("abcde"), metrics=list(METRICS[:-1]), shard_size=2, progress=False)
-    make = lambda: TransformersBackend(checkpoints, device="cpu", batch_size=2)  # noqa: E731
+    make = lambda: TransformersBackend(checkpoints, device="cpu", batch_size=2)
     clean = make().score(seqs, out_dir=tmp_path / "clean", **kwargs)
     pd.testing.assert_frame_equal(clean, make().score(seqs, out_dir=tmp_path / "again", **kwargs))
 

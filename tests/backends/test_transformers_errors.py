@@ -10,14 +10,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from backend_helpers import MAX_POSITIONS, VOCAB, build_checkpoints  # noqa: E402
+from backend_helpers import MAX_POSITIONS, VOCAB, build_checkpoints
 
-from didmem.backends import (  # noqa: E402
+from didmem.backends import (
     CheckpointError,
     InstanceError,
     TransformersBackend,
 )
-from didmem.errors import DidmemError, ParameterError  # noqa: E402
+from didmem.errors import DidmemError, ParameterError
 
 
 def _score(sources, seqs, **kwargs):
@@ -26,13 +26,18 @@ def _score(sources, seqs, **kwargs):
 
 def test_sequence_longer_than_model_positions(checkpoints):
     seqs = [np.ones(10, int), np.ones(MAX_POSITIONS + 2, int)]
-    with pytest.raises(InstanceError, match=r"longer than the model of checkpoint 0 .*48 positions.*units 1 .*lengths 50"):
+    with pytest.raises(
+        InstanceError,
+        match=r"longer than the model of checkpoint 0 .*48 positions.*units 1 .*lengths 50",
+    ):
         _score(checkpoints, seqs, unit_ids=[0, 1])
 
 
 def test_token_ids_outside_vocabulary(checkpoints):
     seqs = [np.ones(10, int), np.array([1, 2, VOCAB, 3])]
-    with pytest.raises(InstanceError, match=r"vocabulary .*size 96.*unit 'b' has token 96 at position 2"):
+    with pytest.raises(
+        InstanceError, match=r"vocabulary .*size 96.*unit 'b' has token 96 at position 2"
+    ):
         _score(checkpoints, seqs, unit_ids=["a", "b"])
     with pytest.raises(InstanceError, match="token -1 at position 0"):
         _score(checkpoints, [np.array([-1, 2, 3])])
@@ -49,14 +54,18 @@ def test_pickle_only_weights_are_refused(checkpoints, tmp_path):
     shutil.copytree(checkpoints[0], target)
     (target / "model.safetensors").unlink()
     torch.save({"w": torch.zeros(1)}, target / "pytorch_model.bin")
-    with pytest.raises(CheckpointError, match=r"only pickle weights \(pytorch_model.bin\).*safetensors"):
+    with pytest.raises(
+        CheckpointError, match=r"only pickle weights \(pytorch_model.bin\).*safetensors"
+    ):
         _score({0: target}, [np.ones(5, int)])
 
 
 def test_checkpoints_that_disagree(checkpoints, tmp_path):
     other = build_checkpoints(tmp_path, n=1, vocab_size=VOCAB + 8)
     mixed = {0: checkpoints[0], 5000: other[0]}
-    with pytest.raises(CheckpointError, match=r"Checkpoints 0 .* and 5000 .* disagree on vocab_size: 96 vs 104"):
+    with pytest.raises(
+        CheckpointError, match=r"Checkpoints 0 .* and 5000 .* disagree on vocab_size: 96 vs 104"
+    ):
         _score(mixed, [np.ones(5, int)])
 
 
@@ -64,7 +73,9 @@ def test_missing_revision_fails_without_network(checkpoints, monkeypatch):
     constants = pytest.importorskip("huggingface_hub.constants")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # read at import; the env is too late
     backend = TransformersBackend.from_pretrained_revisions("didmem-test/no-such-model", [1000])
-    with pytest.raises(CheckpointError, match=r"checkpoint 1000 \('didmem-test/no-such-model@step1000'\)"):
+    with pytest.raises(
+        CheckpointError, match=r"checkpoint 1000 \('didmem-test/no-such-model@step1000'\)"
+    ):
         backend.score([np.ones(5, int)], progress=False)
 
 

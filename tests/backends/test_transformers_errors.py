@@ -111,3 +111,11 @@ def test_parameters(checkpoints):
 def test_errors_are_value_errors_and_didmem_errors():
     assert issubclass(InstanceError, ValueError) and issubclass(InstanceError, DidmemError)
     assert issubclass(CheckpointError, ValueError) and issubclass(CheckpointError, DidmemError)
+
+
+def test_missing_lm_extra_names_it(checkpoints, monkeypatch):
+    from didmem.errors import MissingDependencyError
+
+    monkeypatch.setitem(__import__("sys").modules, "transformers", None)  # as if not installed
+    with pytest.raises(MissingDependencyError, match=r"pip install 'didmem\[lm\]'"):
+        _score(checkpoints, [np.ones(4, int)])

@@ -8,27 +8,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import DidmemError
+from .._messages import MAX_LISTED as _MAX_LISTED
+from .._messages import listing
+from ..errors import CheckpointError, InstanceError
 
 __all__ = ["Instances", "InstanceBatch", "InstanceError", "CheckpointError", "listing"]
 
-_MAX_LISTED = 5
-
-
-class InstanceError(DidmemError, ValueError):
-    """The instances to score are malformed: empty, duplicated, too long, out of vocabulary."""
-
-
-class CheckpointError(DidmemError, ValueError):
-    """A checkpoint is missing, unreadable, or disagrees with the other checkpoints."""
-
-
-def listing(values, limit: int = _MAX_LISTED) -> str:
-    """Render the first ``limit`` values, saying how many more there are."""
-    values = list(values)
-    shown = ", ".join(repr(v.item() if isinstance(v, np.generic) else v) for v in values[:limit])
-    more = len(values) - limit
-    return shown + (f" and {more} more" if more > 0 else "")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._messages import MAX_LISTED as _MAX_LISTED
 from .._messages import listing
 from ..errors import CheckpointError, InstanceError
 

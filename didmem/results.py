@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
+from scipy import linalg
 from scipy.stats import chi2, norm
 
 from .aggregate import AggregationSpec, build_aggregation
@@ -234,12 +235,14 @@ class GroupTimeResult:
             warnings.warn("Pre-test not computed: NaN in the pre-treatment covariance.",
                           InferenceWarning, stacklevel=2)
             return Pretest(np.nan, which.size, np.nan, "NaN in the covariance")
-        if 1.0 / np.linalg.cond(cov, 1) <= np.finfo(float).eps:
+        lu, piv = linalg.lu_factor(cov, check_finite=False)
+        rcond, _ = linalg.lapack.dgecon(lu, np.abs(cov).sum(axis=0).max(), norm="1")
+        if rcond <= np.finfo(float).eps:  # R: rcond(preV) <= .Machine$double.eps
             warnings.warn("Pre-test not computed: the pre-treatment covariance is singular.",
                           InferenceWarning, stacklevel=2)
             return Pretest(np.nan, which.size, np.nan, "singular covariance")
         est = np.asarray(self.estimates)[which]
-        stat = float(est @ np.linalg.solve(cov, est))
+        stat = float(est @ linalg.lu_solve((lu, piv), est, check_finite=False))
         return Pretest(stat, int(which.size), float(chi2.sf(stat, which.size)))
 
     # --------------------------------------------------------------- display

@@ -1,0 +1,2 @@
+"""Memorisation lab: tiny single-pass language models with counterfactual twins.
+"""

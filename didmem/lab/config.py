@@ -84,9 +84,10 @@ class LabConfig:
         AdamW weight decay.
     grad_clip : float
         Maximum gradient norm (``0`` disables clipping).
-    exact_cohorts : tuple of int
+    exact_cohorts : "auto" or tuple of int
         Cohorts (steps) for the exact check: a run without only that cohort's analysed
-        instances. Each must be a cohort.
+        instances. Each must be a cohort. ``"auto"`` picks up to three, near 30%, 60% and 90%
+        of training (see :attr:`exact_cohort_steps`); ``()`` skips the check.
     n_subset_models : int
         Models trained on random subsets for the architectural estimator (``0``: none). Must
         be even: each analysed instance is IN for exactly half of them.
@@ -94,6 +95,9 @@ class LabConfig:
         Metrics the transformers backend scores.
     score_batch_size : int
         Batch size of the scoring backend.
+    extractable_suffix : int
+        ``l`` of (k, l)-extractability when ``"extractable"`` is among the metrics; the
+        prefix is the rest of the instance, ``k = seq_len - l``.
     threads : int
         Torch CPU threads. Results are bit-identical only for the same number of threads.
     text_files : tuple of str
@@ -133,26 +137,35 @@ class LabConfig:
     weight_decay: float = 0.0
     grad_clip: float = 1.0
     # ground truth and subsets
-    exact_cohorts: tuple = ()
+    exact_cohorts: tuple | str = "auto"
     n_subset_models: int = 0
     # scoring and execution
     metrics: tuple = DEFAULT_METRICS
     score_batch_size: int = 64
+    extractable_suffix: int = 12
     threads: int = 1
     text_files: tuple = field(default_factory=tuple)
 
     def __post_init__(self):
         for name in ("exact_cohorts", "metrics", "text_files"):
             value = getattr(self, name)
+            if name == "exact_cohorts" and value == "auto":
+                continue
             if isinstance(value, str):
                 value = (value,)
             object.__setattr__(self, name, tuple(value))
         object.__setattr__(self, "text_files", tuple(str(p) for p in self.text_files))
-        object.__setattr__(self, "exact_cohorts", tuple(int(g) for g in self.exact_cohorts))
+        if self.exact_cohorts != "auto":
+            try:
+                cohorts = tuple(int(g) for g in self.exact_cohorts)
+            except (TypeError, ValueError):
+                _fail("exact_cohorts", '"auto" or a sequence of cohort steps', self.exact_cohorts)
+            object.__setattr__(self, "exact_cohorts", cohorts)
         positive = (
             "n_words", "n_successors", "n_names", "seq_len", "batch_size", "n_steps",
             "checkpoint_every", "n_analysed", "n_validation", "hidden_size", "n_layers",
             "n_heads", "intermediate_size", "max_positions", "score_batch_size", "threads",
+            "extractable_suffix",
         )
         for name in positive:
             value = getattr(self, name)
@@ -213,6 +226,8 @@ class LabConfig:
                 f"seq_len={self.seq_len} is too short for a secret of {secret_len} tokens plus "
                 "a beginning token and one word."
             )
+        if self.exact_cohorts == "auto":
+            return self._check_rest()
         bad = [g for g in self.exact_cohorts if g not in self.cohorts]
         if bad:
             raise ParameterError(
@@ -221,6 +236,9 @@ class LabConfig:
             )
         if len(set(self.exact_cohorts)) != len(self.exact_cohorts):
             _fail("exact_cohorts", "free of repeats", self.exact_cohorts)
+        self._check_rest()
+
+    def _check_rest(self) -> None:
         if self.n_subset_models % 2:
             raise ParameterError(
                 f"n_subset_models={self.n_subset_models} must be even: each analysed instance "
@@ -233,6 +251,19 @@ class LabConfig:
     def secret_len(self) -> int:
         """Tokens of one secret: ``name FIRST LAST code d1 .. dD`` (0 without secrets)."""
         return self.secret_digits + 4 if self.secret_digits else 0
+
+    @property
+    def exact_cohort_steps(self) -> tuple:
+        """The cohorts of the exact check, ``"auto"`` resolved.
+
+        ``"auto"`` takes the cohorts ending nearest to 30%, 60% and 90% of training (the
+        ``round(f * J)``-th of ``J`` cohorts), without repeats.
+        """
+        if self.exact_cohorts != "auto":
+            return self.exact_cohorts
+        J = len(self.cohorts)
+        picks = sorted({max(1, round(f * J)) for f in (0.3, 0.6, 0.9)})
+        return tuple(self.cohorts[i - 1] for i in picks)
 
     @property
     def checkpoints(self) -> tuple:
@@ -257,7 +288,8 @@ class LabConfig:
         """Plain JSON-ready dictionary of every field."""
         out = dataclasses.asdict(self)
         for name in ("exact_cohorts", "metrics", "text_files"):
-            out[name] = list(out[name])
+            if out[name] != "auto":
+                out[name] = list(out[name])
         return out
 
     @classmethod

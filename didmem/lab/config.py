@@ -280,7 +280,7 @@ class LabConfig:
         """Training positions in the single pass, ``n_steps * batch_size``."""
         return self.n_steps * self.batch_size
 
-    def replace(self, **changes) -> "LabConfig":
+    def replace(self, **changes) -> LabConfig:
         """A copy with some fields changed (checked again)."""
         return dataclasses.replace(self, **changes)
 
@@ -293,7 +293,7 @@ class LabConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict) -> "LabConfig":
+    def from_dict(cls, data: dict) -> LabConfig:
         """Inverse of :meth:`to_dict`."""
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
@@ -309,20 +309,20 @@ def demo_config(seed: int = 0, **changes) -> LabConfig:
 
 def quick_config(seed: int = 0, **changes) -> LabConfig:
     """The quick scale for tests: a few seconds, still with a detectable effect."""
-    settings = dict(
-        seed=seed,
-        n_words=96,
-        n_names=12,
-        secret_digits=8,
-        seq_len=24,
-        batch_size=8,
-        n_steps=48,
-        checkpoint_every=12,
-        n_analysed=24,
-        n_validation=96,
-        intermediate_size=128,
-        max_positions=32,
-        warmup_steps=4,
-    )
+    settings = {
+        "seed": seed,
+        "n_words": 96,
+        "n_names": 12,
+        "secret_digits": 8,
+        "seq_len": 24,
+        "batch_size": 8,
+        "n_steps": 48,
+        "checkpoint_every": 12,
+        "n_analysed": 24,
+        "n_validation": 96,
+        "intermediate_size": 128,
+        "max_positions": 32,
+        "warmup_steps": 4,
+    }
     settings.update(changes)
     return LabConfig(**settings)

@@ -3,7 +3,8 @@
 Generated instances mix two kinds of content:
 
 * shared structure that a model learns as it trains: words follow a first-order Markov chain
-  whose successor laws and unigram frequencies are Zipfian;
+  whose successor laws are Zipfian, with successors drawn by a Zipfian unigram law so that
+  word frequencies are Zipfian too;
 * instance-specific content that can only be memorised: a secret ``name FIRST LAST code d1 ..
   dD`` with a random name and a random digit string, inserted at a random place.
 
@@ -83,11 +84,12 @@ class MarkovCorpus:
 
         n = config.n_words
         self.unigram = _zipf(n, config.zipf_exponent)
-        succ_law = _zipf(config.n_successors if config.n_successors < n else n,
+        succ_law = _zipf(min(n, config.n_successors),
                          config.zipf_exponent)
         markov = np.zeros((n, n))
         for i in range(n):
-            succ = rng.choice(n, size=len(succ_law), replace=False)
+            # successors favour frequent words, so the chain's word frequencies stay Zipfian
+            succ = rng.choice(n, size=len(succ_law), replace=False, p=self.unigram)
             markov[i, succ] = succ_law
         w = config.markov_weight
         self.transition = w * markov + (1.0 - w) * self.unigram[None, :]
@@ -209,7 +211,7 @@ class TextCorpus:
         return {
             "kind": self.kind,
             "vocab_size": len(self.tokenizer),
-            "n_instances_available": int(len(self._pool)),
+            "n_instances_available": len(self._pool),
         }
 
 

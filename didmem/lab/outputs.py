@@ -26,7 +26,8 @@ FORMAT_VERSION = 1
 ENTRIES = (
     "checkpoints", "twin", "exact", "subsets", "data_order.parquet", "instances.parquet",
     "sample.parquet", "panel.parquet", "truth.parquet", "truth_units.parquet",
-    "exact_check.parquet", "membership.parquet", "subset_scores.parquet", "losses.parquet",
+    "twin_scores.parquet", "exact_check.parquet", "membership.parquet",
+    "subset_scores.parquet", "losses.parquet",
     IN_PROGRESS, MANIFEST,
 )
 

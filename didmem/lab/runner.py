@@ -317,6 +317,7 @@ def _tables(cfg, design, runs, scores) -> dict:
         "panel.parquet": panel,
         "truth.parquet": truth,
         "truth_units.parquet": effects,
+        "twin_scores.parquet": scores["twin"][["unit", "time"] + metrics],
         "exact_check.parquet": exact,
         "losses.parquet": losses,
     }
@@ -349,7 +350,7 @@ def _manifest(cfg, design, settings, versions) -> dict:
             "exact_cohorts": list(cfg.exact_cohort_steps),
             "n_positions": cfg.n_positions,
             "n_train_instances": int((design.split == "train").sum()),
-            "n_analysed_total": int(len(design.analysed_ids)),
+            "n_analysed_total": len(design.analysed_ids),
             "vocab_size": len(design.corpus.tokenizer),
             "corpus": design.corpus.describe(),
             "init_seed": design.init_seed,

@@ -92,7 +92,7 @@ class WordTokenizer:
         return path
 
     @classmethod
-    def load(cls, path) -> "WordTokenizer":
+    def load(cls, path) -> WordTokenizer:
         """Read a file written by :meth:`save`."""
         path = Path(path)
         if path.is_dir():
@@ -103,7 +103,7 @@ class WordTokenizer:
         return cls(words[len(SPECIAL_TOKENS):])
 
     @classmethod
-    def from_texts(cls, texts: Iterable[str]) -> "WordTokenizer":
+    def from_texts(cls, texts: Iterable[str]) -> WordTokenizer:
         """Vocabulary of every word in ``texts``, most frequent first (ties alphabetical)."""
         counts: dict = {}
         for text in texts:

@@ -178,8 +178,8 @@ def train(
     transformers = optional_import("transformers", "lm")
     B, T = config.batch_size, config.n_steps
     checkpoint_dir = Path(checkpoint_dir)
-    save_steps = set(int(s) for s in save_steps)
-    snapshot_steps = set(int(s) for s in snapshot_steps)
+    save_steps = {int(s) for s in save_steps}
+    snapshot_steps = {int(s) for s in snapshot_steps}
 
     if isinstance(start, TrainState):
         model = transformers.GPTNeoXForCausalLM(model_config(config, _vocab_of(start)))

@@ -165,8 +165,6 @@ def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
     settings = _settings(cfg)
     if not overwrite and directory.is_complete_run_of(settings):
         return load(out_dir)
-    directory.prepare(settings, overwrite)
-
     timings = {}
     clock = _time.perf_counter()
 
@@ -176,7 +174,8 @@ def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
         timings[name] = now - clock
         clock = now
 
-    design = build_design(cfg)
+    design = build_design(cfg)  # before touching the directory: bad input fails here
+    directory.prepare(settings, overwrite)
     lap("design")
     from .trainer import torch_session
 

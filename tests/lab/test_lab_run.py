@@ -195,3 +195,42 @@ def test_interrupted_run_is_restarted(tmp_path):
     (out / "panel.parquet").write_text("half written")
     result = run(out, quick=True, n_steps=12, exact_cohorts=(), n_validation=16, n_analysed=4)
     assert len(pd.read_parquet(out / "panel.parquet")) == len(result.panel)
+
+
+def test_run_on_user_text_files(tmp_path):
+    pytest.importorskip("torch")
+    from didmem.lab import build_design, quick_config, run
+
+    # a user's text: here, sentences written out by another seed's language
+    donor = build_design(quick_config(seed=9))
+    tok = donor.corpus.tokenizer
+    lines = [tok.decode(row[1:]) for row in donor.tokens]
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(lines * 2), encoding="utf-8")
+    result = run(tmp_path / "out", quick=True, text_files=(str(path),), n_steps=24,
+                 exact_cohorts=(), n_validation=32)
+    manifest = json.loads((result.out_dir / "manifest.json").read_text())
+    assert manifest["derived"]["corpus"]["kind"] == "text"
+    assert manifest["settings"]["text_files_sha256"][0] is not None
+    assert set(result.panel["time"]) == set(result.config.checkpoints)
+    instances = pd.read_parquet(result.out_dir / "instances.parquet")
+    assert instances["text"].str.startswith("<bos>").all()
+    small = tmp_path / "small.txt"
+    small.write_text("\n".join(lines[:50]), encoding="utf-8")
+    with pytest.raises(ParameterError, match="the run needs at least"):
+        run(tmp_path / "too_small", quick=True, text_files=(str(small),))
+    assert not (tmp_path / "too_small").exists()
+
+
+@pytest.mark.slow
+def test_demo_scale_signal(tmp_path):
+    pytest.importorskip("torch")
+    from didmem.lab import run
+
+    result = run(tmp_path / "demo")
+    inst = result.instantaneous()
+    assert len(inst) == 10
+    assert (inst["z"] > 3).all()
+    ex = result.exact[(result.exact["metric"] == "mean_token_loglik")
+                      & (result.exact["time"] == result.exact["cohort"])]
+    assert (ex["difference"].abs() < 0.5 * ex["tau_exact"]).all()

@@ -2,7 +2,8 @@
 
 Usage::
 
-    python benchmarks/bench_lab.py [--repeats 3] [--scales quick demo] [--figure docs/_static/lab_exact_check.png]
+    python benchmarks/bench_lab.py [--repeats 3] [--scales quick demo]
+        [--figure docs/_static/lab_exact_check.png] [--no-signal] [--shifts 0 0.1 0.2 0.5]
 
 Each repetition writes a fresh run into a temporary directory (training, twin, exact check,
 scoring, files) and reports its wall-clock time, including the import of torch and
@@ -80,6 +81,27 @@ def signal(out_dir: Path, figure: str | None) -> None:
         _figure(result, figure)
 
 
+def shift_comparison(shifts) -> None:
+    """Error of the difference and DiD estimators against the truth, per validation shift."""
+    import didmem.lab as lab
+    from didmem import Panel
+    from didmem.estimators import DiDEstimator, DifferenceEstimator
+
+    print("\nvalidation_shift  estimator            mean error   rmse   (post-treatment cells)")
+    for shift in shifts:
+        with tempfile.TemporaryDirectory() as tmp:
+            r = lab.run(Path(tmp) / "run", exact_cohorts=(), validation_shift=shift)
+        panel = Panel(r.panel, unit="unit", time="time", cohort="cohort",
+                      outcome="mean_token_loglik")
+        truth = r.truth[r.truth["metric"] == "mean_token_loglik"].set_index(["cohort", "time"])
+        for est in (DifferenceEstimator(), DiDEstimator()):
+            cells = est.fit(panel).to_frame()
+            cells = cells[cells["time"] >= cells["cohort"]].set_index(["cohort", "time"])
+            err = cells["estimate"] - truth.loc[cells.index, "tau"]
+            print(f"{shift:>16}  {type(est).__name__:<20} {err.mean():+.4f}    "
+                  f"{np.sqrt((err ** 2).mean()):.4f}  ({len(cells)})")
+
+
 def _figure(result, path: str) -> None:
     import matplotlib
 
@@ -108,16 +130,22 @@ def _figure(result, path: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--scales", nargs="+", default=["quick", "demo"])
+    parser.add_argument("--scales", nargs="*", default=["quick", "demo"])
     parser.add_argument("--figure", default=None, help="write the exact-check figure here")
+    parser.add_argument("--no-signal", action="store_true", help="skip the demo signal check")
+    parser.add_argument("--shifts", nargs="*", type=float, default=[],
+                        help="compare estimators on runs with these validation shifts")
     args = parser.parse_args()
     print(f"machine: {platform.processor() or platform.machine()}, python {platform.python_version()}")
     for scale in args.scales:
         walls = time_scale(scale, args.repeats)
         print(f"{scale}: median {np.median(walls):.1f} s, max {max(walls):.1f} s "
               f"over {len(walls)} fresh runs\n")
-    with tempfile.TemporaryDirectory() as tmp:
-        signal(Path(tmp) / "demo", args.figure)
+    if not args.no_signal:
+        with tempfile.TemporaryDirectory() as tmp:
+            signal(Path(tmp) / "demo", args.figure)
+    if args.shifts:
+        shift_comparison(args.shifts)
 
 
 if __name__ == "__main__":

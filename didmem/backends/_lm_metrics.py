@@ -14,7 +14,7 @@ __all__ = ["batch_metrics", "head_logits"]
 
 
 def head_logits(hidden: torch.Tensor, head: torch.nn.Module, softcap: float | None):
-    """fp32 logits of the output head for ``hidden`` (positions x hidden size).
+    """Logits of the output head for ``hidden`` (positions x hidden size), fp32 or wider.
 
     On CUDA with bf16/fp16 weights the product is accumulated and returned in fp32 without
     rounding the logits to the low-precision type.
@@ -28,9 +28,10 @@ def head_logits(hidden: torch.Tensor, head: torch.nn.Module, softcap: float | No
         except (RuntimeError, TypeError, NotImplementedError):  # older torch: no out_dtype
             logits = None
     if logits is None:
-        logits = torch.nn.functional.linear(hidden, weight).float()
+        logits = torch.nn.functional.linear(hidden, weight)
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
     if bias is not None:
-        logits += bias.float()
+        logits += bias.to(logits.dtype)
     if softcap:
         logits = torch.tanh(logits / softcap) * softcap
     return logits

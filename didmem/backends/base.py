@@ -134,8 +134,10 @@ class OutcomeBackend(abc.ABC):
         """The work items of a run: for each checkpoint, the shards of ``shard_size`` instances."""
         if shard_size is None:
             shard_size = n_instances
-        if isinstance(shard_size, bool) or not isinstance(shard_size, (int, np.integer)) or (
-            shard_size < 1
+        if (
+            isinstance(shard_size, bool)
+            or not isinstance(shard_size, (int, np.integer))
+            or (shard_size < 1)
         ):
             raise ParameterError(f"shard_size must be a positive integer; got {shard_size!r}.")
         bounds = list(range(0, n_instances, int(shard_size))) + [n_instances]

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from ..errors import ParameterError, PanelError
+from ..errors import PanelError, ParameterError
 from ..panel import cohort_from_sequence_index
 from ._instances import InstanceBatch, InstanceError, Instances, listing
 from .base import OutcomeBackend, check_checkpoint_times
@@ -56,10 +56,10 @@ class FrameBackend(OutcomeBackend):
     ...                       "sup_seq": [9.1, 3.2, 9.0, 8.7]})
     >>> FrameBackend(paper).score()
        unit  time  cohort  sup_seq
-    0     5     0  1000.0      9.1
-    1    -1     0     inf      9.0
-    2     5  1000  1000.0      3.2
-    3    -1  1000     inf      8.7
+    0    -1     0     inf      9.0
+    1     5     0  1000.0      9.1
+    2    -1  1000     inf      8.7
+    3     5  1000  1000.0      3.2
     """
 
     def __init__(
@@ -208,6 +208,9 @@ class CallableBackend(OutcomeBackend):
         The metrics ``fn`` returns, scored when :meth:`score` gets ``metrics=None``.
     batch_size : int
         Instances per call of ``fn``.
+    name : str, optional
+        Names the function in the manifest of a resumable run (``out_dir``), which refuses to
+        mix parts of different functions; defaults to the function's qualified name.
 
     Examples
     --------
@@ -224,17 +227,25 @@ class CallableBackend(OutcomeBackend):
     3    b  1000    3.0
     """
 
-    def __init__(self, fn: Callable, checkpoints, *, metrics=None, batch_size: int = 64) -> None:
+    def __init__(
+        self, fn: Callable, checkpoints, *, metrics=None, batch_size: int = 64, name=None
+    ) -> None:
         if not callable(fn):
             raise ParameterError(f"CallableBackend needs a callable; got {type(fn).__name__}.")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or (
-            batch_size < 1
+        if (
+            isinstance(batch_size, bool)
+            or not isinstance(batch_size, (int, np.integer))
+            or (batch_size < 1)
         ):
             raise ParameterError(
                 f"The 'batch_size' parameter of CallableBackend must be a positive integer. "
                 f"Got {batch_size!r}."
             )
         self.fn = fn
+        if name is None:
+            qualname = getattr(fn, "__qualname__", type(fn).__name__)
+            name = f"{getattr(fn, '__module__', '')}.{qualname}"
+        self.name = str(name)
         self._checkpoints = check_checkpoint_times(checkpoints, "CallableBackend")
         self.default_metrics = () if metrics is None else tuple(metrics)
         self.batch_size = int(batch_size)
@@ -245,9 +256,8 @@ class CallableBackend(OutcomeBackend):
         return self._checkpoints
 
     def describe(self) -> dict:
-        """The class and the function's qualified name."""
-        name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
-        return {"backend": "CallableBackend", "function": f"{self.fn.__module__}.{name}"}
+        """The class and the function's name."""
+        return {"backend": "CallableBackend", "function": self.name}
 
     def score_batch(self, checkpoint, batch: InstanceBatch, metrics: tuple) -> Mapping:
         """Call the user function."""

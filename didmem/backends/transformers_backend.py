@@ -130,7 +130,9 @@ class TransformersBackend(OutcomeBackend):
         self.batch_size = _positive_int(batch_size, "batch_size")
         self.prefix_length = _positive_int(prefix_length, "prefix_length")
         self.suffix_length = _positive_int(suffix_length, "suffix_length")
-        self.chunk_tokens = None if chunk_tokens is None else _positive_int(chunk_tokens, "chunk_tokens")
+        self.chunk_tokens = (
+            None if chunk_tokens is None else _positive_int(chunk_tokens, "chunk_tokens")
+        )
         self.dtype_name = dtype
         self.device_name = device
         if eos_token_id is not None:
@@ -262,13 +264,16 @@ class TransformersBackend(OutcomeBackend):
         """Check metrics, configs, token ids and lengths before loading any weights."""
         unknown = [m for m in metrics if m not in METRICS]
         if unknown:
-            raise ParameterError(f"Unknown metrics {unknown}; TransformersBackend has {list(METRICS)}.")
+            raise ParameterError(
+                f"Unknown metrics {unknown}; TransformersBackend has {list(METRICS)}."
+            )
         if instances.token_ids is None:
             raise InstanceError("TransformersBackend needs token_ids; got only unit ids.")
         self.configs()
         cfg = self._config
         lengths = instances.lengths
-        where = f"the model of checkpoint {self._checkpoints[0]} ({self.checkpoint_source(self._checkpoints[0])!r})"
+        first = self._checkpoints[0]
+        where = f"the model of checkpoint {first} ({self.checkpoint_source(first)!r})"
         short = lengths < 2
         if "extractable" in metrics:
             short = lengths < max(2, self.prefix_length + self.suffix_length)
@@ -301,7 +306,9 @@ class TransformersBackend(OutcomeBackend):
                 )
         eos = self._eos_tokens()
         if any(e < 0 or e >= vocab for e in eos):
-            raise ParameterError(f"eos_token_id {list(eos)} is outside the vocabulary (size {vocab}).")
+            raise ParameterError(
+                f"eos_token_id {list(eos)} is outside the vocabulary (size {vocab})."
+            )
 
     # ----------------------------------------------------------------- scoring
     def open_checkpoint(self, checkpoint) -> None:
@@ -310,8 +317,11 @@ class TransformersBackend(OutcomeBackend):
 
         self._locate(checkpoint)
         self._model = load_model(
-            self._sources[checkpoint], self.checkpoint_source(checkpoint), checkpoint,
-            device=self.device, dtype=self.dtype,
+            self._sources[checkpoint],
+            self.checkpoint_source(checkpoint),
+            checkpoint,
+            device=self.device,
+            dtype=self.dtype,
         )
         if not self._checked_head:
             from ._loading import check_head
@@ -327,7 +337,7 @@ class TransformersBackend(OutcomeBackend):
             torch.cuda.empty_cache()
 
     def score_batch(self, checkpoint, batch: InstanceBatch, metrics: tuple) -> dict:
-        """Score a batch, halving it on CUDA out-of-memory until one sequence fails."""
+        """Score a batch; on out-of-memory halve ``batch_size`` and retry in smaller batches."""
         from ._loading import forward_metrics, is_out_of_memory
 
         try:
@@ -342,10 +352,11 @@ class TransformersBackend(OutcomeBackend):
                     "Lower chunk_tokens or use a larger device."
                 ) from exc
         optional_import("torch", "lm").cuda.empty_cache()
-        half = len(batch) // 2
-        self.batch_size = max(1, min(self.batch_size, half))
-        parts = [
-            self.score_batch(checkpoint, InstanceBatch(batch.units[s], batch.token_ids[s]), metrics)
-            for s in (slice(0, half), slice(half, None))
-        ]
+        self.batch_size = max(1, min(self.batch_size, (len(batch) + 1) // 2))
+        parts, start = [], 0
+        while start < len(batch):
+            stop = min(start + self.batch_size, len(batch))
+            sub = InstanceBatch(batch.units[start:stop], batch.token_ids[start:stop])
+            parts.append(self.score_batch(checkpoint, sub, metrics))
+            start = stop
         return {m: np.concatenate([p[m] for p in parts]) for m in metrics}

@@ -12,11 +12,11 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 from scipy import linalg
-from scipy.stats import chi2, norm
+from scipy.special import chdtrc
 
 from .aggregate import AggregationSpec, build_aggregation
 from .errors import InferenceWarning
-from .inference.bands import analytic_se, bootstrap_se, simultaneous_band
+from .inference.bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
 from .inference.bootstrap import BootstrapDraws
 from .inference.linear import cell_covariance, combination_draws, combination_variance
 
@@ -243,7 +243,7 @@ class GroupTimeResult:
             return Pretest(np.nan, which.size, np.nan, "singular covariance")
         est = np.asarray(self.estimates)[which]
         stat = float(est @ linalg.lu_solve((lu, piv), est, check_finite=False))
-        return Pretest(stat, int(which.size), float(chi2.sf(stat, which.size)))
+        return Pretest(stat, int(which.size), float(chdtrc(which.size, stat)))
 
     # --------------------------------------------------------------- display
     def _inference_line(self) -> str:
@@ -321,7 +321,7 @@ class AggregateResult:
     def _from_spec(cls, res: GroupTimeResult, spec: AggregationSpec) -> "AggregateResult":
         est = spec.weights @ np.asarray(res.estimates)
         se = analytic_se(combination_variance(res.design, res.cells, res.stats, spec.weights, spec.omega))
-        z = norm.ppf(1 - res.alpha / 2)
+        z = normal_quantile(1 - res.alpha / 2)
         crit, band, draws = z, "pointwise", None
         if res.bootstrap is not None:
             draws = combination_draws(res.design, res.bootstrap, spec.weights, spec.omega)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import norm
 
 from ..inference import kernels
-from ..inference.bands import analytic_se, bootstrap_se, simultaneous_band
+from ..inference.bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
 from ..inference.bootstrap import bootstrap_cells
 from ..results import GroupTimeResult
 from ._design import prepare_design
@@ -49,7 +48,7 @@ class GroupTimeEstimator(BaseEstimator):
         analytic = analytic_se(var)
         se = analytic
         alpha = params["alpha"]
-        crit, band, boot = norm.ppf(1 - alpha / 2), "pointwise", None
+        crit, band, boot = normal_quantile(1 - alpha / 2), "pointwise", None
         if params["n_bootstrap"] > 0:
             rng = np.random.default_rng(params["random_state"])
             boot = bootstrap_cells(design, cells, stats, n_draws=params["n_bootstrap"],

@@ -9,18 +9,23 @@ non-degenerate columns.
 from __future__ import annotations
 
 import warnings
+from statistics import NormalDist
 
 import numpy as np
-from scipy.stats import norm
 
 from ..errors import InferenceWarning
 from . import kernels
 
 __all__ = ["DEGENERATE", "IQR_NORMAL", "bootstrap_se", "sup_t_critical_value", "analytic_se",
-           "simultaneous_band"]
+           "simultaneous_band", "normal_quantile"]
 
 DEGENERATE = 10.0 * np.sqrt(np.finfo(float).eps)  # R: sqrt(.Machine$double.eps) * 10
-IQR_NORMAL = norm.ppf(0.75) - norm.ppf(0.25)
+IQR_NORMAL = NormalDist().inv_cdf(0.75) - NormalDist().inv_cdf(0.25)
+
+
+def normal_quantile(p: float) -> float:
+    """Quantile of the standard normal distribution."""
+    return NormalDist().inv_cdf(p)
 
 
 def analytic_se(variance: np.ndarray) -> np.ndarray:
@@ -38,7 +43,7 @@ def bootstrap_se(draws: np.ndarray, bres_scale: float) -> np.ndarray:
     """
     q = kernels.type1_quantiles(draws, np.array([0.25, 0.75]))
     se = (q[1] - q[0]) / IQR_NORMAL
-    degenerate = ~((draws**2).sum(axis=0) * bres_scale**2 > DEGENERATE)
+    degenerate = ~(np.einsum("ij,ij->j", draws, draws) * bres_scale**2 > DEGENERATE)
     se[degenerate] = np.nan
     se[~(se > DEGENERATE)] = np.nan
     return se
@@ -72,7 +77,7 @@ def simultaneous_band(draws, se, alpha: float, bres_scale: float, *, at_least_no
     critical_value : float
     band : {"simultaneous", "pointwise"}
     """
-    z = norm.ppf(1 - alpha / 2)
+    z = normal_quantile(1 - alpha / 2)
     crit = sup_t_critical_value(draws, se, alpha, bres_scale)
     if not np.isfinite(crit):
         warnings.warn("No estimate has a non-degenerate bootstrap distribution (standard errors "

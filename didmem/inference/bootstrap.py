@@ -21,7 +21,7 @@ from . import kernels
 __all__ = ["MULTIPLIERS", "BootstrapDraws", "draw_multipliers", "bootstrap_cells"]
 
 MULTIPLIERS = ("rademacher", "mammen")
-_CHUNK_ELEMENTS = 4_000_000  # multipliers held at once (32 MB)
+_CHUNK_ELEMENTS = 2_000_000  # multipliers held at once (16 MB)
 
 
 @dataclass(frozen=True)

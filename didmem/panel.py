@@ -220,14 +220,22 @@ class Panel:
                 raise PanelError("No unit is observed at every time: the balanced panel is empty.")
 
         kept = np.flatnonzero(keep)
-        remap = np.full(n_units, -1, dtype=np.int64)
-        remap[kept] = np.arange(kept.size)
-        rows = keep[unit_codes]
-        dense_index = remap[unit_codes[rows]] * n_times + time_codes[rows]
+        if kept.size == n_units:  # balanced: every row lands in its own cell
+            rows = slice(None)
+            dense_index = cell
+        else:
+            remap = np.full(n_units, -1, dtype=np.int64)
+            remap[kept] = np.arange(kept.size)
+            rows = keep[unit_codes]
+            dense_index = remap[unit_codes[rows]] * n_times + time_codes[rows]
+        in_order = bool(np.all(dense_index[1:] > dense_index[:-1]))
         self._outcomes = {}
         for name, values in outcome_rows.items():
-            matrix = np.empty(kept.size * n_times)
-            matrix[dense_index] = values[rows]
+            if in_order and kept.size == n_units:
+                matrix = values.copy()
+            else:
+                matrix = np.empty(kept.size * n_times)
+                matrix[dense_index] = values[rows]
             matrix = matrix.reshape(kept.size, n_times)
             matrix.flags.writeable = False
             self._outcomes[name] = matrix
@@ -293,17 +301,18 @@ class Panel:
 
     @staticmethod
     def _constant_within_unit(rows, unit_codes, n_units, units, column, role) -> np.ndarray:
-        first = np.full(n_units, np.nan)
-        order = np.arange(unit_codes.size)[::-1]
-        first[unit_codes[order]] = rows[order]  # the last write is each unit's first row
-        differs = rows != first[unit_codes]
+        low = np.full(n_units, np.inf)
+        high = np.full(n_units, -np.inf)
+        np.minimum.at(low, unit_codes, rows)
+        np.maximum.at(high, unit_codes, rows)
+        differs = low != high
         if differs.any():
-            bad_units = pd.unique(unit_codes[differs])
+            bad_units = np.flatnonzero(differs)
             raise PanelError(
                 f"Column {column!r} ({role}) must be constant within a unit; it changes over time "
                 f"for {bad_units.size} units: {_listing([_to_python(units[u]) for u in bad_units])}."
             )
-        return first
+        return low
 
     # ------------------------------------------------------------ dense views
     @property

@@ -99,6 +99,11 @@ class RayRunner(Runner):
     init_kwargs : dict, optional
         More keyword arguments for ``ray.init`` when the runner starts or joins Ray.
 
+    Attributes
+    ----------
+    last_assignments : dict of int to list of str
+        After a run: the parts that each actor scored, by actor index, in order.
+
     Notes
     -----
     Progress is shown with Ray's own ``ray.experimental.tqdm_ray`` bar on the driver. A work
@@ -122,6 +127,7 @@ class RayRunner(Runner):
         self.num_cpus = _positive(num_cpus, "num_cpus", allow_zero=True, real=True)
         self.address = address
         self.init_kwargs = dict(init_kwargs or {})
+        self.last_assignments: dict = {}
 
     @contextlib.contextmanager
     def _session(self, backend, instances, plan, todo):
@@ -190,6 +196,7 @@ class _RaySession:
         running: dict = {}  # object ref -> (actor index, item)
         tries: dict = {}
         failures = []
+        self.runner.last_assignments = {}
         bar = _ray_bar(self.runner.progress, len(pending))
 
         def next_item(i):
@@ -238,6 +245,7 @@ class _RaySession:
                         retry_or_fail(item, error_text(cause if cause is not None else exc))
                     else:
                         sink(item, frame)
+                        self.runner.last_assignments.setdefault(i, []).append(item.part_name)
                         if bar is not None:
                             bar.set_description(f"scoring (checkpoint {time_label(item.checkpoint)})")
                             bar.update(1)

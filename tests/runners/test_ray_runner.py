@@ -1,0 +1,82 @@
+"""RayRunner on a local Ray cluster started by the tests: same frame as LocalRunner, resumable."""
+
+from __future__ import annotations
+
+import shutil
+
+import pandas as pd
+import pytest
+from conftest import METRICS, make_backend
+from test_local_runner import _Interrupted, interrupt_after
+
+from didmem.runners import LocalRunner, RayRunner, ScoringError
+
+pytest.importorskip("torch")
+pytest.importorskip("pyarrow")
+ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'didmem[ray]'")
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray instance with two CPUs, shared by the tests of this module (~5 s to start)."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def local_frame(two_checkpoints, instances):
+    tokens, ids = instances
+    return LocalRunner(progress=False).run(make_backend(two_checkpoints), tokens, unit_ids=ids,
+                                           metrics=METRICS)
+
+
+def test_two_actors_give_the_local_frame(ray_cluster, two_checkpoints, instances, local_frame,
+                                         tmp_path):
+    tokens, ids = instances
+    runner = RayRunner(out_dir=tmp_path, num_workers=2, shard_size=5, progress=False)
+    frame = runner.run(make_backend(two_checkpoints), tokens, unit_ids=ids, metrics=METRICS)
+    pd.testing.assert_frame_equal(frame, local_frame)
+    # each actor held one checkpoint and took all of its items
+    assert sorted(sorted(parts) for parts in runner.last_assignments.values()) == [
+        ["part-t0-s000000.parquet", "part-t0-s000001.parquet"],
+        ["part-t1000-s000000.parquet", "part-t1000-s000001.parquet"],
+    ]
+    # the local runner resumes the Ray run's parts: nothing is left to do
+    again = LocalRunner(out_dir=tmp_path, shard_size=5, progress=False).run(
+        make_backend(two_checkpoints), tokens, unit_ids=ids, metrics=METRICS
+    )
+    pd.testing.assert_frame_equal(again, local_frame)
+
+
+def test_killed_ray_run_resumes_and_writes_each_part_once(ray_cluster, two_checkpoints,
+                                                          instances, local_frame, tmp_path,
+                                                          monkeypatch):
+    tokens, ids = instances
+    runner = RayRunner(out_dir=tmp_path, num_workers=2, shard_size=3, progress=False)
+    written: list = []
+    interrupt_after(monkeypatch, 3, written)
+    with pytest.raises(_Interrupted):
+        runner.run(make_backend(two_checkpoints), tokens, unit_ids=ids, metrics=METRICS)
+    assert len(list(tmp_path.glob("part-*.parquet"))) == 3
+    frame = runner.run(make_backend(two_checkpoints), tokens, unit_ids=ids, metrics=METRICS)
+    pd.testing.assert_frame_equal(frame, local_frame)
+    assert sorted(written) == sorted(p.name for p in tmp_path.glob("part-*.parquet"))
+    assert len(written) == len(set(written)) == 8
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_failed_items_are_reported_with_their_error(ray_cluster, two_checkpoints, instances,
+                                                    tmp_path):
+    tokens, ids = instances
+    broken = tmp_path / "broken1000"
+    shutil.copytree(two_checkpoints[1000], broken)
+    next(broken.glob("*.safetensors")).write_bytes(b"not safetensors")
+    backend = make_backend({0: two_checkpoints[0], 1000: broken})
+    runner = RayRunner(out_dir=tmp_path / "out", num_workers=2, shard_size=5, max_retries=1,
+                       progress=False)
+    with pytest.raises(ScoringError, match="2 work items failed after 2 attempts each: "
+                                           "checkpoint 1000 shard 0: SafetensorError") as err:
+        runner.run(backend, tokens, unit_ids=ids, metrics=METRICS)
+    assert [(it.checkpoint, it.shard) for it, _ in err.value.failures] == [(1000, 0), (1000, 1)]
+    assert len(list((tmp_path / "out").glob("part-t0-*.parquet"))) == 2

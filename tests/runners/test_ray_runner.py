@@ -59,6 +59,8 @@ def test_killed_ray_run_resumes_and_writes_each_part_once(ray_cluster, two_check
     with pytest.raises(_Interrupted):
         runner.run(make_backend(two_checkpoints), tokens, unit_ids=ids, metrics=METRICS)
     assert len(list(tmp_path.glob("part-*.parquet"))) == 3
+    # resume with one actor (fewer actor start-ups keep the test fast)
+    runner = RayRunner(out_dir=tmp_path, num_workers=1, shard_size=3, progress=False)
     frame = runner.run(make_backend(two_checkpoints), tokens, unit_ids=ids, metrics=METRICS)
     pd.testing.assert_frame_equal(frame, local_frame)
     assert sorted(written) == sorted(p.name for p in tmp_path.glob("part-*.parquet"))
@@ -73,10 +75,24 @@ def test_failed_items_are_reported_with_their_error(ray_cluster, two_checkpoints
     shutil.copytree(two_checkpoints[1000], broken)
     next(broken.glob("*.safetensors")).write_bytes(b"not safetensors")
     backend = make_backend({0: two_checkpoints[0], 1000: broken})
-    runner = RayRunner(out_dir=tmp_path / "out", num_workers=2, shard_size=5, max_retries=1,
+    runner = RayRunner(out_dir=tmp_path / "out", num_workers=1, shard_size=5, max_retries=1,
                        progress=False)
     with pytest.raises(ScoringError, match="2 work items failed after 2 attempts each: "
                                            "checkpoint 1000 shard 0: SafetensorError") as err:
         runner.run(backend, tokens, unit_ids=ids, metrics=METRICS)
     assert [(it.checkpoint, it.shard) for it, _ in err.value.failures] == [(1000, 0), (1000, 1)]
     assert len(list((tmp_path / "out").glob("part-t0-*.parquet"))) == 2
+
+
+def test_score_command_on_ray(ray_cluster, two_checkpoints, instances, local_frame, tmp_path,
+                              capsys):
+    from test_score_cli import write_config
+
+    from didmem.cli import main
+
+    config = write_config(tmp_path, two_checkpoints, instances,
+                          tables=["[runner]", 'kind = "ray"', "num_workers = 1", "num_gpus = 0"])
+    assert main(["score", "--config", config, "--out", str(tmp_path / "out")]) == 0
+    assert "with the ray runner" in capsys.readouterr().out
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out" / "scores.parquet"),
+                                  local_frame)

@@ -42,12 +42,12 @@ def test_local_runner_equals_backend_score(two_checkpoints, instances, tmp_path)
     backend = make_backend(two_checkpoints)
     expected = backend.score(tokens, unit_ids=ids, metrics=METRICS, progress=False)
     in_memory = LocalRunner(progress=False).run(backend, tokens, unit_ids=ids, metrics=METRICS)
-    pd.testing.assert_frame_equal(in_memory, expected)
+    pd.testing.assert_frame_equal(in_memory, expected, check_exact=True)
     out = tmp_path / "run"
     on_disk = LocalRunner(out_dir=out, shard_size=4, progress=False).run(
         backend, tokens, unit_ids=ids, metrics=METRICS
     )
-    pd.testing.assert_frame_equal(on_disk, expected)
+    pd.testing.assert_frame_equal(on_disk, expected, check_exact=True)
     assert len(list(out.glob("part-*.parquet"))) == 6
     assert json.loads((out / "plan.json").read_text())["n_instances"] == 10
     # backend.score resumes a runner's run: same manifest, every part already there

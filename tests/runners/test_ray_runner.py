@@ -36,7 +36,7 @@ def test_two_actors_give_the_local_frame(ray_cluster, two_checkpoints, instances
     tokens, ids = instances
     runner = RayRunner(out_dir=tmp_path, num_workers=2, shard_size=5, progress=False)
     frame = runner.run(make_backend(two_checkpoints), tokens, unit_ids=ids, metrics=METRICS)
-    pd.testing.assert_frame_equal(frame, local_frame)
+    pd.testing.assert_frame_equal(frame, local_frame, check_exact=True)
     # each actor held one checkpoint and took all of its items
     assert sorted(sorted(parts) for parts in runner.last_assignments.values()) == [
         ["part-t0-s000000.parquet", "part-t0-s000001.parquet"],
@@ -46,7 +46,7 @@ def test_two_actors_give_the_local_frame(ray_cluster, two_checkpoints, instances
     again = LocalRunner(out_dir=tmp_path, shard_size=5, progress=False).run(
         make_backend(two_checkpoints), tokens, unit_ids=ids, metrics=METRICS
     )
-    pd.testing.assert_frame_equal(again, local_frame)
+    pd.testing.assert_frame_equal(again, local_frame, check_exact=True)
 
 
 def test_killed_ray_run_resumes_and_writes_each_part_once(ray_cluster, two_checkpoints,
@@ -62,7 +62,7 @@ def test_killed_ray_run_resumes_and_writes_each_part_once(ray_cluster, two_check
     # resume with one actor (fewer actor start-ups keep the test fast)
     runner = RayRunner(out_dir=tmp_path, num_workers=1, shard_size=3, progress=False)
     frame = runner.run(make_backend(two_checkpoints), tokens, unit_ids=ids, metrics=METRICS)
-    pd.testing.assert_frame_equal(frame, local_frame)
+    pd.testing.assert_frame_equal(frame, local_frame, check_exact=True)
     assert sorted(written) == sorted(p.name for p in tmp_path.glob("part-*.parquet"))
     assert len(written) == len(set(written)) == 8
     assert not list(tmp_path.glob(".*tmp"))

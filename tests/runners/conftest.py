@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends"))
-from backend_helpers import VOCAB, build_checkpoints  # noqa: E402
+from backend_helpers import VOCAB, build_checkpoints
 
 METRICS = ["sequence_loglik", "mean_token_loglik", "token_accuracy", "extractable"]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -128,16 +129,16 @@ class Runner(abc.ABC):
         instances = Instances(token_ids, unit_ids)
         plan = ScoringPlan.build(backend, instances, metrics=metrics, checkpoints=checkpoints,
                                  shard_size=self.shard_size, model=self.model)
-        done_before = [] if self.out_dir is None else [
-            it for it in plan.items if (self.out_dir / it.part_name).exists()
-        ]
-        todo = [it for it in plan.items if it not in set(done_before)]
+        todo = [it for it in plan.items
+                if self.out_dir is None or not (self.out_dir / it.part_name).exists()]
         frames: dict = {}
         with self._session(backend, instances, plan, todo) as session:
             store = None
             if self.out_dir is not None:
-                manifest = dict(plan.manifest, backend=session.describe())
-                store = PartStore(self.out_dir, manifest)
+                # the settings as the workers see them (a Ray actor may score on a GPU that
+                # this process does not have)
+                plan = replace(plan, manifest=dict(plan.manifest, backend=session.describe()))
+                store = PartStore(self.out_dir, plan.manifest)
                 plan.save(self.out_dir / PLAN_FILE)
             pending = plan.pending(store)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..backends._instances import Instances
-from ..backends._parts import PartStore, WorkItem, time_label
+from ..backends._parts import PartStore, time_label
 
 __all__ = ["ScoringPlan"]
 
@@ -99,11 +99,12 @@ class ScoringPlan:
 
     def summary(self) -> str:
         """A short human-readable description: counts, then one line per checkpoint."""
-        lines = [
+        shards = len(self.items) // max(1, len(self.checkpoints))
+        lines = [(
             f"scoring plan of {self.model}: {len(self.items)} work items = "
-            f"{len(self.checkpoints)} checkpoints x {len(self.items) // max(1, len(self.checkpoints))}"
-            f" shards of {self.n_instances} instances; metrics {', '.join(self.metrics)}"
-        ]
+            f"{len(self.checkpoints)} checkpoints x {shards} shards of {self.n_instances} "
+            f"instances; metrics {', '.join(self.metrics)}"
+        )]
         for c in self.checkpoints:
             shards = [it for it in self.items if it.checkpoint == c]
             source = self.manifest["sources"][time_label(c)]

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import METRICS, make_backend
 from test_local_runner import _Interrupted, interrupt_after
 
+from didmem.backends import CallableBackend
 from didmem.runners import LocalRunner, RayRunner, ScoringError
 
 pytest.importorskip("torch")
@@ -96,3 +100,27 @@ def test_score_command_on_ray(ray_cluster, two_checkpoints, instances, local_fra
     assert "with the ray runner" in capsys.readouterr().out
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out" / "scores.parquet"),
                                   local_frame)
+
+
+def _dies_at_1000(checkpoint, batch):
+    """A scoring function whose process dies at checkpoint 1000 (a crash, an OOM kill)."""
+    if checkpoint == 1000:
+        os._exit(3)
+    return {"n": np.full(len(batch), float(checkpoint))}
+
+
+def test_a_dead_actor_is_replaced_and_its_items_reported(ray_cluster, tmp_path):
+    # a backend without a spec travels pickled; its function is pickled by value because
+    # Ray's workers cannot import this test module
+    cloudpickle = pytest.importorskip("ray.cloudpickle")
+    module = sys.modules[__name__]
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        backend = CallableBackend(_dies_at_1000, [0, 1000], metrics=["n"], name="dies")
+        runner = RayRunner(out_dir=tmp_path, num_workers=1, max_retries=1, progress=False)
+        with pytest.raises(ScoringError, match="1 work items failed after 2 attempts each: "
+                                               "checkpoint 1000 shard 0: ActorDiedError"):
+            runner.run(backend, unit_ids=["a", "b", "c"])
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+    assert [p.name for p in tmp_path.glob("part-*.parquet")] == ["part-t0-s000000.parquet"]

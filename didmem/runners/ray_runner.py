@@ -87,7 +87,9 @@ class RayRunner(Runner):
         checkpoint has several items to share between actors and a killed run loses little.
     num_workers : int, optional
         Number of actors; defaults to the cluster's GPUs divided by ``num_gpus`` (one actor
-        when the cluster has no GPU), and never more than the items to run.
+        when the cluster has no GPU), and never more than the items to run or than the
+        cluster's GPUs and CPUs can hold at once (an autoscaling cluster counts the nodes it
+        has when the run starts).
     num_gpus : float, optional
         GPUs reserved by each actor; defaults to 1 when the cluster has GPUs, else 0.
     num_cpus : float
@@ -154,10 +156,20 @@ class _RaySession:
         gpus = runner.num_gpus
         if gpus is None:
             gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
+        resources = ray.cluster_resources()
         n = runner.num_workers
         if n is None:
-            total = ray.cluster_resources().get("GPU", 0)
-            n = int(total // gpus) if gpus else 1
+            n = int(resources.get("GPU", 0) // gpus) if gpus else 1
+        # actors that cannot be placed would wait for ever with items queued on them
+        for name, need in (("GPU", gpus), ("CPU", runner.num_cpus)):
+            if need:
+                fit = int(resources.get(name, 0) // need)
+                if fit == 0:
+                    raise ParameterError(
+                        f"RayRunner reserves {need} {name}s per actor, but the Ray cluster has "
+                        f"{resources.get(name, 0):g}; set num_gpus / num_cpus to what a node has."
+                    )
+                n = min(n, fit)
         self.n_workers = max(1, min(n, n_items))
         backend.release()  # a pickled copy must not carry a loaded model
         spec = backend.spec()

@@ -124,3 +124,12 @@ def test_a_dead_actor_is_replaced_and_its_items_reported(ray_cluster, tmp_path):
     finally:
         cloudpickle.unregister_pickle_by_value(module)
     assert [p.name for p in tmp_path.glob("part-*.parquet")] == ["part-t0-s000000.parquet"]
+
+
+def test_actors_that_cannot_be_placed_are_refused(ray_cluster, two_checkpoints, instances):
+    from didmem.errors import ParameterError
+
+    tokens, ids = instances
+    with pytest.raises(ParameterError, match="reserves 1 GPUs per actor, but the Ray cluster has 0"):
+        RayRunner(num_gpus=1, progress=False).run(make_backend(two_checkpoints), tokens,
+                                                  unit_ids=ids, metrics=METRICS)

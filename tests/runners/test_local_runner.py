@@ -144,3 +144,64 @@ def test_failed_items_are_retried_then_reported(two_checkpoints, instances, tmp_
     )
     with pytest.raises(ParameterError, match="'max_retries' parameter"):
         LocalRunner(max_retries=-1)
+
+
+_KILLED_RUN = """
+import sys, time
+import numpy as np
+sys.path.insert(0, {helpers!r})
+from conftest import METRICS, make_backend
+from didmem.backends import PartStore
+from didmem.runners import LocalRunner
+
+write = PartStore.write
+def slow_write(self, item, frame):  # leaves time to kill the process between parts
+    write(self, item, frame)
+    time.sleep(1)
+PartStore.write = slow_write
+tokens = np.load({tokens!r})
+ids = [f"seq{{i:02d}}" for i in range(len(tokens))]
+LocalRunner(out_dir={out!r}, shard_size=4, progress=False).run(
+    make_backend({{0: {c0!r}, 1000: {c1!r}}}), tokens, unit_ids=ids, metrics=METRICS)
+"""
+
+
+def test_sigkilled_run_resumes(two_checkpoints, instances, tmp_path, monkeypatch):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import numpy as np
+
+    tokens, ids = instances
+    np.save(tmp_path / "tokens.npy", tokens)
+    out = tmp_path / "out"
+    script = _KILLED_RUN.format(
+        helpers=str(Path(__file__).parent), tokens=str(tmp_path / "tokens.npy"), out=str(out),
+        c0=str(two_checkpoints[0]), c1=str(two_checkpoints[1000]),
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).parents[2])
+    deadline = time.monotonic() + 120
+    while len(list(out.glob("part-*.parquet"))) < 2 and proc.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    before = {p.name: p.stat().st_ino for p in out.glob("part-*.parquet")}
+    assert 2 <= len(before) < 6
+
+    written: list = []
+    interrupt_after(monkeypatch, 99, written)
+    backend = make_backend(two_checkpoints)
+    frame = LocalRunner(out_dir=out, shard_size=4, progress=False).run(
+        backend, tokens, unit_ids=ids, metrics=METRICS)
+    pd.testing.assert_frame_equal(
+        frame, backend.score(tokens, unit_ids=ids, metrics=METRICS, progress=False),
+        check_exact=True)
+    after = {p.name: p.stat().st_ino for p in out.glob("part-*.parquet")}
+    assert len(after) == 6 and sorted(written) == sorted(set(after) - set(before))
+    assert all(after[name] == ino for name, ino in before.items())  # not rewritten

@@ -83,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     lab = sub.add_parser("lab", help=cli_args.HELP, description=cli_args.DESCRIPTION)
     cli_args.add_arguments(lab)
     lab.set_defaults(func=cli_args.main_from_args)
+
+    from .runners import config as score_config
+
+    score = sub.add_parser("score", help=score_config.HELP, description=score_config.DESCRIPTION)
+    score_config.add_arguments(score)
+    score.set_defaults(func=score_config.main_from_args)
     return parser
 
 

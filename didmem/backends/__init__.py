@@ -10,6 +10,7 @@ suite's training data.
 
 from ._instances import CheckpointError, InstanceBatch, InstanceError, Instances
 from ._parts import PartStore, WorkItem
+from ._spec import BackendSpec
 from .base import OutcomeBackend
 from .frame import PAPER_METRICS, CallableBackend, FrameBackend
 from .indexed import MMapIndexedDataset, write_indexed_dataset
@@ -17,6 +18,7 @@ from .transformers_backend import METRICS, TransformersBackend
 
 __all__ = [
     "OutcomeBackend",
+    "BackendSpec",
     "FrameBackend",
     "CallableBackend",
     "TransformersBackend",

@@ -102,6 +102,26 @@ class OutcomeBackend(abc.ABC):
         """Where a checkpoint's scores come from (a path, a revision), for the run manifest."""
         return time_label(checkpoint)
 
+    def spec(self):
+        """A picklable :class:`~didmem.backends.BackendSpec` that rebuilds this backend.
+
+        Distributed runners build each worker's backend from it rather than shipping the
+        object. ``None`` (the default) means there is no spec: the runner sends a pickled
+        copy of the backend, which must then hold no loaded model.
+        """
+        return None
+
+    def run_manifest(self, instances: Instances, metrics: tuple, times: tuple, shard_size,
+                     items: list) -> dict:
+        """What the parts of a resumable run are computed from (see :class:`PartStore`)."""
+        return {
+            "backend": self.describe(),
+            "instances": instances.fingerprint(),
+            "metrics": list(metrics),
+            "shard_size": items[0].n_instances if shard_size is None else int(shard_size),
+            "sources": {time_label(c): self.checkpoint_source(c) for c in times},
+        }
+
     # ------------------------------------------------------------ the machinery
     def resolve_metrics(self, metrics) -> tuple:
         """The metrics to score: ``metrics`` as a tuple, or :attr:`default_metrics`."""
@@ -241,14 +261,9 @@ class OutcomeBackend(abc.ABC):
         items = self.work_items(len(instances), times, shard_size)
         store = None
         if out_dir is not None:
-            manifest = {
-                "backend": self.describe(),
-                "instances": instances.fingerprint(),
-                "metrics": list(metrics),
-                "shard_size": items[0].n_instances if shard_size is None else int(shard_size),
-                "sources": {time_label(c): self.checkpoint_source(c) for c in times},
-            }
-            store = PartStore(out_dir, manifest)
+            store = PartStore(
+                out_dir, self.run_manifest(instances, metrics, times, shard_size, items)
+            )
         pending = [it for it in items if store is None or not store.is_done(it)]
         bar = _progress_bar(progress, total=sum(it.n_instances for it in pending))
         parts = {}
@@ -266,10 +281,10 @@ class OutcomeBackend(abc.ABC):
             if bar is not None:
                 bar.close()
         frames = [parts[it] if store is None else store.read(it) for it in items]
-        return _normalise(pd.concat(frames, ignore_index=True), metrics)
+        return normalise_frame(pd.concat(frames, ignore_index=True), metrics)
 
 
-def _normalise(frame: pd.DataFrame, metrics: tuple) -> pd.DataFrame:
+def normalise_frame(frame: pd.DataFrame, metrics: tuple) -> pd.DataFrame:
     """Give the frame the same dtypes whether it was built in memory or read from parts."""
     out = pd.DataFrame({"unit": frame["unit"].to_numpy()})
     time = frame["time"].to_numpy(dtype=np.float64)

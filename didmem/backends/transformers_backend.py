@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import ParameterError, optional_import
 from ._instances import CheckpointError, InstanceBatch, InstanceError, Instances, listing
+from ._parts import time_label
 from .base import OutcomeBackend, check_checkpoint_times
 
 __all__ = ["TransformersBackend", "METRICS"]
@@ -186,6 +187,26 @@ class TransformersBackend(OutcomeBackend):
         """The directory, or ``name@revision``, of a checkpoint."""
         name, revision = self._sources[checkpoint]
         return name if revision is None else f"{name}@{revision}"
+
+    def spec(self):
+        """The :class:`~didmem.backends.BackendSpec` that rebuilds this backend elsewhere."""
+        from ._spec import BackendSpec
+
+        checkpoints = {
+            time_label(t): name if revision is None else [name, revision]
+            for t, (name, revision) in self._sources.items()
+        }
+        params = {
+            "checkpoints": checkpoints,
+            "device": self.device_name,
+            "batch_size": self.batch_size,
+            "dtype": self.dtype_name,
+            "prefix_length": self.prefix_length,
+            "suffix_length": self.suffix_length,
+            "eos_token_id": None if self._eos_override is None else list(self._eos_override),
+            "chunk_tokens": self.chunk_tokens,
+        }
+        return BackendSpec("transformers", params)
 
     def describe(self) -> dict:
         """Settings that change the scores."""

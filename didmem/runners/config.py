@@ -1,0 +1,319 @@
+"""The configuration file of ``didmem score`` and the command itself.
+
+A configuration is a TOML or JSON file (``.toml`` or ``.json``) with four parts; relative
+paths are read from the file's own directory::
+
+    model = "pythia-160m-deduped"        # a label for the plan (optional)
+    metrics = ["sequence_loglik", "mean_token_loglik"]   # optional: the backend's defaults
+    out = "scores/pythia-160m"           # optional; --out overrides it
+    shard_size = 1024                    # instances per work item (optional: all)
+
+    [backend]
+    kind = "transformers"
+    checkpoints = { 0 = "ckpt/step0", 1000 = "ckpt/step1000" }   # local directories, or
+    # name = "EleutherAI/pythia-160m-deduped"  and  steps = [0, 1000]  (hub revisions)
+    batch_size = 16                      # any other TransformersBackend keyword
+
+    [instances]
+    file = "instances.npy"               # 2-D int token ids (.npy), or a .parquet table
+    units = "units.npy"                  # .npy only, optional: one id per row (default 0..n-1)
+    unit_column = "unit"                 # .parquet only (default "unit")
+    tokens_column = "token_ids"          # .parquet only (default "token_ids"): lists of ints
+
+    [runner]
+    kind = "local"                       # or "ray"; --runner overrides it
+    max_retries = 2
+    num_workers = 8                      # ray only
+    num_gpus = 1                         # ray only
+    num_cpus = 1                         # ray only
+    address = "auto"                     # ray only; --address overrides it
+
+Every mistake is reported as one line naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..backends._spec import BACKEND_KINDS, BackendSpec
+from ..errors import ParameterError
+
+__all__ = ["ScoreConfig", "load_config", "HELP", "DESCRIPTION", "add_arguments",
+           "main_from_args"]
+
+HELP = "score checkpoints into a panel of outcomes, locally or on Ray (resumable)"
+DESCRIPTION = (
+    "Read a TOML or JSON configuration (backend and checkpoints, instances file, metrics, "
+    "runner), build the scoring plan (one work item per checkpoint and shard), run it with the "
+    "local runner or on Ray, and write OUT/scores.parquet beside the parts, manifest.json and "
+    "plan.json. A re-run with the same configuration skips finished parts. See docs/ray.rst."
+)
+
+_TOP = {"model", "metrics", "out", "shard_size", "backend", "instances", "runner"}
+_INSTANCES = {"file", "units", "unit_column", "tokens_column"}
+_RUNNERS = {"local": {"kind", "max_retries"},
+            "ray": {"kind", "max_retries", "num_workers", "num_gpus", "num_cpus", "address"}}
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    """A validated ``didmem score`` configuration (see the module's docstring for the file)."""
+
+    path: Path
+    backend: BackendSpec
+    instances_file: Path
+    units_file: Path | None
+    unit_column: str
+    tokens_column: str
+    metrics: tuple | None
+    model: str | None
+    out: Path | None
+    shard_size: int | None
+    runner: dict
+
+    def load_instances(self):
+        """Token ids and unit ids from the instances file."""
+        where = f"config {self.path}: [instances]"
+        file = self.instances_file
+        if not file.is_file():
+            raise ParameterError(f"{where} file {str(file)!r} does not exist.")
+        if file.suffix == ".npy":
+            tokens = np.load(file, allow_pickle=False)
+            if tokens.ndim != 2 or tokens.dtype.kind not in "iu":
+                raise ParameterError(
+                    f"{where} file {str(file)!r} must hold a 2-D integer array of token ids; "
+                    f"got shape {tokens.shape} and dtype {tokens.dtype}."
+                )
+            units = None
+            if self.units_file is not None:
+                if not self.units_file.is_file():
+                    raise ParameterError(
+                        f"{where} units {str(self.units_file)!r} does not exist."
+                    )
+                units = np.load(self.units_file, allow_pickle=False)
+            return tokens, units
+        import pandas as pd
+
+        table = pd.read_parquet(file)
+        missing = [c for c in (self.unit_column, self.tokens_column) if c not in table.columns]
+        if missing:
+            raise ParameterError(
+                f"{where} file {str(file)!r} has no column {missing[0]!r}; it has "
+                f"{list(table.columns)} (set unit_column / tokens_column)."
+            )
+        tokens = [np.asarray(t, dtype=np.int64) for t in table[self.tokens_column]]
+        return tokens, table[self.unit_column].to_numpy()
+
+    def make_runner(self, out_dir, *, progress=None):
+        """The runner this configuration asks for, writing to ``out_dir``."""
+        from ._base import LocalRunner
+        from .ray_runner import RayRunner
+
+        settings = {k: v for k, v in self.runner.items() if k != "kind"}
+        common = dict(shard_size=self.shard_size, model=self.model, progress=progress)
+        cls = RayRunner if self.runner["kind"] == "ray" else LocalRunner
+        return cls(out_dir, **settings, **common)
+
+
+def _read(path: Path) -> dict:
+    if not path.is_file():
+        raise ParameterError(f"config {path}: no such file.")
+    text = path.read_text()
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ParameterError(f"config {path}: not valid JSON: {exc}.") from None
+    elif path.suffix == ".toml":
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            try:
+                import tomli as tomllib
+            except ImportError:
+                raise ParameterError(
+                    f"config {path}: reading TOML needs Python 3.11 or the 'tomli' package; "
+                    "or write the configuration as JSON."
+                ) from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ParameterError(f"config {path}: not valid TOML: {exc}.") from None
+    else:
+        raise ParameterError(
+            f"config {path}: the file must end in .toml or .json; got {path.suffix or 'none'!r}."
+        )
+    if not isinstance(data, dict):
+        raise ParameterError(f"config {path}: the top level must be a table of settings.")
+    return data
+
+
+def _table(data: dict, key: str, path: Path, allowed: set | None) -> dict:
+    value = data.get(key)
+    if not isinstance(value, dict):
+        raise ParameterError(
+            f"config {path}: needs a [{key}] table"
+            + ("." if value is None else f"; got {type(value).__name__}.")
+        )
+    if allowed is not None:
+        unknown = sorted(set(value) - allowed)
+        if unknown:
+            raise ParameterError(
+                f"config {path}: unknown key {unknown[0]!r} in [{key}]; allowed: "
+                f"{', '.join(sorted(allowed))}."
+            )
+    return value
+
+
+def load_config(path, *, runner: str | None = None, address: str | None = None) -> ScoreConfig:
+    """Read and check a ``didmem score`` configuration file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.toml`` or ``.json`` file.
+    runner : {"local", "ray"}, optional
+        Overrides ``[runner] kind``.
+    address : str, optional
+        Overrides ``[runner] address`` (Ray only).
+
+    Raises
+    ------
+    ParameterError
+        One line naming the file and the key that is wrong.
+    """
+    path = Path(path)
+    data = _read(path)
+    base = path.resolve().parent
+    unknown = sorted(set(data) - _TOP)
+    if unknown:
+        raise ParameterError(
+            f"config {path}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_TOP))}."
+        )
+
+    backend = dict(_table(data, "backend", path, None))
+    kind = backend.pop("kind", None)
+    if kind not in BACKEND_KINDS:
+        raise ParameterError(
+            f"config {path}: [backend] kind must be one of {', '.join(BACKEND_KINDS)}; "
+            f"got {kind!r}."
+        )
+    if isinstance(backend.get("checkpoints"), dict):
+        backend["checkpoints"] = {
+            str(k): str(base / v) if isinstance(v, str) and not Path(v).is_absolute() else v
+            for k, v in backend["checkpoints"].items()
+        }
+    try:
+        spec = BackendSpec(kind, backend)
+        spec.build()  # checks the keywords and checkpoints without loading any weights
+    except (ParameterError, TypeError) as exc:
+        raise ParameterError(f"config {path}: [backend] {exc}") from None
+
+    inst = _table(data, "instances", path, _INSTANCES)
+    if not isinstance(inst.get("file"), str):
+        raise ParameterError(f"config {path}: [instances] needs file = \"PATH.npy|.parquet\".")
+    file = base / inst["file"]
+    if file.suffix not in (".npy", ".parquet"):
+        raise ParameterError(
+            f"config {path}: [instances] file must be a .npy or .parquet file; got {inst['file']!r}."
+        )
+    units = inst.get("units")
+    if units is not None and file.suffix != ".npy":
+        raise ParameterError(f"config {path}: [instances] units goes with a .npy file only.")
+
+    run = dict(data.get("runner", {}))
+    if not isinstance(run, dict):
+        raise ParameterError(f"config {path}: [runner] must be a table.")
+    if runner is not None:
+        run["kind"] = runner
+    run.setdefault("kind", "local")
+    if run["kind"] not in _RUNNERS:
+        raise ParameterError(
+            f"config {path}: [runner] kind must be 'local' or 'ray'; got {run['kind']!r}."
+        )
+    if address is not None:
+        if run["kind"] != "ray":
+            raise ParameterError("--address needs the ray runner (--runner ray).")
+        run["address"] = address
+    unknown = sorted(set(run) - _RUNNERS[run["kind"]])
+    if unknown:
+        raise ParameterError(
+            f"config {path}: [runner] key {unknown[0]!r} is not a setting of the "
+            f"{run['kind']} runner; allowed: {', '.join(sorted(_RUNNERS[run['kind']]))}."
+        )
+
+    metrics = data.get("metrics")
+    if metrics is not None and (
+        not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics)
+    ):
+        raise ParameterError(f"config {path}: metrics must be a list of metric names.")
+    shard = data.get("shard_size")
+    if shard is not None and (isinstance(shard, bool) or not isinstance(shard, int) or shard < 1):
+        raise ParameterError(f"config {path}: shard_size must be a positive integer; got {shard!r}.")
+    for key in ("model", "out"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise ParameterError(f"config {path}: {key} must be a string.")
+    config = ScoreConfig(
+        path=path,
+        backend=spec,
+        instances_file=file,
+        units_file=None if units is None else base / units,
+        unit_column=str(inst.get("unit_column", "unit")),
+        tokens_column=str(inst.get("tokens_column", "token_ids")),
+        metrics=None if metrics is None else tuple(metrics),
+        model=data.get("model"),
+        out=None if data.get("out") is None else base / data["out"],
+        shard_size=shard,
+        runner=run,
+    )
+    try:  # runner settings are checked by the runner's constructor
+        config.make_runner(None)
+    except ParameterError as exc:
+        raise ParameterError(f"config {path}: [runner] {exc}") from None
+    return config
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the ``didmem score`` options to ``parser`` and return it."""
+    parser.add_argument("--config", required=True, metavar="FILE",
+                        help="the run's configuration, .toml or .json (see docs/ray.rst)")
+    parser.add_argument("--runner", choices=sorted(_RUNNERS), default=None,
+                        help="where the work items run (default: the config's, else local)")
+    parser.add_argument("--address", default=None,
+                        help="address of an existing Ray cluster, e.g. 'auto' (ray runner)")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="output directory (default: the config's 'out', else "
+                             "'didmem-scores')")
+    parser.add_argument("--plan", action="store_true",
+                        help="print the scoring plan, save it as OUT/plan.json, and stop")
+    return parser
+
+
+def main_from_args(args: argparse.Namespace) -> int:
+    """Run ``didmem score`` with parsed arguments; return the exit status."""
+    t0 = time.perf_counter()
+    config = load_config(args.config, runner=args.runner, address=args.address)
+    out = Path(args.out) if args.out is not None else (config.out or Path("didmem-scores"))
+    tokens, units = config.load_instances()
+    backend = config.backend.build()
+    runner = config.make_runner(out)
+    if args.plan:
+        plan = runner.plan(backend, tokens, unit_ids=units, metrics=config.metrics)
+        out.mkdir(parents=True, exist_ok=True)
+        print(plan.summary())
+        print(f"wrote {plan.save(out / 'plan.json')}")
+        return 0
+    frame = runner.run(backend, tokens, unit_ids=units, metrics=config.metrics)
+    path = out / "scores.parquet"
+    frame.to_parquet(path, index=False)
+    print(f"scored {frame['unit'].nunique()} instances at {frame['time'].nunique()} checkpoints "
+          f"with the {config.runner['kind']} runner; wrote {path} "
+          f"({time.perf_counter() - t0:.1f} s)", file=sys.stdout)
+    return 0

@@ -1,0 +1,135 @@
+"""RayRunner on a local Ray cluster started by the tests: same frame as LocalRunner, resumable."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import METRICS, make_backend
+from test_local_runner import _Interrupted, interrupt_after
+
+from didmem.backends import CallableBackend
+from didmem.runners import LocalRunner, RayRunner, ScoringError
+
+pytest.importorskip("torch")
+pytest.importorskip("pyarrow")
+ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'didmem[ray]'")
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray instance with two CPUs, shared by the tests of this module (~5 s to start)."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def local_frame(two_checkpoints, instances):
+    tokens, ids = instances
+    return LocalRunner(progress=False).run(make_backend(two_checkpoints), tokens, unit_ids=ids,
+                                           metrics=METRICS)
+
+
+def test_two_actors_give_the_local_frame(ray_cluster, two_checkpoints, instances, local_frame,
+                                         tmp_path):
+    tokens, ids = instances
+    runner = RayRunner(out_dir=tmp_path, num_workers=2, shard_size=5, progress=False)
+    frame = runner.run(make_backend(two_checkpoints), tokens, unit_ids=ids, metrics=METRICS)
+    pd.testing.assert_frame_equal(frame, local_frame, check_exact=True)
+    # each actor held one checkpoint and took all of its items
+    assert sorted(sorted(parts) for parts in runner.last_assignments.values()) == [
+        ["part-t0-s000000.parquet", "part-t0-s000001.parquet"],
+        ["part-t1000-s000000.parquet", "part-t1000-s000001.parquet"],
+    ]
+    # the local runner resumes the Ray run's parts: nothing is left to do
+    again = LocalRunner(out_dir=tmp_path, shard_size=5, progress=False).run(
+        make_backend(two_checkpoints), tokens, unit_ids=ids, metrics=METRICS
+    )
+    pd.testing.assert_frame_equal(again, local_frame, check_exact=True)
+
+
+def test_killed_ray_run_resumes_and_writes_each_part_once(ray_cluster, two_checkpoints,
+                                                          instances, local_frame, tmp_path,
+                                                          monkeypatch):
+    tokens, ids = instances
+    runner = RayRunner(out_dir=tmp_path, num_workers=1, shard_size=3, progress=False)
+    written: list = []
+    interrupt_after(monkeypatch, 3, written)
+    with pytest.raises(_Interrupted):
+        runner.run(make_backend(two_checkpoints), tokens, unit_ids=ids, metrics=METRICS)
+    assert len(list(tmp_path.glob("part-*.parquet"))) == 3
+    # one actor each time: every actor start-up imports torch, and the test stays fast
+    runner = RayRunner(out_dir=tmp_path, num_workers=1, shard_size=3, progress=False)
+    frame = runner.run(make_backend(two_checkpoints), tokens, unit_ids=ids, metrics=METRICS)
+    pd.testing.assert_frame_equal(frame, local_frame, check_exact=True)
+    assert sorted(written) == sorted(p.name for p in tmp_path.glob("part-*.parquet"))
+    assert len(written) == len(set(written)) == 8
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_failed_items_are_reported_with_their_error(ray_cluster, two_checkpoints, instances,
+                                                    tmp_path):
+    tokens, ids = instances
+    broken = tmp_path / "broken1000"
+    shutil.copytree(two_checkpoints[1000], broken)
+    next(broken.glob("*.safetensors")).write_bytes(b"not safetensors")
+    backend = make_backend({0: two_checkpoints[0], 1000: broken})
+    runner = RayRunner(out_dir=tmp_path / "out", num_workers=1, shard_size=5, max_retries=1,
+                       progress=False)
+    with pytest.raises(ScoringError, match="2 work items failed after 2 attempts each: "
+                                           "checkpoint 1000 shard 0: SafetensorError") as err:
+        runner.run(backend, tokens, unit_ids=ids, metrics=METRICS)
+    assert [(it.checkpoint, it.shard) for it, _ in err.value.failures] == [(1000, 0), (1000, 1)]
+    assert len(list((tmp_path / "out").glob("part-t0-*.parquet"))) == 2
+
+
+def test_score_command_on_ray(ray_cluster, two_checkpoints, instances, local_frame, tmp_path,
+                              capsys):
+    from test_score_cli import write_config
+
+    from didmem.cli import main
+
+    config = write_config(tmp_path, two_checkpoints, instances,
+                          tables=["[runner]", 'kind = "ray"', "num_workers = 1", "num_gpus = 0"])
+    assert main(["score", "--config", config, "--out", str(tmp_path / "out")]) == 0
+    assert "with the ray runner" in capsys.readouterr().out
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out" / "scores.parquet"),
+                                  local_frame)
+
+
+def _dies_at_1000(checkpoint, batch):
+    """A scoring function whose process dies at checkpoint 1000 (a crash, an OOM kill)."""
+    if checkpoint == 1000:
+        os._exit(3)
+    return {"n": np.full(len(batch), float(checkpoint))}
+
+
+def test_a_dead_actor_is_replaced_and_its_items_reported(ray_cluster, tmp_path):
+    # a backend without a spec travels pickled; its function is pickled by value because
+    # Ray's workers cannot import this test module
+    cloudpickle = pytest.importorskip("ray.cloudpickle")
+    module = sys.modules[__name__]
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        backend = CallableBackend(_dies_at_1000, [0, 1000], metrics=["n"], name="dies")
+        runner = RayRunner(out_dir=tmp_path, num_workers=1, max_retries=1, progress=False)
+        with pytest.raises(ScoringError, match="1 work items failed after 2 attempts each: "
+                                               "checkpoint 1000 shard 0: ActorDiedError"):
+            runner.run(backend, unit_ids=["a", "b", "c"])
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+    assert [p.name for p in tmp_path.glob("part-*.parquet")] == ["part-t0-s000000.parquet"]
+
+
+def test_actors_that_cannot_be_placed_are_refused(ray_cluster, two_checkpoints, instances):
+    from didmem.errors import ParameterError
+
+    tokens, ids = instances
+    with pytest.raises(ParameterError, match="reserves 1 GPUs per actor, but the Ray cluster has 0"):
+        RayRunner(num_gpus=1, progress=False).run(make_backend(two_checkpoints), tokens,
+                                                  unit_ids=ids, metrics=METRICS)

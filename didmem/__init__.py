@@ -22,6 +22,7 @@ from .errors import (
 from .panel import Panel, cohort_from_sequence_index
 from .estimators import DiDEstimator, DifferenceEstimator
 from .results import AggregateResult, Estimate, GroupTimeResult, Pretest
+from .profiles import profile_correlation
 from . import datasets, montecarlo
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "AggregateResult",
     "Estimate",
     "Pretest",
+    "profile_correlation",
     "datasets",
     "montecarlo",
     "cohort_from_sequence_index",

@@ -23,6 +23,7 @@ from .panel import Panel, cohort_from_sequence_index
 from .estimators import DiDEstimator, DifferenceEstimator
 from .results import AggregateResult, Estimate, GroupTimeResult, Pretest
 from .profiles import profile_correlation
+from .results_io import SavedResult, load_result
 from . import datasets, montecarlo
 
 __all__ = [
@@ -35,6 +36,8 @@ __all__ = [
     "Estimate",
     "Pretest",
     "profile_correlation",
+    "load_result",
+    "SavedResult",
     "datasets",
     "montecarlo",
     "cohort_from_sequence_index",

@@ -245,6 +245,17 @@ class GroupTimeResult:
         stat = float(est @ linalg.lu_solve((lu, piv), est, check_finite=False))
         return Pretest(stat, int(which.size), float(chdtrc(which.size, stat)))
 
+    # ------------------------------------------------------------------- save
+    def save(self, path):
+        """Write the cells, aggregations, pre-test and settings to a parquet file.
+
+        Read it back with :func:`didmem.load_result` (see :mod:`didmem.results_io`); the
+        result itself is not changed.
+        """
+        from .results_io import save_result
+
+        return save_result(self, path)
+
     # --------------------------------------------------------------- display
     def _inference_line(self) -> str:
         if self.bootstrap is None:

@@ -101,8 +101,7 @@ def plot_profile(result, *, ax=None, significant_only: bool = True, post_only: b
     data = np.ma.masked_invalid(matrix.to_numpy(float))
     ax = _axes(ax)
     plt = _pyplot()
-    cm = plt.get_cmap(cmap).copy()
-    cm.set_bad("#eeeeee")
+    cm = plt.get_cmap(cmap).with_extremes(bad="#eeeeee")
     lim = float(np.nanmax(np.abs(data.compressed()))) if data.count() else 1.0
     image = ax.imshow(data, cmap=cm, vmin=-lim, vmax=lim, aspect="auto", origin="upper",
                       interpolation="nearest")

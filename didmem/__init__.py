@@ -24,7 +24,7 @@ from .estimators import DiDEstimator, DifferenceEstimator
 from .results import AggregateResult, Estimate, GroupTimeResult, Pretest
 from .profiles import profile_correlation
 from .results_io import SavedResult, load_result
-from . import datasets, montecarlo
+from . import datasets, montecarlo, plotting, report  # matplotlib is imported lazily
 
 __all__ = [
     "__version__",
@@ -40,6 +40,8 @@ __all__ = [
     "SavedResult",
     "datasets",
     "montecarlo",
+    "plotting",
+    "report",
     "cohort_from_sequence_index",
     "DidmemError",
     "PanelError",

@@ -87,15 +87,16 @@ def plot_profile(result, *, ax=None, significant_only: bool = True, post_only: b
     matplotlib.axes.Axes
         The image is ``ax.images[0]``; its masked entries are the hidden cells.
     """
-    frame = result.to_frame()
+    full = result.to_frame()
+    frame = full
     hide = np.zeros(len(frame), dtype=bool)
     if significant_only:
         hide |= ~frame["significant"].to_numpy(bool)
     if post_only:
         hide |= ~frame["post"].to_numpy(bool)
     frame = frame.assign(**{value: frame[value].where(~hide)})
-    cohorts = np.sort(result.to_frame()["cohort"].unique())
-    times = np.sort(result.to_frame()["time"].unique())
+    cohorts = np.sort(full["cohort"].unique())
+    times = np.sort(full["time"].unique())
     matrix = frame.pivot(index="cohort", columns="time", values=value).reindex(
         index=cohorts, columns=times)
     data = np.ma.masked_invalid(matrix.to_numpy(float))

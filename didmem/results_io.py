@@ -234,6 +234,12 @@ class SavedResult:
         """The summary printed when the result was fitted."""
         return self.summary_text
 
+    def plot(self, kind: str = "profile", **options):
+        """Draw a figure of :mod:`didmem.plotting` (see :meth:`GroupTimeResult.plot`)."""
+        from .results import GroupTimeResult
+
+        return GroupTimeResult.plot(self, kind, **options)
+
     def save(self, path) -> Path:
         """Write the result to another parquet file."""
         return save_result(self, path)

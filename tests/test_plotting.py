@@ -129,3 +129,6 @@ def test_plots_accept_a_saved_result(res, tmp_path):
     loaded = didmem.load_result(res.save(tmp_path / "r.parquet"))
     for name, draw in plotting.PLOTS.items():
         _png(draw(loaded), tmp_path, name)
+        assert len(loaded.plot(name).figure.axes) == len(res.plot(name).figure.axes)
+    with pytest.raises(didmem.ParameterError, match="Unknown figure"):
+        res.plot("pie")

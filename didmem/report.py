@@ -32,7 +32,7 @@ h2{font-size:1.3em;margin-top:2em;color:#1f5a96}h3{font-size:1.05em}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#eef3f8}
 td.k{text-align:left;font-weight:600}table.settings td{text-align:left}
-pre{background:#f6f8fa;padding:.8em;font-size:.8em;overflow-x:auto}
+pre{background:#f6f8fa;padding:.8em;font-size:.8em;white-space:pre-wrap}
 .figs{display:flex;flex-wrap:wrap;gap:1em}.figs figure{margin:0;flex:0 1 calc(50% - .5em);min-width:420px}
 .figs img{width:100%;border:1px solid #ddd}figcaption{font-size:.8em;color:#555}
 .ok{color:#1a7f37}.warn{color:#b35900}.meta{color:#666;font-size:.85em}
@@ -68,7 +68,8 @@ def _settings_html(result) -> str:
     rows = [("estimator", result.estimator), ("outcome", result.outcome),
             ("lower is better (sign flipped)", result.lower_is_better),
             ("units", result.n_units), ("inference", result._inference_line())]
-    rows += [(k, v) for k, v in dict(result.params).items()]
+    rows += [(k, v) for k, v in dict(result.params).items()
+             if k not in ("outcome", "lower_is_better")]  # shown resolved above
     body = "".join(f"<tr><td class='k'>{html.escape(str(k))}</td>"
                    f"<td>{html.escape(str(v))}</td></tr>" for k, v in rows)
     return f"<table class='settings'>{body}</table>"

@@ -271,42 +271,77 @@ def plot_profile_correlation(corr, *results, ax=None, annotate: bool = True, cma
     return ax
 
 
-def plot_pretrends(result, *, ax=None, color: str = "#7570b3"):
+def plot_pretrends(result, *, ax=None, by: str = "auto", max_cells: int = 300,
+                   color: str = "#7570b3"):
     """Parallel-trends diagnostics: the pre-treatment cells (c < g) with their band.
 
-    Under parallel trends (and no anticipation) every pre-treatment tau is zero. Cells are
-    drawn by event time c - g, slightly offset per cohort; the title gives the Wald pre-test.
+    Under parallel trends (and no anticipation) every pre-treatment tau is zero.
+
+    Parameters
+    ----------
+    result : GroupTimeResult
+    ax : matplotlib.axes.Axes, optional
+    by : {"auto", "cell", "event_time"}
+        ``"cell"`` draws every pre-treatment cell by event time c - g, slightly offset per
+        cohort, with the cells' band; ``"event_time"`` draws the event-study aggregation
+        (``aggregate("dynamic")``, keys e < 0) with its band; ``"auto"`` takes ``"cell"`` up to
+        ``max_cells`` pre-treatment cells.
+    max_cells : int
+    color : str
 
     Returns
     -------
     matplotlib.axes.Axes
-        One error-bar container per cohort with pre-treatment cells.
+        With ``by="cell"``, one error-bar container per cohort with pre-treatment cells.
+
+    Notes
+    -----
+    The title gives the count of significant pre-treatment cells under the band and the Wald
+    pre-test. With many pre-treatment cells per cohort (tens or more, against ~100 units per
+    cohort) the Wald test's estimated covariance is nearly singular and the test rejects far
+    too often; read the band (and this figure) instead. See the user guide.
     """
+    if by not in ("auto", "cell", "event_time"):
+        raise ParameterError("The 'by' parameter of plot_pretrends must be one of "
+                             f"{{'auto', 'cell', 'event_time'}}. Got {by!r}.")
     frame = result.to_frame()
     pre = frame[~frame["post"]]
+    if by == "auto":
+        by = "cell" if len(pre) <= max_cells else "event_time"
     ax = _axes(ax)
     ax.axhline(0, color="0.5", linewidth=0.8)
-    cohorts = np.sort(pre["cohort"].unique())
-    step = np.diff(np.sort(frame["time"].unique())).min() if frame["time"].nunique() > 1 else 1.0
-    width = 0.6 * step
-    for i, g in enumerate(cohorts):
-        part = pre[pre["cohort"] == g]
-        off = (i + 0.5) / max(len(cohorts), 1) * width - width / 2
-        alpha = 0.35 + 0.65 * (i + 1) / len(cohorts)
-        ax.errorbar(part["event_time"] + off, part["estimate"],
-                    yerr=[part["estimate"] - part["ci_lower"], part["ci_upper"] - part["estimate"]],
-                    fmt="o", color=color, alpha=alpha, markersize=3, elinewidth=0.8,
-                    label=None)
+    if by == "cell":
+        cohorts = np.sort(pre["cohort"].unique())
+        times = np.sort(frame["time"].unique())
+        step = np.diff(times).min() if times.size > 1 else 1.0
+        width = 0.6 * step
+        for i, g in enumerate(cohorts):
+            part = pre[pre["cohort"] == g]
+            off = (i + 0.5) / len(cohorts) * width - width / 2
+            ax.errorbar(part["event_time"] + off, part["estimate"],
+                        yerr=[part["estimate"] - part["ci_lower"],
+                              part["ci_upper"] - part["estimate"]],
+                        fmt="o", color=color, alpha=0.35 + 0.65 * (i + 1) / len(cohorts),
+                        markersize=3, elinewidth=0.8)
+    else:
+        agg = result.aggregate("dynamic")
+        t = agg.to_frame()
+        t = t[t["event_time"] < 0]
+        ax.fill_between(t["event_time"], t["ci_lower"], t["ci_upper"], color=color, alpha=0.25,
+                        label=_band_label(agg))
+        ax.plot(t["event_time"], t["estimate"], "o-", color=color, markersize=3,
+                label="event-study estimate (mean over cohorts)")
+        ax.legend(fontsize=8)
     ax.set_xlabel("checkpoint minus treatment step, c - g (< 0: before treatment)")
     ax.set_ylabel(f"pre-treatment tau ({result.outcome})")
     pt = result.pretest
     if pt.df and np.isfinite(pt.statistic):
-        sub = f"pre-test W = {pt.statistic:.3g}, df = {pt.df}, p = {pt.pvalue:.3g}"
+        sub = f"Wald pre-test W = {pt.statistic:.3g}, df = {pt.df}, p = {pt.pvalue:.3g}"
     else:
-        sub = f"pre-test not available ({pt.note})"
+        sub = f"Wald pre-test not available ({pt.note})"
     n_sig = int(pre["significant"].sum())
-    ax.set_title(f"Parallel trends: {len(pre)} pre-treatment cells, {n_sig} significant\n{sub}",
-                 fontsize=10)
+    ax.set_title(f"Parallel trends: {len(pre)} pre-treatment cells, {n_sig} significant "
+                 f"({result.band} band)\n{sub}", fontsize=9)
     return ax
 
 

@@ -122,6 +122,13 @@ def test_pretrends_draws_every_pre_cell(res, tmp_path):
     drawn = sum(len(c.lines[0].get_xdata()) for c in ax.containers)
     assert drawn == len(pre) > 0
     assert "pre-test W" in ax.get_title()
+    ax = plotting.plot_pretrends(res, by="event_time")
+    dyn = res.aggregate("dynamic").to_frame().query("event_time < 0")
+    line = [ln for ln in ax.get_lines() if len(ln.get_xdata()) == len(dyn)][0]
+    assert np.allclose(line.get_ydata(), dyn["estimate"])
+    assert len(plotting.plot_pretrends(res, max_cells=3).containers) == 0  # auto: event time
+    with pytest.raises(didmem.ParameterError, match="'by'"):
+        plotting.plot_pretrends(res, by="cohort")
 
 
 def test_plots_accept_a_saved_result(res, tmp_path):

@@ -53,15 +53,28 @@ def _table(frame, digits: int = 4) -> str:
                          float_format=lambda v: f"{v:.{digits}g}")
 
 
-def _pretest_html(pt) -> str:
+WALD_CAVEAT_DF = 100
+
+
+def _pretest_html(result) -> str:
+    pt = result.pretest
+    frame = result.to_frame()
+    pre = frame[~frame["post"]]
+    band = (f"<p>{int(pre['significant'].sum())} of {len(pre)} pre-treatment cells are "
+            f"significant under the {html.escape(result.band)} band (0 expected under parallel "
+            "trends).</p>")
     if pt.df and np.isfinite(pt.statistic):
         cls = "ok" if pt.pvalue >= 0.05 else "warn"
         verdict = ("no evidence against parallel trends at the 5% level" if pt.pvalue >= 0.05
                    else "parallel trends rejected at the 5% level: read the profile with care")
-        return (f"<p>Wald pre-test of parallel trends over the pre-treatment cells: "
-                f"W = {pt.statistic:.4g}, df = {pt.df}, p = {pt.pvalue:.4g} — "
-                f"<span class='{cls}'>{verdict}</span>.</p>")
-    return f"<p>Pre-test not available: {html.escape(pt.note)}.</p>"
+        caveat = ("" if pt.df < WALD_CAVEAT_DF else
+                  f" <em>With {pt.df} pre-treatment cells the Wald test's covariance is nearly "
+                  "singular and the test rejects too often even under parallel trends (see the "
+                  "user guide); trust the band count above and the pre-trends figure.</em>")
+        return band + (f"<p>Wald pre-test of parallel trends over the pre-treatment cells: "
+                       f"W = {pt.statistic:.4g}, df = {pt.df}, p = {pt.pvalue:.4g} — "
+                       f"<span class='{cls}'>{verdict}</span>.{caveat}</p>")
+    return band + f"<p>Wald pre-test not available: {html.escape(pt.note)}.</p>"
 
 
 def _settings_html(result) -> str:
@@ -162,7 +175,7 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
     for name, res in named.items():
         out.append(f"<h2>{html.escape(str(name))}</h2>")
         out.append("<h3>Settings</h3>" + _settings_html(res))
-        out.append("<h3>Pre-test</h3>" + _pretest_html(res.pretest))
+        out.append("<h3>Pre-test</h3>" + _pretest_html(res))
         out.append(f"<h3>Summary</h3><pre>{html.escape(res.summary())}</pre>")
         out.append(_aggregate_tables(res))
         out.append("<h3>Figures</h3>" + _figures_html(res, figures, figure_options))

@@ -70,3 +70,16 @@ def test_report_renders_in_headless_chromium(results, tmp_path):
     assert (image < 128).mean() > 0.01
     # the figures appear: rows of the lower half have colour variation too
     assert image[900:].std() > 20
+
+
+def test_pretest_section_counts_band_and_warns_on_many_cells(results):
+    text = render_report(results["model 0"], figures=[])
+    pre = results["model 0"].to_frame().query("not post")
+    assert f"of {len(pre)} pre-treatment cells are significant" in text
+    assert "rejects too often" not in text  # few pre-treatment cells: no caveat
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=16, units_per_cohort=20, n_never_treated=60,
+                                           seed=0)
+    many = didmem.DiDEstimator(n_bootstrap=49, random_state=0).fit(
+        didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y"))
+    assert many.pretest.df >= 100
+    assert "rejects too often" in render_report(many, figures=[])

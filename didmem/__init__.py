@@ -22,7 +22,9 @@ from .errors import (
 from .panel import Panel, cohort_from_sequence_index
 from .estimators import DiDEstimator, DifferenceEstimator
 from .results import AggregateResult, Estimate, GroupTimeResult, Pretest
-from . import datasets, montecarlo
+from .profiles import profile_correlation
+from .results_io import SavedResult, load_result
+from . import datasets, montecarlo, plotting, report  # matplotlib is imported lazily
 
 __all__ = [
     "__version__",
@@ -33,8 +35,13 @@ __all__ = [
     "AggregateResult",
     "Estimate",
     "Pretest",
+    "profile_correlation",
+    "load_result",
+    "SavedResult",
     "datasets",
     "montecarlo",
+    "plotting",
+    "report",
     "cohort_from_sequence_index",
     "DidmemError",
     "PanelError",

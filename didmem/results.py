@@ -245,6 +245,31 @@ class GroupTimeResult:
         stat = float(est @ linalg.lu_solve((lu, piv), est, check_finite=False))
         return Pretest(stat, int(which.size), float(chdtrc(which.size, stat)))
 
+    def plot(self, kind: str = "profile", **options):
+        """Draw a figure of :mod:`didmem.plotting` (``kind`` is a key of ``PLOTS``).
+
+        ``options`` (``ax=``, ``lr_schedule=``, ...) go to the plotting function; returns the
+        matplotlib Axes.
+        """
+        from .plotting import PLOTS
+
+        if kind not in PLOTS:
+            from .errors import ParameterError
+
+            raise ParameterError(f"Unknown figure {kind!r}; choose from {sorted(PLOTS)}.")
+        return PLOTS[kind](self, **options)
+
+    # ------------------------------------------------------------------- save
+    def save(self, path):
+        """Write the cells, aggregations, pre-test and settings to a parquet file.
+
+        Read it back with :func:`didmem.load_result` (see :mod:`didmem.results_io`); the
+        result itself is not changed.
+        """
+        from .results_io import save_result
+
+        return save_result(self, path)
+
     # --------------------------------------------------------------- display
     def _inference_line(self) -> str:
         if self.bootstrap is None:

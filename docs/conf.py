@@ -13,6 +13,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
     "numpydoc",
+    "sphinx_gallery.gen_gallery",
 ]
 autosummary_generate = True
 autodoc_typehints = "none"
@@ -22,3 +23,14 @@ exclude_patterns = ["_build"]
 html_theme = "pydata_sphinx_theme"
 html_title = "didmem"
 nitpicky = False
+
+# The gallery: every examples/plot_*.py runs at each build (each in seconds), so none can go
+# stale; figures are rendered with the Agg backend.
+sphinx_gallery_conf = {
+    "examples_dirs": "../examples",
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "matplotlib_animations": False,
+    "download_all_examples": False,
+    "remove_config_comments": True,
+}

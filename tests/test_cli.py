@@ -22,6 +22,12 @@ def test_demo_quick_end_to_end(tmp_path, capsys):
     inst = pd.read_csv(tmp_path / "instantaneous.csv")
     assert len(inst) > 0 and inst["true_tau"].notna().all()
     assert (tmp_path / "lab" / "manifest.json").exists()
+    for name in ("profile.png", "instantaneous.png", "persistent.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG" and name in out
+    assert "report.html" in out and "data:image/png;base64," in (tmp_path / "report.html").read_text()
+    import didmem
+
+    assert len(didmem.load_result(tmp_path / "results.parquet").to_frame()) == len(cells)
 
 
 def test_user_error_is_one_line_and_exit_2(tmp_path):

@@ -89,7 +89,7 @@ class Instances:
         return int(self.units.size)
 
     def batch(self, start: int, stop: int) -> InstanceBatch:
-        """The instances ``start .. stop-1`` as an :class:`InstanceBatch`."""
+        """The instances ``start`` to ``stop - 1`` as an :class:`InstanceBatch`."""
         tokens = None if self.token_ids is None else self.token_ids[start:stop]
         return InstanceBatch(units=self.units[start:stop], token_ids=tokens)
 

@@ -249,7 +249,7 @@ class LabConfig:
 
     @property
     def secret_len(self) -> int:
-        """Tokens of one secret: ``name FIRST LAST code d1 .. dD`` (0 without secrets)."""
+        """Tokens of one secret: ``name FIRST LAST code d1`` to ``dD`` (0 without secrets)."""
         return self.secret_digits + 4 if self.secret_digits else 0
 
     @property

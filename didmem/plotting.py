@@ -1,0 +1,355 @@
+"""The paper's figures as functions (matplotlib, imported lazily: ``pip install 'didmem[plot]'``).
+
+Every function takes a result (a fitted :class:`~didmem.GroupTimeResult` or one read back
+with :func:`didmem.load_result`) and an optional matplotlib ``ax``, draws on it (on a new
+figure when ``ax`` is None) and returns the Axes.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .errors import ParameterError, optional_import
+from .profiles import profile_correlation
+
+__all__ = [
+    "plot_profile",
+    "plot_instantaneous",
+    "plot_persistent",
+    "plot_residual",
+    "plot_profile_correlation",
+    "plot_pretrends",
+    "PLOTS",
+]
+
+BAND_COLOR = "#1f5a96"
+
+
+def _pyplot():
+    optional_import("matplotlib", "plot")
+    return optional_import("matplotlib.pyplot", "plot")
+
+
+def _axes(ax, figsize=(6.4, 4.2)):
+    if ax is not None:
+        return ax
+    plt = _pyplot()
+    _, ax = plt.subplots(figsize=figsize, layout="constrained")
+    return ax
+
+
+def _fmt(v) -> str:
+    v = float(v)
+    return f"{v:.0f}" if v == int(v) else f"{v:g}"
+
+
+def _ticks(ax, axis: str, labels: Sequence, max_ticks: int = 10) -> None:
+    n = len(labels)
+    step = max(1, int(np.ceil(n / max_ticks)))
+    pos = np.arange(0, n, step)
+    text = [_fmt(labels[i]) for i in pos]
+    if axis == "x":
+        ax.set_xticks(pos, text, rotation=45 if n > 6 else 0)
+    else:
+        ax.set_yticks(pos, text)
+
+
+def _band_label(agg) -> str:
+    return f"{agg.band} {'band' if agg.band == 'simultaneous' else 'intervals'}"
+
+
+def plot_profile(result, *, ax=None, significant_only: bool = True, post_only: bool = True,
+                 end_of_epoch: float | None = None, value: str = "estimate", cmap: str = "RdBu_r",
+                 colorbar: bool = True):
+    """Heatmap of the memorisation profile tau(g, c): treatment step by checkpoint.
+
+    Parameters
+    ----------
+    result : GroupTimeResult
+    ax : matplotlib.axes.Axes, optional
+    significant_only : bool
+        Mask the cells whose band covers zero (drawn as the background), as in the paper.
+    post_only : bool
+        Mask the pre-treatment cells (c < g); see :func:`plot_pretrends` for those.
+    end_of_epoch : float, optional
+        A checkpoint to mark with a dashed vertical line (the end of the first epoch).
+    value : str
+        The column of :meth:`GroupTimeResult.to_frame` to draw.
+    cmap : str
+        A diverging colour map; the colour scale is symmetric around zero.
+    colorbar : bool
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The image is ``ax.images[0]``; its masked entries are the hidden cells.
+    """
+    full = result.to_frame()
+    frame = full
+    hide = np.zeros(len(frame), dtype=bool)
+    if significant_only:
+        hide |= ~frame["significant"].to_numpy(bool)
+    if post_only:
+        hide |= ~frame["post"].to_numpy(bool)
+    frame = frame.assign(**{value: frame[value].where(~hide)})
+    cohorts = np.sort(full["cohort"].unique())
+    times = np.sort(full["time"].unique())
+    matrix = frame.pivot(index="cohort", columns="time", values=value).reindex(
+        index=cohorts, columns=times)
+    data = np.ma.masked_invalid(matrix.to_numpy(float))
+    ax = _axes(ax)
+    plt = _pyplot()
+    cm = plt.get_cmap(cmap).with_extremes(bad="#eeeeee")
+    lim = float(np.nanmax(np.abs(data.compressed()))) if data.count() else 1.0
+    image = ax.imshow(data, cmap=cm, vmin=-lim, vmax=lim, aspect="auto", origin="upper",
+                      interpolation="nearest")
+    _ticks(ax, "x", times)
+    _ticks(ax, "y", cohorts)
+    ax.set_xlabel("checkpoint c")
+    ax.set_ylabel("treatment step g")
+    shown = "significant cells" if significant_only else "all cells"
+    ax.set_title(f"Memorisation profile ({shown}): {result.outcome}", fontsize=10)
+    if end_of_epoch is not None:
+        pos = np.interp(end_of_epoch, times, np.arange(times.size))
+        ax.axvline(pos, color="k", linestyle="--", linewidth=1, label="end of epoch")
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, label=f"{value} (tau)")
+    return ax
+
+
+def _schedule(lr_schedule):
+    if lr_schedule is None:
+        return None
+    if isinstance(lr_schedule, pd.Series):
+        return lr_schedule.index.to_numpy(float), lr_schedule.to_numpy(float)
+    if isinstance(lr_schedule, tuple) and len(lr_schedule) == 2:
+        return np.asarray(lr_schedule[0], float), np.asarray(lr_schedule[1], float)
+    raise ParameterError(
+        "The 'lr_schedule' parameter of plot_instantaneous must be a pandas Series (step -> "
+        f"learning rate) or a (steps, rates) tuple. Got {type(lr_schedule).__name__}."
+    )
+
+
+def plot_instantaneous(result, *, ax=None, lr_schedule=None, color: str = BAND_COLOR):
+    """Instantaneous memorisation tau(g, g) against the treatment step, with its band.
+
+    Parameters
+    ----------
+    result : GroupTimeResult
+    ax : matplotlib.axes.Axes, optional
+    lr_schedule : pandas.Series or (steps, rates) tuple, optional
+        The learning-rate schedule, drawn on a twin y axis (the paper's Figure 3 shows
+        instantaneous memorisation following it).
+    color : str
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The main axes; the twin axis, when drawn, is ``ax.lr_axis``.
+    """
+    agg = result.aggregate("instantaneous")
+    t = agg.to_frame()
+    ax = _axes(ax)
+    ax.axhline(0, color="0.5", linewidth=0.8)
+    ax.fill_between(t["cohort"], t["ci_lower"], t["ci_upper"], color=color, alpha=0.2,
+                    label=_band_label(agg))
+    ax.plot(t["cohort"], t["estimate"], "o-", color=color, markersize=4,
+            label="instantaneous tau(g, g)")
+    ax.set_xlabel("treatment step g")
+    ax.set_ylabel(f"instantaneous memorisation ({result.outcome})")
+    sched = _schedule(lr_schedule)
+    handles, labels = ax.get_legend_handles_labels()
+    if sched is not None:
+        twin = ax.twinx()
+        (line,) = twin.plot(sched[0], sched[1], color="#d95f02", linewidth=1.2,
+                            label="learning rate")
+        twin.set_ylabel("learning rate")
+        twin.set_ylim(bottom=0)
+        handles.append(line)
+        labels.append("learning rate")
+        ax.lr_axis = twin
+    ax.legend(handles, labels, fontsize=8, loc="best")
+    ax.set_title("Instantaneous memorisation", fontsize=10)
+    return ax
+
+
+def plot_persistent(result, *, ax=None, color: str = BAND_COLOR):
+    """Persistent memorisation by event time c - g > 0, with its band.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    agg = result.aggregate("persistent")
+    t = agg.to_frame()
+    ax = _axes(ax)
+    ax.axhline(0, color="0.5", linewidth=0.8)
+    ax.fill_between(t["event_time"], t["ci_lower"], t["ci_upper"], color=color, alpha=0.2,
+                    label=_band_label(agg))
+    ax.plot(t["event_time"], t["estimate"], "o-", color=color, markersize=4,
+            label="persistent tau by c - g")
+    ax.set_xlabel("checkpoints after treatment, c - g")
+    ax.set_ylabel(f"persistent memorisation ({result.outcome})")
+    ax.legend(fontsize=8)
+    ax.set_title("Persistent memorisation", fontsize=10)
+    return ax
+
+
+def plot_residual(result, *, ax=None, color: str = BAND_COLOR, time: float | None = None):
+    """Residual memorisation tau(g, T) per treatment step; significance by colour strength.
+
+    Bars of cohorts whose band excludes zero are drawn in full colour, the others faint.
+
+    Parameters
+    ----------
+    result : GroupTimeResult
+    ax : matplotlib.axes.Axes, optional
+    color : str
+    time : float, optional
+        The final checkpoint T (default: the last one).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        One bar per cohort in ``ax.patches``.
+    """
+    agg = result.aggregate("residual") if time is None else result.aggregate("residual", time=time)
+    t = agg.to_frame()
+    ax = _axes(ax)
+    x = np.arange(len(t))
+    sig = t["significant"].to_numpy(bool)
+    bars = ax.bar(x, t["estimate"], color=color, edgecolor=color)
+    for bar, s in zip(bars, sig):
+        bar.set_alpha(1.0 if s else 0.3)
+    ax.errorbar(x, t["estimate"], yerr=[t["estimate"] - t["ci_lower"], t["ci_upper"] - t["estimate"]],
+                fmt="none", ecolor="0.3", elinewidth=0.8, capsize=2)
+    ax.axhline(0, color="0.5", linewidth=0.8)
+    _ticks(ax, "x", t["cohort"].to_numpy())
+    ax.set_xlabel("treatment step g")
+    ax.set_ylabel(f"residual memorisation ({result.outcome})")
+    ax.set_title(f"Residual memorisation (strong: significant, {int(sig.sum())} of {sig.size})",
+                 fontsize=10)
+    return ax
+
+
+def plot_profile_correlation(corr, *results, ax=None, annotate: bool = True, cmap: str = "viridis"):
+    """Heatmap of the correlation of profiles across models (the paper's Figure 6).
+
+    Parameters
+    ----------
+    corr : pandas.DataFrame or result
+        A matrix from :func:`didmem.profile_correlation`, or the first of the results to
+        compare (the others follow as positional arguments).
+    ax : matplotlib.axes.Axes, optional
+    annotate : bool
+        Write each correlation in its cell.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    if not isinstance(corr, pd.DataFrame):
+        corr = profile_correlation(corr, *results)
+    ax = _axes(ax, figsize=(1.2 * len(corr) + 3, 1.0 * len(corr) + 2))
+    image = ax.imshow(corr.to_numpy(float), cmap=cmap, vmin=-1, vmax=1)
+    n = len(corr)
+    ax.set_xticks(np.arange(n), corr.columns, rotation=45, ha="right")
+    ax.set_yticks(np.arange(n), corr.index)
+    if annotate:
+        for i in range(n):
+            for j in range(n):
+                v = corr.iat[i, j]
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if v < 0.5 else "black")
+    ax.figure.colorbar(image, ax=ax, label="correlation")
+    cells = corr.attrs.get("n_cells")
+    ax.set_title("Correlation of profiles" + (f" ({cells} shared cells)" if cells else ""),
+                 fontsize=10)
+    return ax
+
+
+def plot_pretrends(result, *, ax=None, by: str = "auto", max_cells: int = 300,
+                   color: str = "#7570b3"):
+    """Parallel-trends diagnostics: the pre-treatment cells (c < g) with their band.
+
+    Under parallel trends (and no anticipation) every pre-treatment tau is zero.
+
+    Parameters
+    ----------
+    result : GroupTimeResult
+    ax : matplotlib.axes.Axes, optional
+    by : {"auto", "cell", "event_time"}
+        ``"cell"`` draws every pre-treatment cell by event time c - g, slightly offset per
+        cohort, with the cells' band; ``"event_time"`` draws the event-study aggregation
+        (``aggregate("dynamic")``, keys e < 0) with its band; ``"auto"`` takes ``"cell"`` up to
+        ``max_cells`` pre-treatment cells.
+    max_cells : int
+    color : str
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        With ``by="cell"``, one error-bar container per cohort with pre-treatment cells.
+
+    Notes
+    -----
+    The title gives the count of significant pre-treatment cells under the band and the Wald
+    pre-test. With many pre-treatment cells per cohort (tens or more, against ~100 units per
+    cohort) the Wald test's estimated covariance is nearly singular and the test rejects far
+    too often; read the band (and this figure) instead. See the user guide.
+    """
+    if by not in ("auto", "cell", "event_time"):
+        raise ParameterError("The 'by' parameter of plot_pretrends must be one of "
+                             f"{{'auto', 'cell', 'event_time'}}. Got {by!r}.")
+    frame = result.to_frame()
+    pre = frame[~frame["post"]]
+    if by == "auto":
+        by = "cell" if len(pre) <= max_cells else "event_time"
+    ax = _axes(ax)
+    ax.axhline(0, color="0.5", linewidth=0.8)
+    if by == "cell":
+        cohorts = np.sort(pre["cohort"].unique())
+        times = np.sort(frame["time"].unique())
+        step = np.diff(times).min() if times.size > 1 else 1.0
+        width = 0.6 * step
+        for i, g in enumerate(cohorts):
+            part = pre[pre["cohort"] == g]
+            off = (i + 0.5) / len(cohorts) * width - width / 2
+            ax.errorbar(part["event_time"] + off, part["estimate"],
+                        yerr=[part["estimate"] - part["ci_lower"],
+                              part["ci_upper"] - part["estimate"]],
+                        fmt="o", color=color, alpha=0.35 + 0.65 * (i + 1) / len(cohorts),
+                        markersize=3, elinewidth=0.8)
+    else:
+        agg = result.aggregate("dynamic")
+        t = agg.to_frame()
+        t = t[t["event_time"] < 0]
+        ax.fill_between(t["event_time"], t["ci_lower"], t["ci_upper"], color=color, alpha=0.25,
+                        label=_band_label(agg))
+        ax.plot(t["event_time"], t["estimate"], "o-", color=color, markersize=3,
+                label="event-study estimate (mean over cohorts)")
+        ax.legend(fontsize=8)
+    ax.set_xlabel("checkpoint minus treatment step, c - g (< 0: before treatment)")
+    ax.set_ylabel(f"pre-treatment tau ({result.outcome})")
+    pt = result.pretest
+    if pt.df and np.isfinite(pt.statistic):
+        sub = f"Wald pre-test W = {pt.statistic:.3g}, df = {pt.df}, p = {pt.pvalue:.3g}"
+    else:
+        sub = f"Wald pre-test not available ({pt.note})"
+    n_sig = int(pre["significant"].sum())
+    ax.set_title(f"Parallel trends: {len(pre)} pre-treatment cells, {n_sig} significant "
+                 f"({result.band} band)\n{sub}", fontsize=9)
+    return ax
+
+
+PLOTS: dict[str, Callable] = {
+    "profile": plot_profile,
+    "instantaneous": plot_instantaneous,
+    "persistent": plot_persistent,
+    "residual": plot_residual,
+    "pretrends": plot_pretrends,
+}
+"""The single-result figures by name (``didmem plot --kind``)."""

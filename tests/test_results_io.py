@@ -1,0 +1,65 @@
+"""Results files: save, load, and the same answers without the panel."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import didmem
+
+pytest.importorskip("pyarrow")
+
+
+@pytest.fixture(scope="module")
+def res():
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=4, units_per_cohort=30, n_never_treated=80,
+                                           seed=3)
+    panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
+    return didmem.DiDEstimator(n_bootstrap=99, random_state=0).fit(panel)
+
+
+def test_round_trip(res, tmp_path):
+    path = res.save(tmp_path / "res.parquet")
+    loaded = didmem.load_result(path)
+    pd.testing.assert_frame_equal(loaded.to_frame(), res.to_frame())
+    for kind in ("simple", "instantaneous", "persistent", "residual", "dynamic", "group",
+                 "calendar", "cohort"):
+        pd.testing.assert_frame_equal(loaded.aggregate(kind).to_frame(),
+                                      res.aggregate(kind).to_frame())
+    assert loaded.pretest == res.pretest
+    assert loaded.summary() == res.summary()
+    assert loaded.critical_value == res.critical_value and loaded.band == res.band
+    pd.testing.assert_frame_equal(loaded.profile(significant_only=True),
+                                  res.profile(significant_only=True))
+    # a saved result saves again to the same content
+    again = didmem.load_result(loaded.save(tmp_path / "again.parquet"))
+    pd.testing.assert_frame_equal(again.to_frame(), res.to_frame())
+    # the cells are plain parquet for any reader
+    assert len(pd.read_parquet(path)) == len(res.to_frame())
+
+
+def test_saved_result_is_immutable(res, tmp_path):
+    loaded = didmem.load_result(res.save(tmp_path / "res.parquet"))
+    frame = loaded.to_frame()
+    frame["estimate"] = 0.0
+    assert not np.allclose(loaded.to_frame()["estimate"], 0.0)
+    with pytest.raises(Exception):
+        loaded.outcome = "other"
+    with pytest.raises(TypeError):
+        loaded.params["alpha"] = 0.1
+
+
+def test_options_need_the_panel(res, tmp_path):
+    loaded = didmem.load_result(res.save(tmp_path / "res.parquet"))
+    with pytest.raises(didmem.ParameterError, match="default options"):
+        loaded.aggregate("dynamic", max_e=2)
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        didmem.load_result(tmp_path / "missing.parquet")
+    (tmp_path / "x.parquet").write_text("not parquet")
+    with pytest.raises(didmem.DidmemError, match="not a parquet file"):
+        didmem.load_result(tmp_path / "x.parquet")
+    pd.DataFrame({"a": [1]}).to_parquet(tmp_path / "plain.parquet")
+    with pytest.raises(didmem.DidmemError, match="not a didmem results file"):
+        didmem.load_result(tmp_path / "plain.parquet")

@@ -6,6 +6,7 @@ module) never loads it.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -217,7 +218,10 @@ class InfluenceEstimator(BaseEstimator):
             vd = unflat(v)
             total = torch.zeros_like(v)
             for b in batches:
-                _, hv = jvp(lambda q: grad(loss)(q, b), (unflat(theta),), (vd,))
+                with warnings.catch_warnings():  # torch's forward-AD set-up, not the user's
+                    warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.*",
+                                            category=DeprecationWarning)
+                    _, hv = jvp(lambda q: grad(loss)(q, b), (unflat(theta),), (vd,))
                 total += flat(hv) * (b.shape[0] / n_hess)
             return total + (lam + delta) * v
 

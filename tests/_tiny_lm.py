@@ -10,17 +10,22 @@ import torch
 
 
 class TinyLM(torch.nn.Module):
-    """logits(x_t) = W2 tanh(W1 E[x_t] + b1) + b2: a bigram MLP language model."""
+    """logits(x_t) = W tanh(E[x_t]) + b: a bigram MLP language model.
 
-    def __init__(self, vocab: int = 10, dim: int = 6, hidden: int = 8, seed: int = 0):
+    No linear map follows the embedding before the non-linearity (nor a bias beside it), so
+    the model has no continuous reparametrisation symmetry that would make the Hessian of
+    the regularised objective singular.
+    """
+
+    def __init__(self, vocab: int = 10, hidden: int = 8, seed: int = 0):
         super().__init__()
         gen = torch.Generator().manual_seed(seed)
-        self.embed = torch.nn.Parameter(torch.randn(vocab, dim, generator=gen, dtype=torch.float64) * 0.5)
-        self.w1 = torch.nn.Linear(dim, hidden, dtype=torch.float64)
-        self.w2 = torch.nn.Linear(hidden, vocab, dtype=torch.float64)
+        self.embed = torch.nn.Parameter(
+            torch.randn(vocab, hidden, generator=gen, dtype=torch.float64) * 0.5)
+        self.out = torch.nn.Linear(hidden, vocab, dtype=torch.float64)
 
     def forward(self, ids):
-        return self.w2(torch.tanh(self.w1(self.embed[ids])))
+        return self.out(torch.tanh(self.embed[ids]))
 
 
 def corpus(n: int = 32, length: int = 8, vocab: int = 10, seed: int = 0) -> np.ndarray:

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from _tiny_lm import TinyLM, corpus, loo_effects, train  # noqa: E402
+from _tiny_lm import TinyLM, corpus, loo_effects, train
 
-from didmem import InfluenceEstimator  # noqa: E402
+from didmem import InfluenceEstimator
 
 WD = 1e-2
 

@@ -87,8 +87,8 @@ def main(argv=None):
     pd.set_option("display.width", 120)
     pd.set_option("display.precision", 3)
     clock = time.perf_counter()
-    common = dict(quick=True, seed=args.seed, metrics=(METRIC, "extractable"),
-                  extractable_suffix=2)
+    common = {"quick": True, "seed": args.seed, "metrics": (METRIC, "extractable"),
+              "extractable_suffix": 2}
     runs = {
         "same distribution": lab.run(Path(args.out) / "plain", n_subset_models=4, **common),
         "shifted validation (0.5)": lab.run(Path(args.out) / "shifted", validation_shift=0.5,

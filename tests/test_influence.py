@@ -12,9 +12,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from didmem import InfluenceEstimator, ParameterError  # noqa: E402
+from didmem import InfluenceEstimator, ParameterError
 
-from ._tiny_lm import TinyLM, corpus, loo_effects, train  # noqa: E402
+from ._tiny_lm import TinyLM, corpus, loo_effects, train
 
 WD = 1e-2
 

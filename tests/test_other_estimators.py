@@ -8,8 +8,14 @@ import pandas as pd
 import pytest
 
 import didmem
-from didmem import (ArchitecturalEstimator, CellResult, EstimationError, ExtractableEstimator,
-                    ParameterError, TWFEEstimator)
+from didmem import (
+    ArchitecturalEstimator,
+    CellResult,
+    EstimationError,
+    ExtractableEstimator,
+    ParameterError,
+    TWFEEstimator,
+)
 
 
 # ------------------------------------------------------------------ architectural
@@ -171,3 +177,43 @@ def test_core_import_stays_light():
     code = ("import sys, didmem; heavy = [m for m in ('torch', 'transformers', 'linearmodels', "
             "'matplotlib') if m in sys.modules]; print(heavy); assert not heavy")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ------------------------------------------------------------------ shared contract
+@pytest.mark.parametrize("cls", [ArchitecturalEstimator, ExtractableEstimator, TWFEEstimator,
+                                 didmem.InfluenceEstimator])
+def test_contract_constructor_stores(cls):
+    est = cls(alpha=0.1)
+    assert est.get_params()["alpha"] == 0.1
+    assert est.set_params(alpha=0.2).alpha == 0.2 and est.alpha == 0.1
+    assert "alpha=0.1" in repr(est)
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        cls(bogus=1)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ExtractableEstimator().fit(_binary_panel()),
+    lambda: TWFEEstimator().fit(didmem.Panel(_two_by_two(), unit="unit", time="time",
+                                             cohort="cohort", outcome="y")),
+    lambda: ArchitecturalEstimator().fit(*_arch_inputs()),
+])
+def test_contract_results_are_frozen_and_on_the_grid(make):
+    import dataclasses
+
+    res = make()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.alpha = 0.1
+    with pytest.raises(TypeError):
+        res.params["alpha"] = 0.1
+    frame = res.to_frame()
+    for col in ["cohort", "time", "estimate", "std_error", "ci_lower", "ci_upper", "significant"]:
+        assert col in frame.columns
+    frame.loc[0, "estimate"] = 99.0  # a copy: the result is unchanged
+    assert res.to_frame().loc[0, "estimate"] != 99.0
+    assert res.assumption and res.estimator in res.summary()
+
+
+@pytest.mark.parametrize("cls", [ExtractableEstimator, TWFEEstimator])
+def test_panel_estimators_need_a_panel(cls):
+    with pytest.raises(ParameterError, match="needs a didmem.Panel"):
+        cls().fit(pd.DataFrame())

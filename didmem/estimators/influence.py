@@ -221,7 +221,7 @@ class InfluenceEstimator(BaseEstimator):
                 with warnings.catch_warnings():  # torch's forward-AD set-up, not the user's
                     warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.*",
                                             category=DeprecationWarning)
-                    _, hv = jvp(lambda q: grad(loss)(q, b), (unflat(theta),), (vd,))
+                    _, hv = jvp(lambda q, b=b: grad(loss)(q, b), (unflat(theta),), (vd,))
                 total += flat(hv) * (b.shape[0] / n_hess)
             return total + (lam + delta) * v
 

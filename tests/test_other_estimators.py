@@ -217,3 +217,25 @@ def test_contract_results_are_frozen_and_on_the_grid(make):
 def test_panel_estimators_need_a_panel(cls):
     with pytest.raises(ParameterError, match="needs a didmem.Panel"):
         cls().fit(pd.DataFrame())
+
+
+def test_twfe_biased_when_cohort_effects_differ_did_is_not():
+    # No noise; cohort 2 gains 1 per period after treatment, cohort 4 gains 3: the event-study
+    # regression mixes the cohorts, DiD recovers every cell exactly.
+    rows = []
+    for u in range(30):
+        g = [2, 4, np.nan][u % 3]
+        for t in range(1, 7):
+            k = t - g if np.isfinite(g) else -1
+            eff = (1.0 if g == 2 else 3.0) * (k + 1) if k >= 0 else 0.0
+            rows.append((u, t, g, 0.1 * u + 0.5 * t + eff))
+    df = pd.DataFrame(rows, columns=["unit", "time", "cohort", "y"])
+    panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
+    truth = pd.DataFrame([(g, t, (1.0 if g == 2 else 3.0) * (t - g + 1))
+                          for g in (2.0, 4.0) for t in range(1, 7) if t >= g],
+                         columns=["cohort", "time", "tau"])
+    results = {"did": didmem.DiDEstimator(n_bootstrap=0).fit(panel),
+               "twfe": TWFEEstimator().fit(panel)}
+    table = didmem.compare(results, truth=truth).set_index("estimator")
+    assert table.loc["did", "rmse"] == pytest.approx(0.0, abs=1e-9)
+    assert table.loc["twfe", "rmse"] > 0.5

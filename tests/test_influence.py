@@ -4,7 +4,9 @@ Reference (``python benchmarks/bench_influence_loo.py``; ``tests/_tiny_lm.py``, 
 0: 32 sequences of 8 tokens, vocabulary 10, 170 parameters, weight decay 0.01, trained to
 convergence with L-BFGS in float64): the Pearson correlation of the linear influence
 estimates with the exact leave-one-out effects is 0.981 (direct and CG solvers agree), of
-the "shifted" estimates 0.792, of LiSSA (200 steps, scale 20) 0.862.
+the "shifted" estimates 0.792, of LiSSA (200 steps, scale 20) 0.862. The default suite
+retrains without each of the first 12 sequences only (linear 0.960, shifted 0.746); the
+check over all 32 is marked slow.
 """
 
 import numpy as np
@@ -26,13 +28,25 @@ def one_thread():
         yield
 
 
+N_LOO = 12
+
+
 @pytest.fixture(scope="module")
 def fitted(one_thread):
     torch.manual_seed(0)
     seqs = corpus(32, 8)
     model = train(TinyLM(), seqs, WD)
-    exact = loo_effects(model, seqs, WD, range(32))
+    exact = loo_effects(model, seqs, WD, range(N_LOO))
     return model, seqs, exact
+
+
+@pytest.mark.slow
+def test_all_32_leave_one_out(fitted):
+    model, seqs, _ = fitted
+    exact = loo_effects(model, seqs, WD, range(32))
+    est = InfluenceEstimator(weight_decay=WD, solver="direct").fit(model, seqs)
+    corr = np.corrcoef(est.unit_frame()["estimate"], exact)[0, 1]
+    assert corr > 0.97, corr  # 0.981 at seed 0
 
 
 class _threads:
@@ -49,10 +63,11 @@ class _threads:
 
 def test_direct_and_cg_agree_and_track_exact_loo(fitted):
     model, seqs, exact = fitted
-    direct = InfluenceEstimator(weight_decay=WD, solver="direct").fit(model, seqs)
+    direct = InfluenceEstimator(weight_decay=WD, solver="direct").fit(model, seqs,
+                                                                      seqs[:N_LOO])
     est = direct.unit_frame()["estimate"].to_numpy()
     corr = np.corrcoef(est, exact)[0, 1]
-    assert corr > 0.97, corr
+    assert corr > 0.93, corr  # 0.960 at seed 0
     assert np.all(est > 0)  # (1/N) g' H^-1 g with H positive definite at the optimum
     assert abs(est.mean() - exact.mean()) < 0.3 * exact.mean()
     cg = InfluenceEstimator(weight_decay=WD, solver="cg", max_iter=200, tol=1e-8).fit(
@@ -66,7 +81,7 @@ def test_shifted_and_grid(fitted):
     res = InfluenceEstimator(weight_decay=WD, solver="direct", approximation="shifted").fit(
         model, seqs, seqs[:8], units=np.arange(100, 108), cohorts=[4] * 4 + [8] * 4, time=8)
     est = res.unit_frame()["estimate"].to_numpy()
-    # 0.76 on these 8 instances at seed 0: evaluating at theta_-x is less stable than the
+    # 0.74 on these 8 instances at seed 0: evaluating at theta_-x is less stable than the
     # first-order value when one of only 32 sequences is removed.
     assert np.corrcoef(est, exact[:8])[0, 1] > 0.6
     cells = res.to_frame()

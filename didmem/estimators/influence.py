@@ -128,15 +128,17 @@ class InfluenceEstimator(BaseEstimator):
                          batch_size=batch_size, hessian_sample=hessian_sample,
                          random_state=random_state, alpha=alpha)
 
-    def fit(self, model, train, instances=None, *, units=None, cohorts=None, time=np.nan):
+    def fit(self, model, train, instances=None, *, units=None, cohorts=None, time=np.nan,
+            checkpoint=None):
         """Estimate the self-influence of ``instances`` in a model trained on ``train``.
 
         Parameters
         ----------
-        model : torch.nn.Module or path-like
+        model : torch.nn.Module, path-like or backend
             A causal language model whose ``forward(input_ids)`` returns logits (or an
-            object with ``.logits``), or a Hugging Face checkpoint directory (loaded with
-            ``transformers``).
+            object with ``.logits``), a Hugging Face checkpoint directory (loaded with
+            ``transformers``), or a :class:`~didmem.backends.TransformersBackend`, whose
+            ``checkpoint`` (by default the last) is loaded.
         train : array-like of int, shape (N, L)
             The training sequences (the Hessian is that of their mean loss; ``N`` is the
             ``N`` of the formula).
@@ -145,7 +147,10 @@ class InfluenceEstimator(BaseEstimator):
         units, cohorts : array-like, optional
             Identifier and cohort of each instance (default ``0..n-1`` and NaN).
         time : float
-            The checkpoint ``T`` of ``model``, for the grid.
+            The checkpoint ``T`` of ``model``, for the grid (with a backend: by default the
+            loaded checkpoint).
+        checkpoint : optional
+            With a backend, which of its checkpoints to load.
 
         Returns
         -------
@@ -158,9 +163,17 @@ class InfluenceEstimator(BaseEstimator):
         torch = optional_import("torch", "lm")
         from torch.func import functional_call, grad, jvp
 
-        if isinstance(model, (str, Path)):
-            transformers = optional_import("transformers", "lm")
-            model = transformers.AutoModelForCausalLM.from_pretrained(model)
+        if hasattr(model, "checkpoint_source") and hasattr(model, "checkpoints"):
+            steps = tuple(model.checkpoints)
+            step = max(steps) if checkpoint is None else checkpoint
+            if step not in steps:
+                raise ParameterError(f"checkpoint {step!r} is not one of the backend's "
+                                     f"checkpoints {list(steps)}.")
+            if np.isnan(float(time)):
+                time = float(step)
+            model = _load(model.checkpoint_source(step))
+        elif isinstance(model, (str, Path)):
+            model = _load(str(model))
         if not isinstance(model, torch.nn.Module):
             raise ParameterError(f"model must be a torch.nn.Module or a checkpoint directory; "
                                  f"got {type(model).__name__}.")
@@ -269,6 +282,15 @@ class InfluenceEstimator(BaseEstimator):
             **cells, alpha=p["alpha"], estimator=type(self).__name__, params=p,
             outcome="mean_token_loglik", assumption=INFLUENCE_ASSUMPTION, units=unit_frame,
             extra={"solver": info, "n_train": n_train, "n_parameters": int(theta.numel())})
+
+
+def _load(source: str):
+    """A causal LM from a directory or ``name@revision`` (the backends' checkpoint sources)."""
+    transformers = optional_import("transformers", "lm")
+    kwargs = {}
+    if not Path(source).exists() and "@" in source:
+        source, kwargs["revision"] = source.rsplit("@", 1)
+    return transformers.AutoModelForCausalLM.from_pretrained(source, **kwargs)
 
 
 def _exact_attention(model):

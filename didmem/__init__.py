@@ -20,8 +20,16 @@ from .errors import (
     SmallCohortWarning,
 )
 from .panel import Panel, cohort_from_sequence_index
-from .estimators import DiDEstimator, DifferenceEstimator
-from .results import AggregateResult, Estimate, GroupTimeResult, Pretest
+from .estimators import (
+    ArchitecturalEstimator,
+    DiDEstimator,
+    DifferenceEstimator,
+    ExtractableEstimator,
+    InfluenceEstimator,
+    TWFEEstimator,
+)
+from .results import AggregateResult, CellResult, Estimate, GroupTimeResult, Pretest
+from .comparison import aligned_cells, compare, plot_comparison
 from .profiles import profile_correlation
 from .results_io import SavedResult, load_result
 from . import datasets, montecarlo, plotting, report  # matplotlib is imported lazily
@@ -31,7 +39,15 @@ __all__ = [
     "Panel",
     "DiDEstimator",
     "DifferenceEstimator",
+    "ArchitecturalEstimator",
+    "ExtractableEstimator",
+    "InfluenceEstimator",
+    "TWFEEstimator",
+    "compare",
+    "aligned_cells",
+    "plot_comparison",
     "GroupTimeResult",
+    "CellResult",
     "AggregateResult",
     "Estimate",
     "Pretest",

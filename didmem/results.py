@@ -20,7 +20,7 @@ from .inference.bands import analytic_se, bootstrap_se, normal_quantile, simulta
 from .inference.bootstrap import BootstrapDraws
 from .inference.linear import cell_covariance, combination_draws, combination_variance
 
-__all__ = ["Estimate", "Pretest", "GroupTimeResult", "AggregateResult"]
+__all__ = ["Estimate", "Pretest", "GroupTimeResult", "AggregateResult", "CellResult"]
 
 SIGN_NOTE = (
     "Sign convention: an estimate is positive when training on the instances raised the "
@@ -389,3 +389,107 @@ class AggregateResult:
 
     def __repr__(self) -> str:
         return f"<AggregateResult {self.kind}: {self.keys.size} keys, overall={self.overall.estimate:.4g}>"
+
+
+_CELL_COLUMNS = ("cohort", "time", "event_time", "estimate", "std_error", "ci_lower",
+                 "ci_upper", "significant", "n_units")
+
+
+@dataclass(frozen=True, eq=False)
+class CellResult:
+    """Estimates of one of the other memorisation estimators on the (cohort, time) grid.
+
+    The architectural, extractable, influence-function and two-way fixed-effects estimators
+    return this result, so that they line up row for row with :class:`GroupTimeResult` (see
+    :func:`didmem.compare`).
+
+    Attributes
+    ----------
+    estimator : str
+        Name of the estimator class.
+    params : Mapping
+        The estimator parameters that produced the result.
+    outcome : str
+        The outcome (metric) the estimates are on.
+    assumption : str
+        The identifying assumption the estimator rests on, in words.
+    cells : pandas.DataFrame
+        One row per (cohort, time) cell: cohort, time, event_time, estimate, std_error,
+        ci_lower, ci_upper, significant, n_units (NaN standard errors where undefined).
+    units : pandas.DataFrame or None
+        Per-instance estimates (unit, cohort, time, estimate, std_error) of instance-level
+        estimators; None for the regression.
+    extra : Mapping
+        Estimator-specific tables (for example the event-study coefficients of the
+        two-way fixed-effects regression).
+    alpha : float
+        One minus the coverage of the (pointwise) intervals.
+    """
+
+    estimator: str
+    params: Mapping[str, Any]
+    outcome: str
+    assumption: str
+    cells: pd.DataFrame = field(repr=False)
+    units: pd.DataFrame | None = field(default=None, repr=False)
+    extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    alpha: float = 0.05
+
+    def __post_init__(self):
+        missing = [c for c in _CELL_COLUMNS if c not in self.cells.columns]
+        if missing:  # pragma: no cover - internal invariant
+            raise ValueError(f"CellResult cells lack columns {missing}.")
+        cells = self.cells.loc[:, list(_CELL_COLUMNS)].sort_values(["cohort", "time"])
+        object.__setattr__(self, "cells", cells.reset_index(drop=True))
+        if self.units is not None:
+            object.__setattr__(self, "units", self.units.reset_index(drop=True).copy())
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+        object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
+
+    @classmethod
+    def from_cells(cls, *, cohort, time, estimate, std_error, n_units, alpha=0.05, **kwargs):
+        """Build the cell table with pointwise normal intervals from arrays."""
+        cohort = np.asarray(cohort, dtype=np.float64)
+        time = np.asarray(time, dtype=np.float64)
+        est = np.asarray(estimate, dtype=np.float64)
+        se = np.asarray(std_error, dtype=np.float64)
+        lo, hi = _interval(est, se, normal_quantile(1 - alpha / 2))
+        cells = pd.DataFrame({"cohort": cohort, "time": time, "event_time": time - cohort,
+                              "estimate": est, "std_error": se, "ci_lower": lo, "ci_upper": hi,
+                              "significant": _significant(lo, hi),
+                              "n_units": np.asarray(n_units, dtype=np.int64)})
+        return cls(cells=cells, alpha=alpha, **kwargs)
+
+    @property
+    def estimates(self) -> np.ndarray:
+        """The cells' estimates, in the order of :meth:`to_frame`."""
+        return self.cells["estimate"].to_numpy()
+
+    def to_frame(self) -> pd.DataFrame:
+        """Tidy table, one row per (cohort, time) cell (a copy of :attr:`cells`)."""
+        return self.cells.copy()
+
+    def unit_frame(self) -> pd.DataFrame:
+        """Per-instance estimates; raises for estimators that have none."""
+        if self.units is None:
+            raise AttributeError(f"{self.estimator} has no per-instance estimates.")
+        return self.units.copy()
+
+    def profile(self, value: str = "estimate") -> pd.DataFrame:
+        """The cohort x time matrix of one column of :meth:`to_frame`."""
+        return self.cells.pivot(index="cohort", columns="time", values=value)
+
+    def summary(self) -> str:
+        c = self.cells
+        post = c[c["time"] >= c["cohort"]]
+        lines = [f"{self.estimator} on outcome {self.outcome!r}",
+                 f"  assumption: {self.assumption}",
+                 f"  cells: {len(c)} ({len(post)} post-treatment); significant post: "
+                 f"{int(post['significant'].sum())}"]
+        if self.units is not None:
+            lines.append(f"  instances: {self.units['unit'].nunique()}")
+        lines.append("  " + SIGN_NOTE)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<CellResult {self.estimator} outcome={self.outcome!r}: {len(self.cells)} cells>"

@@ -3,5 +3,10 @@
 from .base import BaseEstimator
 from .did import DiDEstimator
 from .difference import DifferenceEstimator
+from .architectural import ArchitecturalEstimator
+from .extractable import ExtractableEstimator
+from .influence import InfluenceEstimator
+from .twfe import TWFEEstimator
 
-__all__ = ["BaseEstimator", "DiDEstimator", "DifferenceEstimator"]
+__all__ = ["BaseEstimator", "DiDEstimator", "DifferenceEstimator", "ArchitecturalEstimator",
+           "ExtractableEstimator", "InfluenceEstimator", "TWFEEstimator"]

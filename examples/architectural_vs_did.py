@@ -1,4 +1,8 @@
-"""Memorisation of a model (DiD) versus memorisation of an architecture (subset models).
+"""
+Architectural versus model memorisation
+=======================================
+
+Memorisation of a model (DiD) versus memorisation of an architecture (subset models).
 
 The architectural estimator (Zhang et al. 2023) trains many models, each on a random half of
 the analysed instances, and compares each instance's score in the models that saw it (IN)

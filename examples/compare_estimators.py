@@ -1,4 +1,8 @@
-"""Every memorisation estimator on a lab run, scored against the run's known truth.
+"""
+Every memorisation estimator against the lab's truth
+====================================================
+
+Every memorisation estimator on a lab run, scored against the run's known truth.
 
 Trains two quick lab runs (tiny GPT-NeoX models on this CPU, each with a counterfactual twin
 that gives the truth tau(g, c)): one with validation data from the training distribution,

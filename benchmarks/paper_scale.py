@@ -239,7 +239,7 @@ def _cells(cohort, time_, estimate, std_error) -> dict:
     }
 
 
-def _run_didmem(df, n_bootstrap, seed, control_group, warm):
+def _run_didmem(df, n_bootstrap, seed, control_group, warm, est_method):
     import didmem
 
     t0 = time.perf_counter()
@@ -261,7 +261,7 @@ def _run_didmem(df, n_bootstrap, seed, control_group, warm):
     return out
 
 
-def _run_csdid(df, n_bootstrap, seed, control_group, warm):
+def _run_csdid(df, n_bootstrap, seed, control_group, warm, est_method):
     from csdid.att_gt import ATTgt
 
     cg = {"never_treated": "nevertreated", "not_yet_treated": "notyettreated"}[control_group]
@@ -271,19 +271,19 @@ def _run_csdid(df, n_bootstrap, seed, control_group, warm):
                 control_group=cg, cband=n_bootstrap > 0, biters=max(n_bootstrap, 1))
     t1 = time.perf_counter()
     np.random.seed(seed)  # csdid's mboot draws from numpy's global generator
-    att.fit(est_method="dr", base_period="varying", bstrap=n_bootstrap > 0)
+    att.fit(est_method=est_method, base_period="varying", bstrap=n_bootstrap > 0)
     r = att.results
     t2 = time.perf_counter()
     return {"setup_s": t1 - t0, "fit_s": t2 - t1, "critical_value": float(r["c"]),
             "cells": _cells(r["group"], r["year"], r["att"], r["se"])}
 
 
-def _run_diff_diff(df, n_bootstrap, seed, control_group, warm):
+def _run_diff_diff(df, n_bootstrap, seed, control_group, warm, est_method):
     from diff_diff import CallawaySantAnna
 
     t0 = time.perf_counter()
     est = CallawaySantAnna(control_group=control_group, base_period="varying",
-                           estimation_method="dr", n_bootstrap=n_bootstrap,
+                           estimation_method=est_method, n_bootstrap=n_bootstrap,
                            bootstrap_weights="rademacher", seed=seed, cband=True)
     t1 = time.perf_counter()
     res = est.fit(df, outcome="y", unit="unit", time="time", first_treat="cohort")
@@ -298,14 +298,15 @@ def _run_diff_diff(df, n_bootstrap, seed, control_group, warm):
                             [gte[k]["effect"] for k in keys], [gte[k]["se"] for k in keys])}
 
 
-def _run_differences(df, n_bootstrap, seed, control_group, warm):
+def _run_differences(df, n_bootstrap, seed, control_group, warm, est_method):
     from differences import ATTgt
 
     t0 = time.perf_counter()
     data = df.assign(cohort=df["cohort"].where(df["cohort"] > 0)).set_index(["unit", "time"])
     att = ATTgt(data=data, cohort_column="cohort", base_period="varying")
     t1 = time.perf_counter()
-    res = att.fit(formula="y", control_group=control_group, boot_iterations=n_bootstrap,
+    res = att.fit(formula="y", est_method=est_method, control_group=control_group,
+                  boot_iterations=n_bootstrap,
                   random_state=seed, n_jobs=1, progress_bar=False)
     t2 = time.perf_counter()
     out = {"setup_s": t1 - t0, "fit_s": t2 - t1, "critical_value": float("nan")}
@@ -338,7 +339,7 @@ def worker(args: argparse.Namespace) -> None:
     t2 = time.perf_counter()
     rss_before = _current_rss_mb()
     out = _RUNNERS[args.worker](df, args.n_bootstrap, args.seed, args.control_group,
-                                args.warm)
+                                args.warm, args.est_method)
     out.update(import_s=t1 - t0, load_s=t2 - t1, rss_before_fit_mb=rss_before,
                peak_rss_mb=_peak_rss_mb())
     cells = out.pop("cells", None)
@@ -350,7 +351,7 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def run_tool(tool: str, data: Path, *, python: str, n_bootstrap: int, seed: int,
-             control_group: str, warm: bool, cells_out: Path | None,
+             control_group: str, est_method: str, warm: bool, cells_out: Path | None,
              timeout: float | None) -> dict:
     """Run one tool on the saved panel in a fresh process and return its measurements.
 
@@ -366,6 +367,9 @@ def run_tool(tool: str, data: Path, *, python: str, n_bootstrap: int, seed: int,
         Bootstrap draws and seed.
     control_group : str
         ``"never_treated"`` or ``"not_yet_treated"``.
+    est_method : str
+        ``"reg"`` or ``"dr"`` for the other tools (identical estimates without covariates);
+        didmem has a single method.
     warm : bool
         Also time a second fit in the same process (didmem only).
     cells_out : pathlib.Path or None
@@ -381,7 +385,7 @@ def run_tool(tool: str, data: Path, *, python: str, n_bootstrap: int, seed: int,
     """
     cmd = [python, str(Path(__file__).resolve()), "--worker", tool, "--data", str(data),
            "--n-bootstrap", str(n_bootstrap), "--seed", str(seed),
-           "--control-group", control_group]
+           "--control-group", control_group, "--est-method", est_method]
     if warm:
         cmd.append("--warm")
     if cells_out is not None:
@@ -496,6 +500,7 @@ def bench_panel(label: str, spec: PanelSpec, tools: list[str], args, pythons: di
             cells_out = workdir / f"{label}-{tool}-cells.npz" if rep == 0 else None
             r = run_tool(tool, path, python=pythons[tool], n_bootstrap=args.n_bootstrap,
                          seed=args.seed + rep, control_group=args.control_group,
+                         est_method=args.est_method,
                          warm=tool == "didmem", cells_out=cells_out, timeout=args.timeout)
             runs.append(r)
             msg = r.get("error") or (f"fit {r['fit_s']:.3f} s, setup {r['setup_s']:.3f} s, "
@@ -604,6 +609,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed of the first repeat")
     p.add_argument("--control-group", default="never_treated",
                    choices=("never_treated", "not_yet_treated"))
+    p.add_argument("--est-method", default="reg", choices=("reg", "dr"),
+                   help="estimation method of csdid, diff-diff and differences; without "
+                        "covariates both give the same ATT(g,t) and 'reg' is the faster "
+                        "(default reg)")
     p.add_argument("--scale-units", type=float, default=10.0,
                    help="didmem also runs on a panel with this many times the units "
                         "(0 to skip; default 10)")
@@ -652,6 +661,7 @@ def main(argv=None) -> dict | None:
         "machine": machine(), "versions": versions,
         "settings": (f"control_group={args.control_group}, base_period=varying, no "
                      f"covariates, n_bootstrap={args.n_bootstrap} (Rademacher multiplier), "
+                     f"est_method={args.est_method} (other tools), "
                      f"sup-t band, repeats={args.repeat} (medians)"),
         "panels": {},
     }
@@ -659,6 +669,15 @@ def main(argv=None) -> dict | None:
     base_label = "quick" if args.quick else "paper"
     with tempfile.TemporaryDirectory(prefix="didmem-bench-") as tmp:
         workdir = Path(tmp)
+        if "didmem" in tools:
+            # One untimed run first, so that numba's on-disk cache exists and the timed
+            # "cold" fits measure a fresh process loading compiled kernels, not compiling.
+            warmup = workdir / "warmup.npz"
+            save_panel(simulate(QUICK), warmup)
+            run_tool("didmem", warmup, python=sys.executable, n_bootstrap=args.n_bootstrap,
+                     seed=args.seed, control_group=args.control_group,
+                     est_method=args.est_method, warm=False, cells_out=None,
+                     timeout=args.timeout)
         on_base = args.quick or args.differences_scale == "full"
         main_tools = [t for t in tools if t != "differences" or on_base]
         bench_panel(base_label, base, main_tools, args, pythons, workdir, results)

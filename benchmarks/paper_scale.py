@@ -229,6 +229,23 @@ def _current_rss_mb() -> float:
     return psutil.Process().memory_info().rss / 2**20
 
 
+class _Clock:
+    """Wall-clock and process CPU time (all threads) between successive ``lap`` calls."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def lap(self) -> tuple[float, float]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        out = (wall - self.wall, cpu - self.cpu)
+        self.wall, self.cpu = wall, cpu
+        return out
+
+
+def _timings(setup, fit) -> dict:
+    return {"setup_s": setup[0], "setup_cpu_s": setup[1], "fit_s": fit[0], "fit_cpu_s": fit[1]}
+
+
 def _cells(cohort, time_, estimate, std_error) -> dict:
     order = np.lexsort((np.asarray(time_, float), np.asarray(cohort, float)))
     return {
@@ -242,21 +259,20 @@ def _cells(cohort, time_, estimate, std_error) -> dict:
 def _run_didmem(df, n_bootstrap, seed, control_group, warm, est_method):
     import didmem
 
-    t0 = time.perf_counter()
+    clock = _Clock()
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
                          never_treated=0)
-    t1 = time.perf_counter()
+    setup = clock.lap()
     est = didmem.DiDEstimator(control_group=control_group, base_period="varying",
                               anticipation=0, n_bootstrap=n_bootstrap, random_state=seed)
     res = est.fit(panel)
     frame = res.to_frame()
-    t2 = time.perf_counter()
-    out = {"setup_s": t1 - t0, "fit_s": t2 - t1,
-           "critical_value": float(getattr(res, "critical_value", float("nan")))}
+    out = _timings(setup, clock.lap())
+    out["critical_value"] = float(getattr(res, "critical_value", float("nan")))
     if warm:
-        t3 = time.perf_counter()
+        clock.lap()
         est.fit(panel).to_frame()
-        out["warm_fit_s"] = time.perf_counter() - t3
+        out["warm_fit_s"], out["warm_fit_cpu_s"] = clock.lap()
     out["cells"] = _cells(frame["cohort"], frame["time"], frame["estimate"], frame["std_error"])
     return out
 
@@ -265,51 +281,52 @@ def _run_csdid(df, n_bootstrap, seed, control_group, warm, est_method):
     from csdid.att_gt import ATTgt
 
     cg = {"never_treated": "nevertreated", "not_yet_treated": "notyettreated"}[control_group]
-    t0 = time.perf_counter()
+    clock = _Clock()
     # The constructor runs csdid's pre-processing (R's pre_process_did).
     att = ATTgt(yname="y", tname="time", idname="unit", gname="cohort", data=df,
                 control_group=cg, cband=n_bootstrap > 0, biters=max(n_bootstrap, 1))
-    t1 = time.perf_counter()
+    setup = clock.lap()
     np.random.seed(seed)  # csdid's mboot draws from numpy's global generator
     att.fit(est_method=est_method, base_period="varying", bstrap=n_bootstrap > 0)
     r = att.results
-    t2 = time.perf_counter()
-    return {"setup_s": t1 - t0, "fit_s": t2 - t1, "critical_value": float(r["c"]),
-            "cells": _cells(r["group"], r["year"], r["att"], r["se"])}
+    out = _timings(setup, clock.lap())
+    out.update(critical_value=float(r["c"]),
+               cells=_cells(r["group"], r["year"], r["att"], r["se"]))
+    return out
 
 
 def _run_diff_diff(df, n_bootstrap, seed, control_group, warm, est_method):
     from diff_diff import CallawaySantAnna
 
-    t0 = time.perf_counter()
+    clock = _Clock()
     est = CallawaySantAnna(control_group=control_group, base_period="varying",
                            estimation_method=est_method, n_bootstrap=n_bootstrap,
                            bootstrap_weights="rademacher", seed=seed, cband=True)
-    t1 = time.perf_counter()
+    setup = clock.lap()
     res = est.fit(df, outcome="y", unit="unit", time="time", first_treat="cohort")
-    t2 = time.perf_counter()
+    out = _timings(setup, clock.lap())
     gte = res.group_time_effects
     keys = list(gte)
     crit = res.cband_crit_value
-    return {"setup_s": t1 - t0, "fit_s": t2 - t1,
-            # diff-diff's sup-t band covers event-study aggregates only, not ATT(g,t) cells.
-            "critical_value": float("nan") if crit is None else float(crit),
-            "cells": _cells([k[0] for k in keys], [k[1] for k in keys],
-                            [gte[k]["effect"] for k in keys], [gte[k]["se"] for k in keys])}
+    # diff-diff's sup-t band covers event-study aggregates only, not ATT(g,t) cells.
+    out.update(critical_value=float("nan") if crit is None else float(crit),
+               cells=_cells([k[0] for k in keys], [k[1] for k in keys],
+                            [gte[k]["effect"] for k in keys], [gte[k]["se"] for k in keys]))
+    return out
 
 
 def _run_differences(df, n_bootstrap, seed, control_group, warm, est_method):
     from differences import ATTgt
 
-    t0 = time.perf_counter()
+    clock = _Clock()
     data = df.assign(cohort=df["cohort"].where(df["cohort"] > 0)).set_index(["unit", "time"])
     att = ATTgt(data=data, cohort_column="cohort", base_period="varying")
-    t1 = time.perf_counter()
+    setup = clock.lap()
     res = att.fit(formula="y", est_method=est_method, control_group=control_group,
                   boot_iterations=n_bootstrap,
                   random_state=seed, n_jobs=1, progress_bar=False)
-    t2 = time.perf_counter()
-    out = {"setup_s": t1 - t0, "fit_s": t2 - t1, "critical_value": float("nan")}
+    out = _timings(setup, clock.lap())
+    out["critical_value"] = float("nan")
     try:
         table = att.results().reset_index()
         table.columns = ["_".join(str(p) for p in c if str(p)) if isinstance(c, tuple) else c
@@ -341,7 +358,7 @@ def worker(args: argparse.Namespace) -> None:
     out = _RUNNERS[args.worker](df, args.n_bootstrap, args.seed, args.control_group,
                                 args.warm, args.est_method)
     out.update(import_s=t1 - t0, load_s=t2 - t1, rss_before_fit_mb=rss_before,
-               peak_rss_mb=_peak_rss_mb())
+               peak_rss_mb=_peak_rss_mb(), load_average=os.getloadavg()[0])
     cells = out.pop("cells", None)
     if cells is not None and args.cells_out:
         np.savez(args.cells_out, **cells)
@@ -456,8 +473,8 @@ def summarise(runs: list[dict]) -> dict:
     ok = [r for r in runs if "error" not in r]
     if not ok:
         return {"error": runs[-1].get("error", "no run"), "repeats": len(runs)}
-    keys = ("import_s", "load_s", "setup_s", "fit_s", "warm_fit_s", "wall_s",
-            "rss_before_fit_mb")
+    keys = ("import_s", "load_s", "setup_s", "setup_cpu_s", "fit_s", "fit_cpu_s",
+            "warm_fit_s", "warm_fit_cpu_s", "wall_s", "rss_before_fit_mb", "load_average")
     out = {k: _median_of(ok, k) for k in keys if any(k in r for r in ok)}
     out["peak_rss_mb"] = max(r["peak_rss_mb"] for r in ok)
     out["fit_s_all"] = [r["fit_s"] for r in ok]
@@ -535,11 +552,11 @@ def scaling(results: dict) -> dict:
         s = entry["tools"]["didmem"]
         size = entry["n_units"] * entry["spec"]["n_periods"]
         row = {"size_ratio": size / size0}
-        for key in ("fit_s", "warm_fit_s", "setup_s"):
+        for key in ("fit_s", "fit_cpu_s", "warm_fit_s", "warm_fit_cpu_s", "setup_s"):
             if key in s and key in b:
                 row[key + "_ratio"] = s[key] / b[key]
-        row["linear"] = bool(row.get("warm_fit_s_ratio", row.get("fit_s_ratio", np.inf))
-                             <= row["size_ratio"])
+        row["linear_wall"] = bool(row.get("warm_fit_s_ratio", np.inf) <= row["size_ratio"])
+        row["linear_cpu"] = bool(row.get("warm_fit_cpu_s_ratio", np.inf) <= row["size_ratio"])
         out[label] = row
     return out
 
@@ -558,21 +575,22 @@ def markdown(results: dict) -> str:
         lines += [f"### {label}: {entry['n_units']:,} units x {sp['n_periods']} periods, "
                   f"{sp['n_cohorts']} cohorts ({entry['n_rows']:,} rows; built in "
                   f"{entry['build_s']:.2f} s)", "",
-                  "| tool | setup (s) | fit (s) | warm fit (s) | child wall (s) | "
+                  "| tool | setup (s) | fit (s) | fit CPU (s) | warm fit (s) | "
                   "peak RSS (MB) | RSS before fit (MB) | cells | crit. value | "
-                  f"max abs ATT diff vs {entry.get('reference_tool', '-')} |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  f"max abs ATT diff vs {entry.get('reference_tool', '-')} | load avg |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        nan = float("nan")
         for tool, s in entry["tools"].items():
             if "error" in s:
-                lines.append(f"| {tool} | error: {s['error']} |||||||||")
+                lines.append(f"| {tool} | error: {s['error']} ||||||||||")
                 continue
             vs = s.get("vs_reference", {}).get("max_abs_att_diff")
             lines.append(
-                f"| {tool} | {s.get('setup_s', float('nan')):.3f} | {s['fit_s']:.3f} | "
-                f"{s.get('warm_fit_s', float('nan')):.3f} | {s['wall_s']:.2f} | "
-                f"{s['peak_rss_mb']:.0f} | {s.get('rss_before_fit_mb', float('nan')):.0f} | "
-                f"{s.get('n_cells', '')} | {s.get('critical_value', float('nan')):.3f} | "
-                f"{'' if vs is None else f'{vs:.1e}'} |")
+                f"| {tool} | {s.get('setup_s', nan):.3f} | {s['fit_s']:.3f} | "
+                f"{s.get('fit_cpu_s', nan):.3f} | {s.get('warm_fit_s', nan):.3f} | "
+                f"{s['peak_rss_mb']:.0f} | {s.get('rss_before_fit_mb', nan):.0f} | "
+                f"{s.get('n_cells', '')} | {s.get('critical_value', nan):.3f} | "
+                f"{'' if vs is None else f'{vs:.1e}'} | {s.get('load_average', nan):.1f} |")
         d = entry["tools"].get("didmem")
         if d and "error" not in d:
             for tool, s in entry["tools"].items():
@@ -584,13 +602,17 @@ def markdown(results: dict) -> str:
     if results.get("scaling"):
         lines += ["### Scaling of didmem", "",
                   "| panel | size ratio (units x periods) | fit ratio | warm fit ratio | "
-                  "setup ratio | within linear? |", "|---|---:|---:|---:|---:|---|"]
+                  "warm fit CPU ratio | setup ratio | within linear (wall / CPU)? |",
+                  "|---|---:|---:|---:|---:|---:|---|"]
+        nan = float("nan")
         for label, row in results["scaling"].items():
             lines.append(f"| {label} | {row['size_ratio']:.1f} | "
-                         f"{row.get('fit_s_ratio', float('nan')):.2f} | "
-                         f"{row.get('warm_fit_s_ratio', float('nan')):.2f} | "
-                         f"{row.get('setup_s_ratio', float('nan')):.2f} | "
-                         f"{'yes' if row['linear'] else 'NO'} |")
+                         f"{row.get('fit_s_ratio', nan):.2f} | "
+                         f"{row.get('warm_fit_s_ratio', nan):.2f} | "
+                         f"{row.get('warm_fit_cpu_s_ratio', nan):.2f} | "
+                         f"{row.get('setup_s_ratio', nan):.2f} | "
+                         f"{'yes' if row['linear_wall'] else 'NO'} / "
+                         f"{'yes' if row['linear_cpu'] else 'NO'} |")
     return "\n".join(lines) + "\n"
 
 

@@ -27,6 +27,13 @@ outcome change, so they are the same number; no ``n / (n - 1)`` correction appea
 them. Bootstrap standard errors and sup-t critical values are random and depend on each
 package's generator, so they are not compared here (the benchmark records them side by side).
 
+Aggregations (``simple``, ``group``, ``dynamic``, ``calendar``) and the Wald pre-test are
+compared with csdid alone: csdid 0.4.3 reproduces R ``did`` 2.5.0's ``aggte`` (with the
+estimated-weights correction of the influence function) and ``att_gt``'s pre-test ``W`` on
+``mpdta`` to rounding (checked against ``../shared/reference`` while writing these tests),
+whereas diff-diff names and scopes its aggregations differently. csdid rounds the pre-test
+p-value to 5 places, as R does, so the p-value is compared to 1e-5.
+
 diff-diff's simultaneous band covers event-study aggregates only, never ATT(g,t) cells, so it
 has nothing to compare with didmem's cell band. A cohort treated in the first period, the
 universal base period and anticipation are where the packages' pre-processing can differ; R's
@@ -51,6 +58,8 @@ N_NEVER = 45
 N_PERIODS = 8
 ATOL = 1e-9
 RTOL = 1e-6
+# didmem's aggregation name -> the column of its key in ``aggregate(...).to_frame()``.
+AGGREGATIONS = {"simple": None, "group": "cohort", "dynamic": "event_time", "calendar": "time"}
 
 
 def simulate_small_panel(seed: int = 7) -> pd.DataFrame:
@@ -111,29 +120,32 @@ def _table(cohort, time, estimate, std_error) -> pd.DataFrame:
     return out.sort_values(["cohort", "time"], ignore_index=True)
 
 
-def fit_didmem(df: pd.DataFrame, control_group: str) -> pd.DataFrame:
-    """didmem's analytic ATT(g,t) table; never-treated units passed as ``inf``."""
+def _csdid_fit(df: pd.DataFrame, control_group: str):
+    att_gt = pytest.importorskip("csdid.att_gt", reason="csdid is not installed")
+    cg = {"never_treated": "nevertreated", "not_yet_treated": "notyettreated"}[control_group]
+    return att_gt.ATTgt(
+        yname="y", tname="time", idname="unit", gname="cohort", data=df, control_group=cg
+    ).fit(est_method="dr", base_period="varying", bstrap=False)
+
+
+def _didmem_result(df: pd.DataFrame, control_group: str):
     frame = df.assign(cohort=df["cohort"].where(df["cohort"] > 0, np.inf))
     panel = didmem.Panel(frame, unit="unit", time="time", cohort="cohort", outcome="y")
-    res = didmem.DiDEstimator(
-        control_group=control_group,
-        base_period="varying",
-        anticipation=0,
-        n_bootstrap=0,
+    return didmem.DiDEstimator(
+        control_group=control_group, base_period="varying", anticipation=0, n_bootstrap=0,
         random_state=0,
     ).fit(panel)
-    t = res.to_frame()
+
+
+def fit_didmem(df: pd.DataFrame, control_group: str) -> pd.DataFrame:
+    """didmem's analytic ATT(g,t) table; never-treated units passed as ``inf``."""
+    t = _didmem_result(df, control_group).to_frame()
     return _table(t["cohort"], t["time"], t["estimate"], t["std_error"])
 
 
 def fit_csdid(df: pd.DataFrame, control_group: str) -> pd.DataFrame:
     """csdid's analytic ATT(g,t) table (R ``did``'s ``att_gt`` with ``bstrap=FALSE``)."""
-    att_gt = pytest.importorskip("csdid.att_gt", reason="csdid is not installed")
-    cg = {"never_treated": "nevertreated", "not_yet_treated": "notyettreated"}[control_group]
-    fit = att_gt.ATTgt(
-        yname="y", tname="time", idname="unit", gname="cohort", data=df, control_group=cg
-    ).fit(est_method="dr", base_period="varying", bstrap=False)
-    r = fit.results
+    r = _csdid_fit(df, control_group).results
     return _table(r["group"], r["year"], r["att"], r["se"])
 
 
@@ -203,3 +215,43 @@ def test_matches_diff_diff(panel_frame, control_group):
     theirs = fit_diff_diff(panel_frame, control_group)
     ours = fit_didmem(panel_frame, control_group)
     assert_tables_match(ours, theirs, "diff-diff")
+
+
+@pytest.mark.parametrize("kind", list(AGGREGATIONS))
+@pytest.mark.parametrize("control_group", CONTROL_GROUPS)
+def test_aggregations_match_csdid(panel_frame, control_group, kind, capsys):
+    """Each aggregation's estimates and analytic SEs, and its overall value, equal csdid's."""
+    fit = _csdid_fit(panel_frame, control_group)
+    fit.aggte(typec=kind, bstrap=False)  # prints a summary table, captured by capsys
+    theirs = fit.atte
+    agg = _didmem_result(panel_frame, control_group).aggregate(kind)
+    np.testing.assert_allclose(
+        [agg.overall.estimate, agg.overall.std_error],
+        [theirs["overall_att"], theirs["overall_se"]],
+        rtol=RTOL, atol=ATOL, err_msg=f"overall {kind} aggregate differs from csdid",
+    )
+    key = AGGREGATIONS[kind]
+    if key is None:
+        return
+    ours = agg.to_frame().sort_values(key, ignore_index=True)
+    np.testing.assert_array_equal(ours[key].to_numpy(float), np.asarray(theirs["egt"], float))
+    np.testing.assert_allclose(
+        ours["estimate"], np.asarray(theirs["att_egt"], float), rtol=RTOL, atol=ATOL,
+        err_msg=f"{kind} aggregate estimates differ from csdid",
+    )
+    np.testing.assert_allclose(
+        ours["std_error"], np.asarray(theirs["se_egt"], float).ravel(), rtol=RTOL, atol=ATOL,
+        err_msg=f"{kind} aggregate standard errors differ from csdid",
+    )
+
+
+@pytest.mark.parametrize("control_group", CONTROL_GROUPS)
+def test_pretest_matches_csdid(panel_frame, control_group):
+    """The Wald pre-test of parallel trends equals csdid's (R's ``W`` and ``Wpval``)."""
+    fit = _csdid_fit(panel_frame, control_group)
+    res = _didmem_result(panel_frame, control_group)
+    # Varying base: pre-period cells t < g for t >= 2.
+    n_pre = sum(g - 2 for g in COHORT_SIZES if g > 2)
+    assert res.pretest.df == n_pre
+    np.testing.assert_allclose(res.pretest.statistic, fit.MP["W"], rtol=RTOL)
+    assert abs(res.pretest.pvalue - fit.MP["Wpval"]) <= 1e-5 + 1e-12

@@ -112,7 +112,7 @@ class PanelSpec:
         """Treated cohorts (first treated period of each), ascending."""
         return self.first_cohort + self.cohort_spacing * np.arange(self.n_cohorts)
 
-    def scaled(self, units: float = 1.0, periods: int = 1) -> "PanelSpec":
+    def scaled(self, units: float = 1.0, periods: int = 1) -> PanelSpec:
         """The same design with ``units`` times the units and ``periods`` times the periods.
 
         Parameters
@@ -129,8 +129,8 @@ class PanelSpec:
         """
         return dataclasses.replace(
             self,
-            units_per_cohort=int(round(self.units_per_cohort * units)),
-            n_never_treated=int(round(self.n_never_treated * units)),
+            units_per_cohort=round(self.units_per_cohort * units),
+            n_never_treated=round(self.n_never_treated * units),
             n_periods=self.n_periods * periods,
             first_cohort=(self.first_cohort - 1) * periods + 1,
             cohort_spacing=self.cohort_spacing * periods,
@@ -334,7 +334,7 @@ def _run_differences(df, n_bootstrap, seed, control_group, warm, est_method):
         est_col = next(c for c in table.columns if c.endswith("ATT"))
         se_col = next(c for c in table.columns if c.endswith("std_error"))
         out["cells"] = _cells(table["cohort"], table["time"], table[est_col], table[se_col])
-    except Exception as exc:  # the table layout is not part of differences' stable API
+    except (KeyError, StopIteration, ValueError) as exc:  # layout is not a stable API
         out["cells_error"] = f"{type(exc).__name__}: {exc}"
     del res
     return out
@@ -363,7 +363,7 @@ def worker(args: argparse.Namespace) -> None:
     if cells is not None and args.cells_out:
         np.savez(args.cells_out, **cells)
     if cells is not None:
-        out["n_cells"] = int(len(cells["estimate"]))
+        out["n_cells"] = len(cells["estimate"])
     print("RESULT " + json.dumps(out))
 
 
@@ -412,7 +412,8 @@ def run_tool(tool: str, data: Path, *, python: str, n_bootstrap: int, seed: int,
     env["PYTHONPATH"] = repo + os.pathsep + env.get("PYTHONPATH", "")
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                              check=False)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     wall = time.perf_counter() - t0
@@ -435,7 +436,8 @@ def tool_version(tool: str, python: str) -> str | None:
         "PYTHONPATH", "")
     if tool == "didmem":  # a source checkout need not be installed
         code = "import didmem; print(didmem.__version__)"
-    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env)
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env,
+                          check=False)
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
@@ -572,12 +574,12 @@ def markdown(results: dict) -> str:
              f"- settings: {results['settings']}", ""]
     for label, entry in results["panels"].items():
         sp = entry["spec"]
-        lines += [f"### {label}: {entry['n_units']:,} units x {sp['n_periods']} periods, "
-                  f"{sp['n_cohorts']} cohorts ({entry['n_rows']:,} rows; built in "
-                  f"{entry['build_s']:.2f} s)", "",
-                  "| tool | setup (s) | fit (s) | fit CPU (s) | warm fit (s) | "
-                  "peak RSS (MB) | RSS before fit (MB) | cells | crit. value | "
-                  f"max abs ATT diff vs {entry.get('reference_tool', '-')} | load avg |",
+        lines += [(f"### {label}: {entry['n_units']:,} units x {sp['n_periods']} periods, "
+                   f"{sp['n_cohorts']} cohorts ({entry['n_rows']:,} rows; built in "
+                   f"{entry['build_s']:.2f} s)"), "",
+                  ("| tool | setup (s) | fit (s) | fit CPU (s) | warm fit (s) | "
+                   "peak RSS (MB) | RSS before fit (MB) | cells | crit. value | "
+                   f"max abs ATT diff vs {entry.get('reference_tool', '-')} | load avg |"),
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         nan = float("nan")
         for tool, s in entry["tools"].items():
@@ -601,8 +603,8 @@ def markdown(results: dict) -> str:
         lines.append("")
     if results.get("scaling"):
         lines += ["### Scaling of didmem", "",
-                  "| panel | size ratio (units x periods) | fit ratio | warm fit ratio | "
-                  "warm fit CPU ratio | setup ratio | within linear (wall / CPU)? |",
+                  ("| panel | size ratio (units x periods) | fit ratio | warm fit ratio | "
+                   "warm fit CPU ratio | setup ratio | within linear (wall / CPU)? |"),
                   "|---|---:|---:|---:|---:|---:|---|"]
         nan = float("nan")
         for label, row in results["scaling"].items():

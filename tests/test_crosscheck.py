@@ -35,9 +35,12 @@ whereas diff-diff names and scopes its aggregations differently. csdid rounds th
 p-value to 5 places, as R does, so the p-value is compared to 1e-5.
 
 diff-diff's simultaneous band covers event-study aggregates only, never ATT(g,t) cells, so it
-has nothing to compare with didmem's cell band. A cohort treated in the first period, the
-universal base period and anticipation are where the packages' pre-processing can differ; R's
-conventions for those are checked against ``../shared/reference`` elsewhere, not here.
+has nothing to compare with didmem's cell band.
+
+Universal base period and anticipation are compared with csdid only. Both packages agree on
+them where both estimate a cell, but under anticipation ``a`` csdid follows R and drops the
+cohorts treated by the first period plus ``a`` (with a warning), whereas diff-diff keeps them and
+reports their cells as NaN.
 """
 
 from __future__ import annotations
@@ -120,20 +123,25 @@ def _table(cohort, time, estimate, std_error) -> pd.DataFrame:
     return out.sort_values(["cohort", "time"], ignore_index=True)
 
 
-def _csdid_fit(df: pd.DataFrame, control_group: str):
+def _csdid_fit(df: pd.DataFrame, control_group: str, base_period: str = "varying",
+               anticipation: int = 0):
+    """csdid's fitted ``ATTgt`` with analytic inference (``bstrap=False``)."""
     att_gt = pytest.importorskip("csdid.att_gt", reason="csdid is not installed")
     cg = {"never_treated": "nevertreated", "not_yet_treated": "notyettreated"}[control_group]
     return att_gt.ATTgt(
-        yname="y", tname="time", idname="unit", gname="cohort", data=df, control_group=cg
-    ).fit(est_method="dr", base_period="varying", bstrap=False)
+        yname="y", tname="time", idname="unit", gname="cohort", data=df, control_group=cg,
+        anticipation=anticipation,
+    ).fit(est_method="dr", base_period=base_period, bstrap=False)
 
 
-def _didmem_result(df: pd.DataFrame, control_group: str):
+def _didmem_result(df: pd.DataFrame, control_group: str, base_period: str = "varying",
+                   anticipation: int = 0):
+    """didmem's analytic result; never-treated units passed as ``inf``."""
     frame = df.assign(cohort=df["cohort"].where(df["cohort"] > 0, np.inf))
     panel = didmem.Panel(frame, unit="unit", time="time", cohort="cohort", outcome="y")
     return didmem.DiDEstimator(
-        control_group=control_group, base_period="varying", anticipation=0, n_bootstrap=0,
-        random_state=0,
+        control_group=control_group, base_period=base_period, anticipation=anticipation,
+        n_bootstrap=0, random_state=0,
     ).fit(panel)
 
 
@@ -255,3 +263,34 @@ def test_pretest_matches_csdid(panel_frame, control_group):
     assert res.pretest.df == n_pre
     np.testing.assert_allclose(res.pretest.statistic, fit.MP["W"], rtol=RTOL)
     assert abs(res.pretest.pvalue - fit.MP["Wpval"]) <= 1e-5 + 1e-12
+
+
+@pytest.mark.filterwarnings("ignore:Dropped .* units that were already treated:UserWarning")
+@pytest.mark.parametrize(
+    ("base_period", "anticipation"), [("universal", 0), ("varying", 1), ("universal", 1)]
+)
+@pytest.mark.parametrize("control_group", CONTROL_GROUPS)
+def test_r_conventions_match_csdid(panel_frame, control_group, base_period, anticipation):
+    """Universal base and anticipation follow R as csdid does.
+
+    R's conventions, which csdid 0.4.3 reproduces: the universal-base reference cell is
+    reported with estimate 0 and SE NaN; under anticipation ``a`` the cohort treated in the
+    second period (2 <= first period + a) is dropped with a warning, and the remaining cells
+    use the last period before ``g - a`` as their base. diff-diff differs on the second point:
+    it keeps that cohort and reports its cells as NaN, so it is not compared here.
+    """
+    fit = _csdid_fit(panel_frame, control_group, base_period, anticipation)
+    r = fit.results
+    theirs = _table(r["group"], r["year"], r["att"], r["se"])
+    if anticipation:
+        with pytest.warns(didmem.DidmemWarning):
+            res = _didmem_result(panel_frame, control_group, base_period, anticipation)
+    else:
+        res = _didmem_result(panel_frame, control_group, base_period, anticipation)
+    t = res.to_frame()
+    ours = _table(t["cohort"], t["time"], t["estimate"], t["std_error"])
+    assert_tables_match(ours, theirs, "csdid")
+    if base_period == "universal":
+        ref = ours["std_error"].isna()
+        assert ref.sum() == ours["cohort"].nunique()
+        np.testing.assert_array_equal(ours.loc[ref, "estimate"], 0.0)

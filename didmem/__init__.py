@@ -18,10 +18,20 @@ from .errors import (
     SmallCohortWarning,
 )
 from .panel import Panel, cohort_from_sequence_index
+from .estimators import DiDEstimator, DifferenceEstimator
+from .results import AggregateResult, Estimate, GroupTimeResult, Pretest
+from . import datasets
 
 __all__ = [
     "__version__",
     "Panel",
+    "DiDEstimator",
+    "DifferenceEstimator",
+    "GroupTimeResult",
+    "AggregateResult",
+    "Estimate",
+    "Pretest",
+    "datasets",
     "cohort_from_sequence_index",
     "DidmemError",
     "PanelError",

@@ -1,0 +1,208 @@
+"""Aggregations of group-time effects: memorisation names and R ``did``'s ``aggte`` types.
+
+Every aggregation is a set of *keys* (cohorts, event times or times) plus an overall value,
+each a linear combination of cells ``sum_c L[key, c] tau(c)``. Where the weights are
+estimated cohort shares ``pg = W_g / n``, the influence function gains R's
+estimated-weights term, which for a key with cells ``S`` and total weight ``P = sum pg`` is
+
+    sum_c (tau_c - theta) (w_i 1{G_i = g_c} - pg_c) / P
+
+per unit (divided by ``n`` on the scale of ``psi``). It is parametrised here by one
+coefficient per cohort, ``omega[key, g]``, so that analytic variances and bootstrap draws of
+every key follow from the cells' influence functions and the same grouped sums.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+
+from .errors import EstimationError, ParameterError
+
+__all__ = ["KINDS", "ALIASES", "AggregationSpec", "build_aggregation"]
+
+KINDS = ("simple", "group", "dynamic", "calendar", "instantaneous", "persistent", "residual")
+ALIASES = {"overall": "simple", "cohort": "group", "checkpoint": "calendar", "event_time": "dynamic"}
+KEY_NAMES = {
+    "simple": None,
+    "group": "cohort",
+    "dynamic": "event_time",
+    "calendar": "time",
+    "instantaneous": "cohort",
+    "persistent": "event_time",
+    "residual": "cohort",
+}
+
+
+@dataclass(frozen=True)
+class AggregationSpec:
+    """Keys of an aggregation and the linear maps from cells to them.
+
+    The last row of ``weights`` and ``omega`` is the overall value.
+    """
+
+    kind: str
+    key_name: str | None
+    keys: np.ndarray
+    weights: sparse.csr_matrix  # (n_keys + 1) x n_cells
+    omega: np.ndarray  # (n_keys + 1) x n_cohorts
+    options: dict
+
+
+def canonical_kind(kind: str) -> str:
+    kind = ALIASES.get(kind, kind)
+    if kind not in KINDS:
+        raise ParameterError(
+            f"Unknown aggregation {kind!r}; choose one of {sorted(set(KINDS) | set(ALIASES))}."
+        )
+    return kind
+
+
+class _Cells:
+    """Cell labels on the original scale, plus cohort shares."""
+
+    def __init__(self, design, cells, att):
+        self.att = att
+        self.k = cells.k
+        self.cohort = design.cohorts[cells.k]
+        self.time = design.times[cells.t]
+        self.event = self.time - self.cohort
+        self.post = self.cohort <= self.time
+        self.n_cohorts = design.n_cohorts
+        self.cohorts = design.cohorts
+        self.pg = design.block_weights[: design.n_cohorts] / design.n_units
+        self.pg_cell = self.pg[cells.k]
+        self.size = cells.k.size
+
+
+class _Rows:
+    def __init__(self, cells: _Cells):
+        self.c = cells
+        self.rows: list[np.ndarray] = []
+        self.omegas: list[np.ndarray] = []
+
+    def weighted(self, idx: np.ndarray, estimated_weights: bool = True) -> None:
+        """A key that averages cells ``idx`` with weights proportional to cohort shares."""
+        c = self.c
+        row = np.zeros(c.size)
+        omega = np.zeros(c.n_cohorts)
+        if idx.size:
+            total = c.pg_cell[idx].sum()
+            row[idx] = c.pg_cell[idx] / total
+            if estimated_weights:
+                theta = row @ c.att
+                np.add.at(omega, c.k[idx], (c.att[idx] - theta) / total)
+        self.rows.append(row)
+        self.omegas.append(omega)
+
+    def single(self, cell: int) -> None:
+        row = np.zeros(self.c.size)
+        row[cell] = 1.0
+        self.rows.append(row)
+        self.omegas.append(np.zeros(self.c.n_cohorts))
+
+    def mean_of(self, which: np.ndarray) -> None:
+        """The overall value as the plain mean of existing keys (R's dynamic and calendar)."""
+        if which.sum() == 0:
+            self.rows.append(np.full(self.c.size, np.nan))
+            self.omegas.append(np.zeros(self.c.n_cohorts))
+            return
+        self.rows.append(np.mean(np.array(self.rows)[which], axis=0))
+        self.omegas.append(np.mean(np.array(self.omegas)[which], axis=0))
+
+    def cohort_weighted_overall(self, key_cohorts: np.ndarray) -> None:
+        """Overall over per-cohort keys, weighted by cohort share, with estimated weights."""
+        c = self.c
+        blocks = np.searchsorted(c.cohorts, key_cohorts)
+        pg = c.pg[blocks]
+        total = pg.sum()
+        rows = np.array(self.rows)
+        key_att = rows @ c.att
+        theta = pg @ key_att / total
+        omega = np.zeros(c.n_cohorts)
+        np.add.at(omega, blocks, (key_att - theta) / total)
+        self.rows.append(pg @ rows / total)
+        self.omegas.append(omega + pg @ np.array(self.omegas) / total)
+
+    def spec(self, kind, keys, options) -> AggregationSpec:
+        weights = sparse.csr_matrix(np.nan_to_num(np.array(self.rows)))
+        return AggregationSpec(
+            kind=kind,
+            key_name=KEY_NAMES[kind],
+            keys=np.asarray(keys, dtype=np.float64),
+            weights=weights,
+            omega=np.array(self.omegas),
+            options=options,
+        )
+
+
+def build_aggregation(design, cells, att, kind, *, min_e=-np.inf, max_e=np.inf,
+                      balance_e=None, time=None) -> AggregationSpec:
+    """Lay out one aggregation of the cells (see :meth:`GroupTimeResult.aggregate`)."""
+    kind = canonical_kind(kind)
+    c = _Cells(design, cells, att)
+    rows = _Rows(c)
+    options = {"min_e": min_e, "max_e": max_e, "balance_e": balance_e, "time": time}
+    in_window = c.post & (c.event <= max_e)
+
+    if kind == "simple":
+        rows.weighted(np.flatnonzero(in_window))
+        return rows.spec(kind, [], options)
+
+    if kind in ("group", "instantaneous", "residual"):
+        keys = []
+        for g in design.cohorts:
+            mine = np.flatnonzero((c.cohort == g) & in_window)
+            if kind == "residual":
+                last = design.times[-1] if time is None else _checked_time(design, time)
+                mine = np.flatnonzero((c.cohort == g) & c.post & (c.time == last))
+            elif kind == "instantaneous" and mine.size:
+                mine = mine[np.argmin(c.time[mine])][None]
+            if mine.size == 0:
+                continue
+            keys.append(g)
+            if mine.size == 1:
+                rows.single(int(mine[0]))
+            else:
+                rows.weighted(mine, estimated_weights=False)
+        if not keys:
+            raise EstimationError(f"The {kind!r} aggregation has no post-treatment cells.")
+        rows.cohort_weighted_overall(np.array(keys))
+        return rows.spec(kind, keys, options)
+
+    if kind in ("dynamic", "persistent"):
+        include = np.ones(c.size, dtype=bool)
+        events = np.unique(c.event)
+        if balance_e is not None:
+            t_min, t_max = c.time.min(), c.time.max()
+            events = events[(events <= balance_e) & (events >= balance_e - (t_max - t_min))]
+            include = (t_max - c.cohort) >= balance_e
+        events = events[(events >= min_e) & (events <= max_e)]
+        if kind == "persistent":
+            events = events[events > 0]
+        keys = [e for e in events if np.any(include & (c.event == e))]
+        for e in keys:
+            rows.weighted(np.flatnonzero(include & (c.event == e)))
+        if not keys:
+            raise EstimationError(f"The {kind!r} aggregation has no cells in its event window.")
+        rows.mean_of(np.asarray(keys) >= 0)
+        return rows.spec(kind, keys, options)
+
+    # calendar
+    cell_times = np.unique(c.time)
+    keys = [t for t in cell_times[cell_times >= c.cohort.min()]]
+    for t1 in keys:
+        rows.weighted(np.flatnonzero((c.time == t1) & c.post))
+    rows.mean_of(np.ones(len(keys), dtype=bool))
+    return rows.spec(kind, keys, options)
+
+
+def _checked_time(design, time) -> float:
+    if not np.any(design.times == time):
+        raise ParameterError(
+            f"time={time!r} is not a time of the panel; the times run from "
+            f"{design.times[0]:g} to {design.times[-1]:g}."
+        )
+    return float(time)

@@ -1,0 +1,285 @@
+"""From a :class:`~didmem.panel.Panel` to the arrays the kernels work on.
+
+:func:`prepare_design` applies R ``did``'s pre-processing (cohorts after the last period are
+never treated; units treated by the first period plus anticipation are dropped; without
+never-treated units the not-yet-treated design drops the late periods) and sorts the units
+into blocks, one per treated cohort, the never-treated last. :func:`did_cells` and
+:func:`level_cells` lay out the (cohort, time) cells of the two estimators.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import DataDroppedWarning, EstimationError, SmallCohortWarning
+from ..panel import Panel, _listing
+
+MIN_COHORT_SIZE = 5  # R did warns below (number of covariates + 5) units
+
+
+def _fmt(value) -> str:
+    value = float(value)
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+@dataclass(frozen=True)
+class Design:
+    """Units sorted into cohort blocks, with the outcome as a dense matrix.
+
+    Attributes
+    ----------
+    y : ndarray (n_units, n_times)
+        Outcome, sign-oriented, rows sorted by block. Each column is centred on its mean,
+        which leaves every estimate and influence function unchanged.
+    w : ndarray (n_units,)
+        Sampling weights (ones without weights).
+    starts : ndarray (n_blocks + 1,)
+        Block ``k`` is rows ``starts[k]:starts[k+1]``; the last block is never-treated.
+    cohorts : ndarray (n_cohorts,)
+        Treated cohort values, ascending.
+    times : ndarray (n_times,)
+    clusters : ndarray or None
+        Cluster code of each row (0 .. n_clusters-1).
+    n_clusters : int
+        Number of clusters, 0 without clustering.
+    unit_labels : ndarray
+        Unit identifier of each row.
+    """
+
+    y: np.ndarray
+    w: np.ndarray
+    starts: np.ndarray
+    cohorts: np.ndarray
+    times: np.ndarray
+    clusters: np.ndarray | None
+    n_clusters: int
+    unit_labels: np.ndarray
+
+    @property
+    def n_units(self) -> int:
+        return self.y.shape[0]
+
+    @property
+    def n_cohorts(self) -> int:
+        return self.cohorts.size
+
+    @property
+    def block_weights(self) -> np.ndarray:
+        """Sum of weights per block (treated cohorts, then never-treated)."""
+        return np.add.reduceat(self.w, self.starts[:-1]) if self.n_units else np.zeros(0)
+
+    def block_of_rows(self) -> np.ndarray:
+        return np.repeat(np.arange(self.starts.size - 1), np.diff(self.starts))
+
+
+@dataclass(frozen=True)
+class Cells:
+    """The (cohort, time) cells of an estimator: integer layout plus labels."""
+
+    k: np.ndarray
+    t: np.ndarray
+    b: np.ndarray
+    cs: np.ndarray
+    ref: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return self.k.size
+
+    def kernel_args(self):
+        return self.k, self.t, self.b, self.cs, self.ref
+
+
+def prepare_design(
+    panel: Panel,
+    outcome: str | None,
+    *,
+    need_never_treated: bool,
+    anticipation: float,
+    lower_is_better: bool,
+    owner: str,
+) -> Design:
+    """Apply R ``did``'s pre-processing and sort the units into cohort blocks."""
+    name = panel.resolve_outcome(outcome)
+    y = np.array(panel.outcome_matrix(name), dtype=np.float64)
+    if lower_is_better:
+        y = -y
+    times = np.asarray(panel.times, dtype=np.float64)
+    cohorts = np.array(panel.cohorts, dtype=np.float64)
+    w = np.array(panel.weights, dtype=np.float64)
+    keep = np.ones(cohorts.size, dtype=bool)
+
+    late = np.isfinite(cohorts) & (cohorts > times[-1])
+    if late.any():
+        warnings.warn(
+            f"{owner}: {int(late.sum())} units have a cohort after the last time "
+            f"{_fmt(times[-1])} (cohorts {_listing(sorted({_fmt(g) for g in cohorts[late]}))}); "
+            "they are never treated within the panel and count as never-treated, as in R did.",
+            DataDroppedWarning,
+            stacklevel=3,
+        )
+        cohorts[late] = np.inf
+
+    if not np.isinf(cohorts).any():
+        if need_never_treated:
+            raise EstimationError(
+                f"{owner}: control_group='never_treated' needs never-treated units, but every "
+                f"one of the {cohorts.size} units has a finite cohort. Use "
+                "control_group='not_yet_treated' or add never-treated (validation) units."
+            )
+        last = cohorts.max()
+        cut = times < last - anticipation
+        if cut.sum() < 2:
+            raise EstimationError(
+                f"{owner}: without never-treated units the latest cohort ({_fmt(last)}) serves "
+                "only as a comparison and periods from it on are dropped; fewer than 2 periods "
+                "would remain."
+            )
+        warnings.warn(
+            f"{owner}: there are no never-treated units, so the latest cohort ({_fmt(last)}, "
+            f"{int((cohorts == last).sum())} units) serves only as a comparison group and the "
+            f"{int((~cut).sum())} periods from {_fmt(last - anticipation)} on are dropped, "
+            "as in R did.",
+            DataDroppedWarning,
+            stacklevel=3,
+        )
+        y = y[:, cut]
+        times = times[cut]
+        cohorts[cohorts == last] = np.inf
+
+    early = np.isfinite(cohorts) & (cohorts <= times[0] + anticipation)
+    if early.any():
+        warnings.warn(
+            f"{owner}: dropped {int(early.sum())} units of cohorts "
+            f"{_listing(sorted({_fmt(g) for g in cohorts[early]}))}, treated by the first period "
+            f"{_fmt(times[0])} plus anticipation {_fmt(anticipation)}: they have no "
+            "pre-treatment period.",
+            DataDroppedWarning,
+            stacklevel=3,
+        )
+        keep &= ~early
+    if times.size < 2:
+        raise EstimationError(f"{owner}: the panel needs at least 2 periods; it has {times.size}.")
+
+    y, w, cohorts = y[keep], w[keep], cohorts[keep]
+    labels = np.asarray(panel.units)[keep]
+    clusters = None if panel.clusters is None else np.asarray(panel.clusters)[keep]
+    treated_cohorts, sizes = np.unique(cohorts[np.isfinite(cohorts)], return_counts=True)
+    n_never = int(np.isinf(cohorts).sum())
+    if treated_cohorts.size == 0:
+        raise EstimationError(
+            f"{owner}: no treated cohort with a pre-treatment period remains; the cohort column "
+            "must hold the first period of treatment (NaN or inf for never-treated)."
+        )
+    small = treated_cohorts[sizes < MIN_COHORT_SIZE]
+    if small.size:
+        warnings.warn(
+            f"{owner}: {small.size} cohorts have fewer than {MIN_COHORT_SIZE} units "
+            f"({_listing([_fmt(g) for g in small])}); their estimates and bands are fragile.",
+            SmallCohortWarning,
+            stacklevel=3,
+        )
+    if need_never_treated and n_never < MIN_COHORT_SIZE:
+        raise EstimationError(
+            f"{owner}: the never-treated group has {n_never} units, fewer than "
+            f"{MIN_COHORT_SIZE}; use control_group='not_yet_treated' (as R did requires)."
+        )
+
+    block = np.searchsorted(treated_cohorts, cohorts)  # never-treated -> n_cohorts
+    order = np.argsort(block, kind="stable")
+    counts = np.bincount(block, minlength=treated_cohorts.size + 1)
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    y = y[order]
+    y -= y.mean(axis=0)
+    if clusters is not None:
+        _, clusters = np.unique(clusters[order], return_inverse=True)
+        clusters = clusters.astype(np.int64)
+        n_clusters = int(clusters.max()) + 1
+    else:
+        n_clusters = 0
+    return Design(
+        y=np.ascontiguousarray(y),
+        w=np.ascontiguousarray(w[order]),
+        starts=starts,
+        cohorts=treated_cohorts,
+        times=times,
+        clusters=clusters,
+        n_clusters=n_clusters,
+        unit_labels=labels[order],
+    )
+
+
+def _control_start(design: Design, threshold: np.ndarray, not_yet: bool) -> np.ndarray:
+    """First treated block that is still untreated after ``threshold``."""
+    if not not_yet:
+        return np.full(threshold.shape, design.n_cohorts, dtype=np.int64)
+    return np.searchsorted(design.cohorts, threshold, side="right").astype(np.int64)
+
+
+def did_cells(design: Design, *, base_period: str, not_yet: bool, anticipation: float) -> Cells:
+    """Cells of Callaway & Sant'Anna's ATT(g, t), laid out as R ``did`` does.
+
+    Varying base: for t = 2..T, a pre-period cell compares t with t-1 and a post-period cell
+    (g <= t) compares t with the last period before g - anticipation. Universal base: every
+    cell compares with that period, which itself is a reference cell fixed at 0.
+    Not-yet-treated controls at a cell are the never-treated units and the cohorts first
+    treated after max(t, base) + anticipation (R uses the later of the two indices), less
+    the cell's own cohort.
+    """
+    times = design.times
+    n_t = times.size
+    ks, ts, bs, thr, refs = [], [], [], [], []
+    for k, g in enumerate(design.cohorts):
+        last_pre = int(np.flatnonzero(times + anticipation < g)[-1])
+        if base_period == "varying":
+            t_idx = np.arange(1, n_t)
+            b_idx = np.where(g <= times[t_idx], last_pre, t_idx - 1)
+            threshold = times[t_idx] + anticipation
+            ref = np.zeros(t_idx.size, dtype=np.int64)
+        else:
+            t_idx = np.arange(n_t)
+            b_idx = np.full(n_t, last_pre)
+            threshold = times[np.maximum(t_idx, last_pre)] + anticipation
+            ref = (t_idx == last_pre).astype(np.int64)
+        ks.append(np.full(t_idx.size, k))
+        ts.append(t_idx)
+        bs.append(b_idx)
+        thr.append(threshold)
+        refs.append(ref)
+    return _make_cells(design, ks, ts, bs, np.concatenate(thr), refs, not_yet)
+
+
+def level_cells(design: Design, *, not_yet: bool, anticipation: float) -> Cells:
+    """Cells of the difference estimator: every cohort at every time, outcome in levels."""
+    n_t = design.times.size
+    ks = [np.full(n_t, k) for k in range(design.n_cohorts)]
+    ts = [np.arange(n_t)] * design.n_cohorts
+    bs = [np.full(n_t, -1)] * design.n_cohorts
+    threshold = np.tile(design.times + anticipation, design.n_cohorts)
+    refs = [np.zeros(n_t, dtype=np.int64)] * design.n_cohorts
+    return _make_cells(design, ks, ts, bs, threshold, refs, not_yet)
+
+
+def _make_cells(design, ks, ts, bs, threshold, refs, not_yet) -> Cells:
+    cells = Cells(
+        k=np.concatenate(ks).astype(np.int64),
+        t=np.concatenate(ts).astype(np.int64),
+        b=np.concatenate(bs).astype(np.int64),
+        cs=_control_start(design, threshold, not_yet),
+        ref=np.concatenate(refs).astype(np.int64),
+    )
+    counts = np.diff(design.starts)
+    n_control = np.array(
+        [counts[cs:].sum() - (counts[k] if k >= cs else 0) for k, cs in zip(cells.k, cells.cs)]
+    )
+    empty = (n_control == 0) & (cells.ref == 0)
+    if empty.any():
+        c = int(np.flatnonzero(empty)[0])
+        raise EstimationError(
+            f"{int(empty.sum())} cells have no control units, e.g. cohort "
+            f"{_fmt(design.cohorts[cells.k[c]])} at time {_fmt(design.times[cells.t[c]])}."
+        )
+    return cells

@@ -1,0 +1,83 @@
+"""The fitting pipeline shared by the group-time estimators (DiD and difference)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from scipy.stats import norm
+
+from ..errors import InferenceWarning
+from ..inference import kernels
+from ..inference.bands import analytic_se, bootstrap_se, sup_t_critical_value
+from ..inference.bootstrap import bootstrap_cells
+from ..results import GroupTimeResult
+from ._design import prepare_design
+from .base import BaseEstimator, Instance, Integral, Interval, OneOf
+
+INFERENCE_PARAMETERS = {
+    "n_bootstrap": (1000, Integral(0)),
+    "multiplier": ("rademacher", OneOf("rademacher", "mammen")),
+    "alpha": (0.05, Interval(0, 1, closed="neither")),
+    "cband": (True, OneOf(True, False)),
+    "random_state": (None, Instance(int, np.random.Generator, allow_none=True,
+                                    description="None, an int or a numpy Generator")),
+    "outcome": (None, Instance(str, allow_none=True)),
+    "lower_is_better": (False, OneOf(True, False)),
+}
+
+
+class GroupTimeEstimator(BaseEstimator):
+    """Shared pipeline: prepare the design, lay out cells, estimate, infer."""
+
+    _needs_never_treated_default = True
+
+    def _cells(self, design, params):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def _fit(self, panel, params) -> GroupTimeResult:
+        name = type(self).__name__
+        not_yet = params.get("control_group") == "not_yet_treated"
+        design = prepare_design(
+            panel, params["outcome"], need_never_treated=not not_yet,
+            anticipation=params.get("anticipation", 0), lower_is_better=params["lower_is_better"],
+            owner=name,
+        )
+        cells = self._cells(design, params)
+        clusters = design.clusters if design.clusters is not None else np.zeros(1, dtype=np.int64)
+        att, var, mu1, mu0, w1, w0 = kernels.cell_statistics(
+            design.y, design.w, design.starts, *cells.kernel_args(), clusters, design.n_clusters
+        )
+        stats = {"mu1": mu1, "mu0": mu0, "w1": w1, "w0": w0}
+        analytic = analytic_se(var)
+        se = analytic
+        alpha = params["alpha"]
+        crit, band, boot = norm.ppf(1 - alpha / 2), "pointwise", None
+        if params["n_bootstrap"] > 0:
+            rng = np.random.default_rng(params["random_state"])
+            boot = bootstrap_cells(design, cells, stats, n_draws=params["n_bootstrap"],
+                                   multiplier=params["multiplier"], rng=rng)
+            scale = design.n_units / np.sqrt(design.n_clusters or design.n_units)
+            boot_se = bootstrap_se(boot.cells, scale)
+            se = np.where(np.isnan(analytic), np.nan, boot_se)
+            if params["cband"] and design.times.size > 2:
+                crit, band = self._band(boot.cells, boot_se, alpha, scale, crit)
+        return GroupTimeResult(
+            estimator=name, params=params, outcome=panel.resolve_outcome(params["outcome"]),
+            lower_is_better=params["lower_is_better"], design=design, cells=cells, stats=stats,
+            estimates=att, std_errors=se, analytic_std_errors=analytic, critical_value=float(crit),
+            band=band, alpha=alpha, bootstrap=boot,
+        )
+
+    @staticmethod
+    def _band(draws, boot_se, alpha, scale, z):
+        crit = sup_t_critical_value(draws, boot_se, alpha, scale)
+        if not np.isfinite(crit):
+            warnings.warn("No cell has a non-degenerate bootstrap distribution; reporting "
+                          "pointwise intervals.", InferenceWarning, stacklevel=4)
+            return z, "pointwise"
+        if crit >= 7:
+            warnings.warn(f"Simultaneous critical value {crit:.2f} is very large: cohorts may be "
+                          "too small or the outcome too flat for a reliable band.",
+                          InferenceWarning, stacklevel=4)
+        return crit, "simultaneous"

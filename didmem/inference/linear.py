@@ -1,0 +1,69 @@
+"""Inference for linear combinations of cells (aggregations, the pre-test).
+
+An aggregation's influence function is ``sum_c L[key, c] psi_c`` plus, for estimated
+cohort-share weights, ``(omega[key, g(i)] w_i - Omega[key]) / n`` with
+``Omega = sum_g omega[key, g] pg_g``. Its analytic variance needs the dense units x keys
+matrix (keys are few); its bootstrap draws follow from the cells' draws and the grouped
+weight sums of the same bootstrap, so cells and aggregations share one set of draws.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import kernels
+
+__all__ = ["combination_variance", "combination_draws", "cell_covariance"]
+
+
+def _wif_constants(design, omega):
+    pg = design.block_weights[: design.n_cohorts] / design.n_units
+    return omega @ pg
+
+
+def combination_variance(design, cells, stats, weights, omega) -> np.ndarray:
+    """``sum_i psi_i**2`` (or of cluster sums) for every row of ``weights`` / ``omega``."""
+    csc = weights.tocsc()
+    psi = kernels.aggregate_influence(
+        design.y, design.w, design.starts, *cells.kernel_args(),
+        stats["mu1"], stats["mu0"], stats["w1"], stats["w0"],
+        csc.indptr.astype(np.int64), csc.indices.astype(np.int64), csc.data, csc.shape[0],
+    )
+    n, k = design.n_units, design.n_cohorts
+    block = design.block_of_rows()
+    treated = block < k
+    psi[treated] += design.w[treated, None] * omega[:, block[treated]].T / n
+    psi -= _wif_constants(design, omega)[None, :] / n
+    if design.clusters is None:
+        return np.einsum("ij,ij->j", psi, psi)
+    sums = np.zeros((design.n_clusters, psi.shape[1]))
+    np.add.at(sums, design.clusters, psi)
+    return np.einsum("ij,ij->j", sums, sums)
+
+
+def combination_draws(design, boot, weights, omega) -> np.ndarray:
+    """Bootstrap draws (draws x rows) of each linear combination."""
+    k = design.n_cohorts
+    draws = np.asarray((weights @ boot.cells.T).T)
+    wif = boot.block_weights[:, :k] @ omega.T - np.outer(boot.total, _wif_constants(design, omega))
+    return draws + wif / design.n_units
+
+
+def cell_covariance(design, cells, stats, which: np.ndarray) -> np.ndarray:
+    """Analytic covariance ``sum_i psi_ci psi_di`` of the cells ``which`` (unclustered).
+
+    Uses per-block Gram matrices of ``(y_i, 1)`` weighted by ``w_i**2``, so the cost is
+    O(units x times**2) once plus O(1) per pair of cells.
+    """
+    z = np.concatenate([design.y, np.ones((design.n_units, 1))], axis=1)
+    zw = z * design.w[:, None]
+    n_blocks = design.starts.size - 1
+    gram = np.empty((n_blocks, z.shape[1], z.shape[1]))
+    for b in range(n_blocks):
+        lo, hi = design.starts[b], design.starts[b + 1]
+        gram[b] = zw[lo:hi].T @ zw[lo:hi]
+    suffix = np.ascontiguousarray(np.cumsum(gram[::-1], axis=0)[::-1])
+    return kernels.pretest_covariance(
+        gram, suffix, cells.k[which], cells.t[which], cells.b[which], cells.cs[which],
+        stats["mu1"][which], stats["mu0"][which], stats["w1"][which], stats["w0"][which],
+    )

@@ -1,0 +1,380 @@
+"""Immutable results: group-time effects, their aggregations and the pre-test."""
+
+from __future__ import annotations
+
+import html
+import warnings
+from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+from scipy.stats import chi2, norm
+
+from .aggregate import AggregationSpec, build_aggregation
+from .errors import InferenceWarning
+from .inference.bands import analytic_se, bootstrap_se, sup_t_critical_value
+from .inference.bootstrap import BootstrapDraws
+from .inference.linear import cell_covariance, combination_draws, combination_variance
+
+__all__ = ["Estimate", "Pretest", "GroupTimeResult", "AggregateResult"]
+
+SIGN_NOTE = (
+    "Sign convention: an estimate is positive when training on the instances raised the "
+    "outcome (memorisation under a higher-is-better metric)."
+)
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a = np.array(a, copy=True)
+    a.flags.writeable = False
+    return a
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A scalar estimate with its standard error and (pointwise) confidence interval."""
+
+    estimate: float
+    std_error: float
+    ci_lower: float
+    ci_upper: float
+
+    @property
+    def significant(self) -> bool:
+        """True when the interval excludes zero."""
+        return bool(self.ci_lower > 0 or self.ci_upper < 0)
+
+
+@dataclass(frozen=True)
+class Pretest:
+    """Wald pre-test of parallel trends: all pre-treatment cells are zero.
+
+    ``statistic = tau_pre' V^-1 tau_pre`` with the analytic covariance ``V`` of the
+    pre-treatment cells (those with cohort > time, less cells whose variance is zero),
+    chi-squared with ``df`` = their number, as R ``did``'s ``att_gt`` reports.
+    ``note`` says why the test is missing when ``statistic`` is NaN.
+    """
+
+    statistic: float
+    df: int
+    pvalue: float
+    note: str = ""
+
+
+def _interval(est, se, crit):
+    with np.errstate(invalid="ignore"):
+        return est - crit * se, est + crit * se
+
+
+def _significant(lo, hi):
+    with np.errstate(invalid="ignore"):
+        return (lo > 0) | (hi < 0)
+
+
+@dataclass(frozen=True, eq=False)
+class GroupTimeResult:
+    """Group-time effects tau(g, c) of one estimator on one panel.
+
+    Attributes
+    ----------
+    estimator : str
+        Name of the estimator class.
+    params : Mapping
+        The estimator parameters that produced the result.
+    outcome : str
+    lower_is_better : bool
+        True when the outcome's sign was flipped before estimation (surprisal, rank, ...),
+        so that positive estimates mean memorisation.
+    critical_value : float
+        Multiplier of the standard errors in ``ci_lower`` / ``ci_upper``: the simultaneous
+        sup-t value of the bootstrap, or the normal quantile for pointwise intervals.
+    band : {"simultaneous", "pointwise"}
+    n_units, n_clusters : int
+    """
+
+    estimator: str
+    params: Mapping[str, Any]
+    outcome: str
+    lower_is_better: bool
+    design: Any = field(repr=False)
+    cells: Any = field(repr=False)
+    stats: Mapping[str, np.ndarray] = field(repr=False)
+    estimates: np.ndarray = field(repr=False)
+    std_errors: np.ndarray = field(repr=False)
+    analytic_std_errors: np.ndarray = field(repr=False)
+    critical_value: float = 1.959963984540054
+    band: str = "pointwise"
+    alpha: float = 0.05
+    bootstrap: BootstrapDraws | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        for name in ("estimates", "std_errors", "analytic_std_errors"):
+            object.__setattr__(self, name, _readonly(getattr(self, name)))
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+        object.__setattr__(self, "stats", MappingProxyType({k: _readonly(v) for k, v in self.stats.items()}))
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def n_units(self) -> int:
+        return self.design.n_units
+
+    @property
+    def n_clusters(self) -> int:
+        return self.design.n_clusters
+
+    @property
+    def cohorts(self) -> np.ndarray:
+        return self.design.cohorts[self.cells.k]
+
+    @property
+    def times(self) -> np.ndarray:
+        return self.design.times[self.cells.t]
+
+    @property
+    def significant(self) -> np.ndarray:
+        """Cells whose band excludes zero."""
+        lo, hi = _interval(self.estimates, self.std_errors, self.critical_value)
+        return _significant(lo, hi)
+
+    def to_frame(self) -> pd.DataFrame:
+        """Tidy table, one row per (cohort, time) cell.
+
+        Columns: cohort, time, base_time (NaN for level comparisons), event_time, post,
+        estimate, std_error, ci_lower, ci_upper, significant, n_treated, n_control.
+        """
+        d, c = self.design, self.cells
+        lo, hi = _interval(self.estimates, self.std_errors, self.critical_value)
+        counts = np.diff(d.starts)
+        tail = np.cumsum(counts[::-1])[::-1]
+        n_control = tail[c.cs] - np.where(c.k >= c.cs, counts[c.k], 0)
+        base = np.where(c.b >= 0, d.times[np.maximum(c.b, 0)], np.nan)
+        return pd.DataFrame(
+            {
+                "cohort": self.cohorts,
+                "time": self.times,
+                "base_time": base,
+                "event_time": self.times - self.cohorts,
+                "post": self.cohorts <= self.times,
+                "estimate": self.estimates,
+                "std_error": self.std_errors,
+                "ci_lower": lo,
+                "ci_upper": hi,
+                "significant": _significant(lo, hi),
+                "n_treated": counts[c.k],
+                "n_control": n_control,
+            }
+        )
+
+    def profile(self, value: str = "estimate", significant_only: bool = False) -> pd.DataFrame:
+        """The cohort x time matrix of one column of :meth:`to_frame` (NaN where no cell).
+
+        With ``significant_only``, cells whose band covers zero are NaN, as in the paper's
+        heatmaps.
+        """
+        frame = self.to_frame()
+        if value not in frame.columns:
+            raise KeyError(f"Unknown column {value!r}; choose from {list(frame.columns)}.")
+        if significant_only:
+            frame.loc[~frame["significant"], value] = np.nan
+        return frame.pivot(index="cohort", columns="time", values=value)
+
+    # ------------------------------------------------------------ aggregation
+    def aggregate(self, kind: str = "simple", *, min_e: float = -np.inf, max_e: float = np.inf,
+                  balance_e: float | None = None, time: float | None = None) -> "AggregateResult":
+        """Aggregate the cells.
+
+        Parameters
+        ----------
+        kind : str
+            Memorisation names: ``"instantaneous"`` (c = g, one value per cohort),
+            ``"persistent"`` (by event time e = c - g > 0), ``"residual"`` (c = T, per
+            cohort; ``time`` picks T, by default the last checkpoint), ``"cohort"``,
+            ``"checkpoint"``, ``"overall"``. R ``did`` names: ``"simple"``, ``"group"``,
+            ``"dynamic"``, ``"calendar"`` (``"cohort"``, ``"checkpoint"`` and ``"overall"``
+            are their aliases).
+        min_e, max_e, balance_e : float, optional
+            Event-time window and balancing, as in R's ``aggte`` (``max_e`` also limits the
+            post-treatment cells of ``simple`` and ``group``; event times are on the
+            original time scale).
+        time : float, optional
+            The final checkpoint of ``residual``.
+
+        Returns
+        -------
+        AggregateResult
+            Standard errors from the influence function, with R's estimated-weights term, or
+            from the same bootstrap draws as the cells; the band over keys is simultaneous
+            when the cells' band is.
+
+        Notes
+        -----
+        With ``w_g`` the cohort shares among the keys' cells, a key is
+        ``sum_c w_{g(c)} tau(c) / sum_c w_{g(c)}``; the overall value of ``group``,
+        ``instantaneous`` and ``residual`` weights cohorts by their shares, that of
+        ``dynamic``, ``persistent`` and ``calendar`` is the plain mean of the keys
+        (``dynamic``: keys with e >= 0), as in R ``did``.
+        """
+        spec = build_aggregation(self.design, self.cells, np.asarray(self.estimates), kind,
+                                 min_e=min_e, max_e=max_e, balance_e=balance_e, time=time)
+        return AggregateResult._from_spec(self, spec)
+
+    # ------------------------------------------------------------- pre-test
+    @cached_property
+    def pretest(self) -> Pretest:
+        """Wald pre-test of parallel trends over the pre-treatment cells (computed once)."""
+        pre = (self.cohorts > self.times) & np.isfinite(self.analytic_std_errors)
+        which = np.flatnonzero(pre)
+        if which.size == 0:
+            return Pretest(np.nan, 0, np.nan, "no pre-treatment cells to test")
+        cov = cell_covariance(self.design, self.cells, self.stats, which)
+        if not np.all(np.isfinite(cov)):
+            warnings.warn("Pre-test not computed: NaN in the pre-treatment covariance.",
+                          InferenceWarning, stacklevel=2)
+            return Pretest(np.nan, which.size, np.nan, "NaN in the covariance")
+        if 1.0 / np.linalg.cond(cov, 1) <= np.finfo(float).eps:
+            warnings.warn("Pre-test not computed: the pre-treatment covariance is singular.",
+                          InferenceWarning, stacklevel=2)
+            return Pretest(np.nan, which.size, np.nan, "singular covariance")
+        est = np.asarray(self.estimates)[which]
+        stat = float(est @ np.linalg.solve(cov, est))
+        return Pretest(stat, int(which.size), float(chi2.sf(stat, which.size)))
+
+    # --------------------------------------------------------------- display
+    def _inference_line(self) -> str:
+        if self.bootstrap is None:
+            return "analytic standard errors (influence function); pointwise intervals"
+        return (f"multiplier bootstrap, {self.bootstrap.n_draws} {self.bootstrap.multiplier} "
+                f"draws; {self.band} {100 * (1 - self.alpha):g}% band, critical value "
+                f"{self.critical_value:.3f}")
+
+    def summary(self) -> str:
+        """A text summary: settings, significant cells, overall effect and the pre-test."""
+        frame = self.to_frame()
+        post = frame[frame["post"]]
+        overall = self.aggregate("simple").overall
+        pre = self.pretest
+        p = dict(self.params)
+        lines = [
+            f"{self.estimator} on outcome {self.outcome!r}"
+            + (" (sign flipped: lower is better)" if self.lower_is_better else ""),
+            f"  units: {self.n_units} in {self.design.n_cohorts} cohorts + "
+            f"{np.diff(self.design.starts)[-1]} never-treated; {self.design.times.size} times"
+            + (f"; {self.n_clusters} clusters" if self.n_clusters else ""),
+            "  settings: " + ", ".join(f"{k}={v!r}" for k, v in p.items()),
+            f"  inference: {self._inference_line()}",
+            f"  cells: {len(frame)} ({len(post)} post-treatment); significant: "
+            f"{int(post['significant'].sum())} post, "
+            f"{int(frame.loc[~frame['post'], 'significant'].sum())} pre",
+            f"  overall ATT (simple): {overall.estimate:.4g} (SE {overall.std_error:.3g}, "
+            f"95% CI [{overall.ci_lower:.4g}, {overall.ci_upper:.4g}])",
+            (f"  pre-test of parallel trends: W = {pre.statistic:.4g}, df = {pre.df}, "
+             f"p = {pre.pvalue:.4g}") if pre.df and np.isfinite(pre.statistic)
+            else f"  pre-test: not available ({pre.note})",
+            "  " + SIGN_NOTE,
+        ]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"<GroupTimeResult {self.estimator} outcome={self.outcome!r}: "
+                f"{self.cells.size} cells, {self.n_units} units, {self.band} band>")
+
+    def _repr_html_(self) -> str:
+        head = self.to_frame().head(20).to_html(index=False, float_format=lambda v: f"{v:.4g}")
+        text = html.escape(self.summary()).replace("\n", "<br>")
+        return f"<div><p style='font-family:monospace'>{text}</p>{head}</div>"
+
+
+@dataclass(frozen=True, eq=False)
+class AggregateResult:
+    """An aggregation of group-time effects: one value per key, and an overall value.
+
+    Attributes
+    ----------
+    kind : str
+        The aggregation (canonical R name or memorisation name).
+    key_name : str or None
+        ``"cohort"``, ``"event_time"`` or ``"time"``; None for ``simple``.
+    overall : Estimate
+        The overall value, with a pointwise interval.
+    critical_value : float
+        Multiplier of the keys' standard errors (simultaneous over keys when bootstrapped).
+    """
+
+    kind: str
+    key_name: str | None
+    keys: np.ndarray = field(repr=False)
+    estimates: np.ndarray = field(repr=False)
+    std_errors: np.ndarray = field(repr=False)
+    overall: Estimate = None
+    critical_value: float = 1.959963984540054
+    band: str = "pointwise"
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    draws: np.ndarray | None = field(default=None, repr=False)
+
+    @classmethod
+    def _from_spec(cls, res: GroupTimeResult, spec: AggregationSpec) -> "AggregateResult":
+        est = spec.weights @ np.asarray(res.estimates)
+        se = analytic_se(combination_variance(res.design, res.cells, res.stats, spec.weights, spec.omega))
+        z = norm.ppf(1 - res.alpha / 2)
+        crit, band, draws = z, "pointwise", None
+        if res.bootstrap is not None:
+            draws = combination_draws(res.design, res.bootstrap, spec.weights, spec.omega)
+            scale = res.n_units / np.sqrt(res.n_clusters or res.n_units)
+            se = bootstrap_se(draws, scale)
+            if res.band == "simultaneous" and spec.key_name is not None:
+                crit, band = _aggregate_critical_value(draws[:, :-1], se[:-1], res.alpha, scale, z)
+        lo, hi = _interval(est[-1], se[-1], z)
+        return cls(kind=spec.kind, key_name=spec.key_name, keys=_readonly(spec.keys),
+                   estimates=_readonly(est[:-1]), std_errors=_readonly(se[:-1]),
+                   overall=Estimate(float(est[-1]), float(se[-1]), float(lo), float(hi)),
+                   critical_value=float(crit), band=band,
+                   options=MappingProxyType(dict(spec.options)),
+                   draws=None if draws is None else _readonly(draws))
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per key: the key column, estimate, std_error, ci_lower, ci_upper, significant.
+
+        For ``simple`` (no keys) the single row is the overall value.
+        """
+        if self.key_name is None:
+            o = self.overall
+            return pd.DataFrame({"estimate": [o.estimate], "std_error": [o.std_error],
+                                 "ci_lower": [o.ci_lower], "ci_upper": [o.ci_upper],
+                                 "significant": [o.significant]})
+        lo, hi = _interval(self.estimates, self.std_errors, self.critical_value)
+        return pd.DataFrame({self.key_name: self.keys, "estimate": self.estimates,
+                             "std_error": self.std_errors, "ci_lower": lo, "ci_upper": hi,
+                             "significant": _significant(lo, hi)})
+
+    def summary(self) -> str:
+        o = self.overall
+        head = (f"{self.kind} aggregation: overall {o.estimate:.4g} (SE {o.std_error:.3g}, "
+                f"95% CI [{o.ci_lower:.4g}, {o.ci_upper:.4g}])")
+        if self.key_name is None:
+            return head
+        return head + f"\n{self.band} band, critical value {self.critical_value:.3f}\n" + \
+            self.to_frame().to_string(index=False, float_format=lambda v: f"{v:.4g}")
+
+    def __repr__(self) -> str:
+        return f"<AggregateResult {self.kind}: {self.keys.size} keys, overall={self.overall.estimate:.4g}>"
+
+
+def _aggregate_critical_value(draws, se, alpha, scale, z):
+    """R ``aggte``'s rules: fall back to pointwise when the sup-t value is missing or < z."""
+    crit = sup_t_critical_value(draws, se, alpha, scale)
+    if not np.isfinite(crit):
+        warnings.warn("Simultaneous critical value is NA (standard errors are missing); "
+                      "reporting pointwise intervals.", InferenceWarning, stacklevel=3)
+        return z, "pointwise"
+    if crit < z:
+        warnings.warn("Simultaneous critical value is below the pointwise one; reporting "
+                      "pointwise intervals, as R did does.", InferenceWarning, stacklevel=3)
+        return z, "pointwise"
+    if crit >= 7:
+        warnings.warn(f"Simultaneous critical value {crit:.2f} is very large: the cohorts may be "
+                      "too small or the outcome too flat for reliable bands.",
+                      InferenceWarning, stacklevel=3)
+    return crit, "simultaneous"

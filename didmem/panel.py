@@ -26,10 +26,10 @@ _BALANCE_OPTIONS = ("error", "drop_incomplete_units")
 _MAX_LISTED = 5
 
 
-def _listing(values, limit: int = _MAX_LISTED) -> str:
+def _listing(values, limit: int = _MAX_LISTED, plain: bool = False) -> str:
     """Render the first ``limit`` values, saying how many more there are."""
     values = list(values)
-    shown = ", ".join(repr(v) for v in values[:limit])
+    shown = ", ".join(str(v) if plain else repr(v) for v in values[:limit])
     more = len(values) - limit
     return shown + (f" and {more} more" if more > 0 else "")
 
@@ -114,7 +114,10 @@ class Panel:
         if not outcomes:
             raise PanelError("Panel needs at least one outcome column; got none.")
         roles = {"unit": unit, "time": time, "cohort": cohort}
-        roles.update({f"outcome {i}": o for i, o in enumerate(outcomes)})
+        if len(outcomes) == 1:
+            roles["outcome"] = outcomes[0]
+        else:
+            roles.update({f"outcome #{i + 1}": o for i, o in enumerate(outcomes)})
         if weights is not None:
             roles["weights"] = weights
         if cluster is not None:
@@ -257,8 +260,9 @@ class Panel:
         if missing:
             parts = []
             for role, col in missing:
-                close = difflib.get_close_matches(str(col), available, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                lowered = {c.lower(): c for c in available}
+                close = difflib.get_close_matches(str(col).lower(), list(lowered), n=1)
+                hint = f" (did you mean {lowered[close[0]]!r}?)" if close else ""
                 parts.append(f"{role} column {col!r}{hint}")
             raise PanelError(
                 "Missing columns: " + "; ".join(parts) + f". The DataFrame has columns {available}."

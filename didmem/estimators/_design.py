@@ -25,6 +25,10 @@ def _fmt(value) -> str:
     return str(int(value)) if value.is_integer() else repr(value)
 
 
+def _cohort_labels(values) -> list[str]:
+    return [_fmt(g) for g in np.unique(values)]
+
+
 @dataclass(frozen=True)
 class Design:
     """Units sorted into cohort blocks, with the outcome as a dense matrix.
@@ -116,7 +120,7 @@ def prepare_design(
     if late.any():
         warnings.warn(
             f"{owner}: {int(late.sum())} units have a cohort after the last time "
-            f"{_fmt(times[-1])} (cohorts {_listing(sorted({_fmt(g) for g in cohorts[late]}))}); "
+            f"{_fmt(times[-1])} (cohorts {_listing(_cohort_labels(cohorts[late]), plain=True)}); "
             "they are never treated within the panel and count as never-treated, as in R did.",
             DataDroppedWarning,
             stacklevel=3,
@@ -154,7 +158,7 @@ def prepare_design(
     if early.any():
         warnings.warn(
             f"{owner}: dropped {int(early.sum())} units of cohorts "
-            f"{_listing(sorted({_fmt(g) for g in cohorts[early]}))}, treated by the first period "
+            f"{_listing(_cohort_labels(cohorts[early]), plain=True)}, treated by the first period "
             f"{_fmt(times[0])} plus anticipation {_fmt(anticipation)}: they have no "
             "pre-treatment period.",
             DataDroppedWarning,
@@ -178,7 +182,7 @@ def prepare_design(
     if small.size:
         warnings.warn(
             f"{owner}: {small.size} cohorts have fewer than {MIN_COHORT_SIZE} units "
-            f"({_listing([_fmt(g) for g in small])}); their estimates and bands are fragile.",
+            f"({_listing([_fmt(g) for g in small], plain=True)}); their estimates and bands are fragile.",
             SmallCohortWarning,
             stacklevel=3,
         )

@@ -1,0 +1,208 @@
+"""Every numba kernel against its plain-numpy twin (didmem.inference.reference) at 1e-12."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import didmem
+from didmem.aggregate import build_aggregation
+from didmem.estimators._design import did_cells, level_cells, prepare_design
+from didmem.inference import kernels, reference
+from didmem.inference.bootstrap import bootstrap_cells, draw_multipliers
+from didmem.inference.linear import cell_covariance, combination_draws, combination_variance
+
+from .conftest import staggered_frame
+
+DESIGNS = [
+    # (base_period or "levels", control group, anticipation, weights, clusters)
+    ("varying", "never_treated", 0, False, None),
+    ("varying", "not_yet_treated", 0, True, None),
+    ("universal", "not_yet_treated", 1, False, 7),
+    ("universal", "never_treated", 0, True, 5),
+    ("levels", "never_treated", 0, False, None),
+    ("levels", "not_yet_treated", 0, True, 6),
+]
+
+
+def build(base, control, anticipation, weights, clusters, seed=0):
+    frame = staggered_frame(seed=seed, n_units=70, n_times=6, weights=weights, clusters=clusters)
+    panel = didmem.Panel(frame, unit="unit", time="time", cohort="cohort", outcome="y",
+                         weights="w" if weights else None, cluster="cl" if clusters else None)
+    not_yet = control == "not_yet_treated"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", didmem.DataDroppedWarning)  # anticipation drops a cohort
+        design = prepare_design(panel, None, need_never_treated=not not_yet,
+                                anticipation=anticipation, lower_is_better=False, owner="test")
+    if base == "levels":
+        cells = level_cells(design, not_yet=not_yet, anticipation=anticipation)
+    else:
+        cells = did_cells(design, base_period=base, not_yet=not_yet, anticipation=anticipation)
+    return design, cells
+
+
+def statistics(design, cells):
+    cl = design.clusters if design.clusters is not None else np.zeros(1, dtype=np.int64)
+    att, var, mu1, mu0, w1, w0 = kernels.cell_statistics(
+        design.y, design.w, design.starts, *cells.kernel_args(), cl, design.n_clusters)
+    return att, var, {"mu1": mu1, "mu0": mu0, "w1": w1, "w0": w0}
+
+
+def dense_psi(design, cells):
+    return reference.influence_matrix(design.y, design.w, design.starts, *cells.kernel_args())
+
+
+@pytest.fixture(params=DESIGNS, ids=["-".join(map(str, d)) for d in DESIGNS])
+def case(request):
+    design, cells = build(*request.param)
+    att, var, stats = statistics(design, cells)
+    psi, ref_att = dense_psi(design, cells)
+    return design, cells, att, var, stats, psi, ref_att
+
+
+def test_rademacher_bits_match_numpy():
+    raw = np.random.default_rng(1).bit_generator.random_raw(3 * 3)
+    raw = np.asarray(raw, dtype=np.uint64)
+    fast = kernels.rademacher_from_raw(raw, 3, 150)
+    np.testing.assert_array_equal(fast, reference.rademacher_from_raw(raw, 3, 150))
+    assert set(np.unique(fast)) == {-1.0, 1.0}
+
+
+def test_multiplier_moments():
+    rng = np.random.default_rng(2)
+    for kind, third in [("rademacher", 0.0), ("mammen", 1.0)]:
+        v = draw_multipliers(rng, 400, 1000, kind)
+        assert abs(v.mean()) < 0.01 and abs(v.var() - 1) < 0.01
+        assert abs((v**3).mean() - third) < 0.03
+    u = np.random.default_rng(3).random((4, 9))
+    np.testing.assert_array_equal(kernels.mammen_from_uniform(u), reference.mammen_from_uniform(u))
+
+
+def test_cell_statistics_match_dense_influence(case):
+    design, cells, att, var, stats, psi, ref_att = case
+    np.testing.assert_allclose(att, ref_att, rtol=1e-12, atol=1e-13)
+    _, ref_var = reference.cell_statistics(design.y, design.w, design.starts, *cells.kernel_args(),
+                                           clusters=design.clusters)
+    np.testing.assert_allclose(var, ref_var, rtol=1e-12, atol=1e-15)
+
+
+def test_cell_draws_are_multipliers_times_influence(case):
+    design, cells, att, var, stats, psi, _ = case
+    n_draws = 50
+    boot = bootstrap_cells(design, cells, stats, n_draws=n_draws, multiplier="mammen",
+                           rng=np.random.default_rng(11))
+    n_w = design.n_clusters or design.n_units
+    u = draw_multipliers(np.random.default_rng(11), n_draws, n_w, "mammen")
+    if design.clusters is not None:
+        u = u[:, design.clusters]
+    np.testing.assert_allclose(boot.cells, u @ psi, rtol=1e-11, atol=1e-13)
+    blocks = design.block_of_rows()
+    np.testing.assert_allclose(boot.block_weights,
+                               np.stack([(u * design.w)[:, blocks == k].sum(1)
+                                         for k in range(design.starts.size - 1)], 1), rtol=1e-12)
+    np.testing.assert_allclose(boot.total, u.sum(1), rtol=1e-12, atol=1e-12)
+
+
+def test_bootstrap_chunking_does_not_change_draws(monkeypatch):
+    design, cells = build("varying", "not_yet_treated", 0, True, None)
+    _, _, stats = statistics(design, cells)
+    whole = bootstrap_cells(design, cells, stats, n_draws=37, multiplier="rademacher",
+                            rng=np.random.default_rng(5))
+    monkeypatch.setattr("didmem.inference.bootstrap._CHUNK_ELEMENTS", design.n_units * 4)
+    chunked = bootstrap_cells(design, cells, stats, n_draws=37, multiplier="rademacher",
+                              rng=np.random.default_rng(5))
+    np.testing.assert_allclose(chunked.cells, whole.cells, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 40, 100, 1000, 1001])
+def test_type1_quantiles_match_numpy_inverted_cdf(n):
+    x = np.random.default_rng(n).normal(size=(n, 5))
+    x[:, 4] = np.round(x[:, 4])  # ties
+    probs = np.array([0.0, 0.25, 0.5, 0.75, 0.95, 1.0])
+    np.testing.assert_array_equal(kernels.type1_quantiles(x, probs),
+                                  reference.type1_quantiles(x, probs))
+
+
+def test_sup_t_statistics_match_numpy():
+    rng = np.random.default_rng(4)
+    d = rng.normal(size=(200, 9))
+    sigma = rng.uniform(0.5, 2, 9)
+    keep = rng.random(9) < 0.7
+    keep[0] = True
+    np.testing.assert_allclose(kernels.sup_t_statistics(d, sigma, keep),
+                               reference.sup_t_statistics(d, sigma, keep), rtol=1e-15)
+
+
+def r_wif(design, cells, keepers, att):
+    """R's ``wif`` times ``att`` (compute.aggte.R), written literally, on the psi scale."""
+    n = design.n_units
+    blocks = design.block_of_rows()
+    g_cell = cells.k[keepers]
+    pg_all = design.block_weights[: design.n_cohorts] / n
+    pg = pg_all[g_cell]
+    indicator = np.stack([design.w * (blocks == g) for g in g_cell], axis=1)
+    if1 = (indicator - pg) / pg.sum()
+    if2 = (indicator - pg).sum(axis=1, keepdims=True) * (pg / pg.sum() ** 2)[None, :]
+    return (if1 - if2) @ att[keepers] / n
+
+
+@pytest.mark.parametrize("kind", ["simple", "dynamic", "calendar", "group", "residual"])
+def test_aggregate_influence_matches_r_formula(case, kind):
+    design, cells, att, var, stats, psi, _ = case
+    spec = build_aggregation(design, cells, att, kind)
+    variance = combination_variance(design, cells, stats, spec.weights, spec.omega)
+    # dense reference: cells' psi times the weights, plus R's wif for keys that estimate weights
+    dense = psi @ spec.weights.T.toarray()
+    frame_cells = np.arange(cells.size)
+    cohort = design.cohorts[cells.k]
+    time = design.times[cells.t]
+    post = cohort <= time
+    if kind == "simple":
+        dense[:, -1] += r_wif(design, cells, frame_cells[post], att)
+    elif kind in ("dynamic", "calendar"):
+        label = time - cohort if kind == "dynamic" else time
+        mask = np.ones(cells.size, bool) if kind == "dynamic" else post
+        for j, key in enumerate(spec.keys):
+            dense[:, j] += r_wif(design, cells, frame_cells[mask & (label == key)], att)
+        overall = spec.keys >= 0 if kind == "dynamic" else np.ones(spec.keys.size, bool)
+        dense[:, -1] = dense[:, :-1][:, overall].mean(axis=1)
+    else:  # one value per cohort, overall weighted by cohort share with estimated weights
+        key_att = spec.weights[:-1] @ att
+        blocks = design.block_of_rows()
+        pg = design.block_weights[: design.n_cohorts] / design.n_units
+        kb = np.searchsorted(design.cohorts, spec.keys)
+        ind = np.stack([design.w * (blocks == g) for g in kb], axis=1)
+        if1 = (ind - pg[kb]) / pg[kb].sum()
+        if2 = (ind - pg[kb]).sum(1, keepdims=True) * (pg[kb] / pg[kb].sum() ** 2)[None, :]
+        dense[:, -1] = dense[:, :-1] @ (pg[kb] / pg[kb].sum()) + (if1 - if2) @ key_att / design.n_units
+    if design.clusters is None:
+        expected = (dense**2).sum(axis=0)
+    else:
+        sums = np.zeros((design.n_clusters, dense.shape[1]))
+        np.add.at(sums, design.clusters, dense)
+        expected = (sums**2).sum(axis=0)
+    np.testing.assert_allclose(variance, expected, rtol=1e-10, atol=1e-16)
+
+
+def test_aggregate_draws_match_dense(case):
+    design, cells, att, var, stats, psi, _ = case
+    boot = bootstrap_cells(design, cells, stats, n_draws=30, multiplier="rademacher",
+                           rng=np.random.default_rng(8))
+    n_w = design.n_clusters or design.n_units
+    u = draw_multipliers(np.random.default_rng(8), 30, n_w, "rademacher")
+    if design.clusters is not None:
+        u = u[:, design.clusters]
+    spec = build_aggregation(design, cells, att, "simple")
+    draws = combination_draws(design, boot, spec.weights, spec.omega)
+    post = np.flatnonzero(design.cohorts[cells.k] <= design.times[cells.t])
+    dense = psi @ spec.weights.T.toarray()
+    dense[:, -1] += r_wif(design, cells, post, att)
+    np.testing.assert_allclose(draws, u @ dense, rtol=1e-10, atol=1e-13)
+
+
+def test_pretest_covariance_matches_dense(case):
+    design, cells, att, var, stats, psi, _ = case
+    which = np.flatnonzero((cells.ref == 0) & (np.arange(cells.size) % 2 == 0))
+    cov = cell_covariance(design, cells, stats, which)
+    expected = psi[:, which].T @ psi[:, which]
+    np.testing.assert_allclose(cov, expected, rtol=1e-9, atol=1e-14)

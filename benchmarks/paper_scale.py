@@ -499,8 +499,12 @@ def compare_cells(reference: Path, other: Path) -> dict:
         if not pairs:
             return {"shared_cells": 0}
         ia, ib = map(np.array, zip(*pairs))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            se_ratio = b["std_error"][ib] / a["std_error"][ia]
         return {"shared_cells": len(pairs),
-                "max_abs_att_diff": float(np.max(np.abs(a["estimate"][ia] - b["estimate"][ib])))}
+                "max_abs_att_diff": float(np.max(np.abs(a["estimate"][ia] - b["estimate"][ib]))),
+                # Bootstrap SEs differ by Monte Carlo error (about 1/sqrt(2B) relative).
+                "median_abs_se_rel_diff": float(np.nanmedian(np.abs(se_ratio - 1)))}
 
 
 def bench_panel(label: str, spec: PanelSpec, tools: list[str], args, pythons: dict,
@@ -584,21 +588,24 @@ def markdown(results: dict) -> str:
                   ("| tool | setup (s) | fit (s) | fit CPU (s) | warm fit (s) | "
                    "peak RSS (MB) | RSS after import (MB) | RSS before setup (MB) | "
                    "cells | crit. value | "
-                   f"max abs ATT diff vs {entry.get('reference_tool', '-')} | load avg |"),
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                   f"max abs ATT diff vs {entry.get('reference_tool', '-')} | "
+                   "median rel. SE diff | load avg |"),
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         nan = float("nan")
         for tool, s in entry["tools"].items():
             if "error" in s:
-                lines.append(f"| {tool} | error: {s['error']} |||||||||||")
+                lines.append(f"| {tool} | error: {s['error']} ||||||||||||")
                 continue
             vs = s.get("vs_reference", {}).get("max_abs_att_diff")
+            vse = s.get("vs_reference", {}).get("median_abs_se_rel_diff")
             lines.append(
                 f"| {tool} | {s.get('setup_s', nan):.3f} | {s['fit_s']:.3f} | "
                 f"{s.get('fit_cpu_s', nan):.3f} | {s.get('warm_fit_s', nan):.3f} | "
                 f"{s['peak_rss_mb']:.0f} | {s.get('rss_after_import_mb', nan):.0f} | "
                 f"{s.get('rss_before_fit_mb', nan):.0f} | "
                 f"{s.get('n_cells', '')} | {s.get('critical_value', nan):.3f} | "
-                f"{'' if vs is None else f'{vs:.1e}'} | {s.get('load_average', nan):.1f} |")
+                f"{'' if vs is None else f'{vs:.1e}'} | {'' if vse is None else f'{vse:.3f}'} | "
+                f"{s.get('load_average', nan):.1f} |")
         d = entry["tools"].get("didmem")
         if d and "error" not in d:
             for tool, s in entry["tools"].items():

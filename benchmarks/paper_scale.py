@@ -507,6 +507,22 @@ def compare_cells(reference: Path, other: Path) -> dict:
                 "median_abs_se_rel_diff": float(np.nanmedian(np.abs(se_ratio - 1)))}
 
 
+def wait_for_quiet(max_load: float | None, patience: float = 600.0) -> float:
+    """Wait until the 1-minute load average is at most ``max_load`` (at most ``patience`` s).
+
+    Returns
+    -------
+    float
+        The load average when the wait ended.
+    """
+    load = os.getloadavg()[0]
+    deadline = time.monotonic() + patience
+    while max_load is not None and load > max_load and time.monotonic() < deadline:
+        time.sleep(5)
+        load = os.getloadavg()[0]
+    return load
+
+
 def bench_panel(label: str, spec: PanelSpec, tools: list[str], args, pythons: dict,
                 workdir: Path, results: dict) -> None:
     """Build one panel, time every tool on it, and store the figures under ``label``."""
@@ -525,6 +541,7 @@ def bench_panel(label: str, spec: PanelSpec, tools: list[str], args, pythons: di
         repeat = args.repeat if tool == "didmem" else (args.repeat_others or args.repeat)
         for rep in range(repeat):
             cells_out = workdir / f"{label}-{tool}-cells.npz" if rep == 0 else None
+            wait_for_quiet(args.max_load)
             r = run_tool(tool, path, python=pythons[tool], n_bootstrap=args.n_bootstrap,
                          seed=args.seed + rep, control_group=args.control_group,
                          est_method=args.est_method,
@@ -666,6 +683,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="interpreter whose environment has `differences` installed")
     p.add_argument("--timeout", type=float, default=1800.0,
                    help="seconds before a tool's process is killed (1800)")
+    p.add_argument("--max-load", type=float, default=None,
+                   help="before each run, wait (up to 10 minutes) until the 1-minute load "
+                        "average is at most this; for shared machines")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     p.add_argument("--markdown", metavar="PATH", help="also write the Markdown tables here")
     # Internal: the child process.

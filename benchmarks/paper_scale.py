@@ -541,7 +541,7 @@ def bench_panel(label: str, spec: PanelSpec, tools: list[str], args, pythons: di
         repeat = args.repeat if tool == "didmem" else (args.repeat_others or args.repeat)
         for rep in range(repeat):
             cells_out = workdir / f"{label}-{tool}-cells.npz" if rep == 0 else None
-            wait_for_quiet(args.max_load)
+            wait_for_quiet(args.max_load, args.max_wait)
             r = run_tool(tool, path, python=pythons[tool], n_bootstrap=args.n_bootstrap,
                          seed=args.seed + rep, control_group=args.control_group,
                          est_method=args.est_method,
@@ -684,8 +684,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=1800.0,
                    help="seconds before a tool's process is killed (1800)")
     p.add_argument("--max-load", type=float, default=None,
-                   help="before each run, wait (up to 10 minutes) until the 1-minute load "
-                        "average is at most this; for shared machines")
+                   help="before each run, wait (up to --max-wait seconds) until the 1-minute "
+                        "load average is at most this; for shared machines")
+    p.add_argument("--max-wait", type=float, default=600.0,
+                   help="the longest wait for --max-load, in seconds (600)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     p.add_argument("--markdown", metavar="PATH", help="also write the Markdown tables here")
     # Internal: the child process.

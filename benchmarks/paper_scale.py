@@ -52,7 +52,7 @@ _DIST_NAMES = {
 }
 _IMPORT_NAMES = {
     "didmem": "didmem",
-    "csdid": "csdid",
+    "csdid": "csdid.att_gt",  # csdid's package __init__ is empty
     "diff-diff": "diff_diff",
     "differences": "differences",
 }

@@ -10,7 +10,9 @@ from .errors import (
     DataDroppedWarning,
     DidmemError,
     DidmemWarning,
+    CheckpointError,
     EstimationError,
+    InstanceError,
     InferenceWarning,
     MissingDependencyError,
     PanelError,
@@ -20,7 +22,7 @@ from .errors import (
 from .panel import Panel, cohort_from_sequence_index
 from .estimators import DiDEstimator, DifferenceEstimator
 from .results import AggregateResult, Estimate, GroupTimeResult, Pretest
-from . import datasets
+from . import datasets, montecarlo
 
 __all__ = [
     "__version__",
@@ -32,11 +34,14 @@ __all__ = [
     "Estimate",
     "Pretest",
     "datasets",
+    "montecarlo",
     "cohort_from_sequence_index",
     "DidmemError",
     "PanelError",
     "ParameterError",
     "EstimationError",
+    "InstanceError",
+    "CheckpointError",
     "MissingDependencyError",
     "DidmemWarning",
     "DataDroppedWarning",

@@ -13,6 +13,8 @@ __all__ = [
     "PanelError",
     "ParameterError",
     "EstimationError",
+    "InstanceError",
+    "CheckpointError",
     "MissingDependencyError",
     "DidmemWarning",
     "DataDroppedWarning",
@@ -35,6 +37,14 @@ class ParameterError(DidmemError, ValueError):
 
 class EstimationError(DidmemError, ValueError):
     """The panel is valid but the requested estimand cannot be computed on it."""
+
+
+class InstanceError(DidmemError, ValueError):
+    """The instances to score are malformed: empty, duplicated, too long, out of vocabulary."""
+
+
+class CheckpointError(DidmemError, ValueError):
+    """A checkpoint is missing, unreadable, or disagrees with the other checkpoints."""
 
 
 class MissingDependencyError(DidmemError, ImportError):

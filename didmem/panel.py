@@ -15,6 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ._messages import MAX_LISTED as _MAX_LISTED
+from ._messages import listing as _listing
 from .errors import DataDroppedWarning, PanelError, ParameterError
 
 __all__ = ["Panel", "cohort_from_sequence_index", "PYTHIA_BATCH_SIZE", "PYTHIA_STEPS_PER_CHECKPOINT"]
@@ -23,15 +25,6 @@ PYTHIA_BATCH_SIZE = 1024
 PYTHIA_STEPS_PER_CHECKPOINT = 1000
 
 _BALANCE_OPTIONS = ("error", "drop_incomplete_units")
-_MAX_LISTED = 5
-
-
-def _listing(values, limit: int = _MAX_LISTED, plain: bool = False) -> str:
-    """Render the first ``limit`` values, saying how many more there are."""
-    values = list(values)
-    shown = ", ".join(str(v) if plain else repr(v) for v in values[:limit])
-    more = len(values) - limit
-    return shown + (f" and {more} more" if more > 0 else "")
 
 
 def _to_python(value):

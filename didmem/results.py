@@ -11,11 +11,12 @@ from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
+from scipy import linalg
 from scipy.stats import chi2, norm
 
 from .aggregate import AggregationSpec, build_aggregation
 from .errors import InferenceWarning
-from .inference.bands import analytic_se, bootstrap_se, sup_t_critical_value
+from .inference.bands import analytic_se, bootstrap_se, simultaneous_band
 from .inference.bootstrap import BootstrapDraws
 from .inference.linear import cell_covariance, combination_draws, combination_variance
 
@@ -234,12 +235,14 @@ class GroupTimeResult:
             warnings.warn("Pre-test not computed: NaN in the pre-treatment covariance.",
                           InferenceWarning, stacklevel=2)
             return Pretest(np.nan, which.size, np.nan, "NaN in the covariance")
-        if 1.0 / np.linalg.cond(cov, 1) <= np.finfo(float).eps:
+        lu, piv = linalg.lu_factor(cov, check_finite=False)
+        rcond, _ = linalg.lapack.dgecon(lu, np.abs(cov).sum(axis=0).max(), norm="1")
+        if rcond <= np.finfo(float).eps:  # R: rcond(preV) <= .Machine$double.eps
             warnings.warn("Pre-test not computed: the pre-treatment covariance is singular.",
                           InferenceWarning, stacklevel=2)
             return Pretest(np.nan, which.size, np.nan, "singular covariance")
         est = np.asarray(self.estimates)[which]
-        stat = float(est @ np.linalg.solve(cov, est))
+        stat = float(est @ linalg.lu_solve((lu, piv), est, check_finite=False))
         return Pretest(stat, int(which.size), float(chi2.sf(stat, which.size)))
 
     # --------------------------------------------------------------- display
@@ -325,7 +328,8 @@ class AggregateResult:
             scale = res.n_units / np.sqrt(res.n_clusters or res.n_units)
             se = bootstrap_se(draws, scale)
             if res.band == "simultaneous" and spec.key_name is not None:
-                crit, band = _aggregate_critical_value(draws[:, :-1], se[:-1], res.alpha, scale, z)
+                crit, band = simultaneous_band(draws[:, :-1], se[:-1], res.alpha, scale,
+                                               at_least_normal=True)
         lo, hi = _interval(est[-1], se[-1], z)
         return cls(kind=spec.kind, key_name=spec.key_name, keys=_readonly(spec.keys),
                    estimates=_readonly(est[:-1]), std_errors=_readonly(se[:-1]),
@@ -360,21 +364,3 @@ class AggregateResult:
 
     def __repr__(self) -> str:
         return f"<AggregateResult {self.kind}: {self.keys.size} keys, overall={self.overall.estimate:.4g}>"
-
-
-def _aggregate_critical_value(draws, se, alpha, scale, z):
-    """R ``aggte``'s rules: fall back to pointwise when the sup-t value is missing or < z."""
-    crit = sup_t_critical_value(draws, se, alpha, scale)
-    if not np.isfinite(crit):
-        warnings.warn("Simultaneous critical value is NA (standard errors are missing); "
-                      "reporting pointwise intervals.", InferenceWarning, stacklevel=3)
-        return z, "pointwise"
-    if crit < z:
-        warnings.warn("Simultaneous critical value is below the pointwise one; reporting "
-                      "pointwise intervals, as R did does.", InferenceWarning, stacklevel=3)
-        return z, "pointwise"
-    if crit >= 7:
-        warnings.warn(f"Simultaneous critical value {crit:.2f} is very large: the cohorts may be "
-                      "too small or the outcome too flat for reliable bands.",
-                      InferenceWarning, stacklevel=3)
-    return crit, "simultaneous"

@@ -225,3 +225,19 @@ def test_bootstrap_aggregations_use_the_same_draws(small_panel):
         res.aggregate("dynamic", min_e=-1, max_e=2)
     with pytest.raises(ParameterError, match="Unknown aggregation 'weird'"):
         res.aggregate("weird")
+
+
+def test_dynamic_balance_e_keeps_cohorts_seen_long_enough(mpdta_panel):
+    res = DiDEstimator(n_bootstrap=0).fit(mpdta_panel)
+    frame = res.to_frame()
+    agg = res.aggregate("dynamic", balance_e=1)
+    # cohorts with 2007 - g >= 1 (2004, 2006); event times in [1 - (2007 - 2004), 1]
+    np.testing.assert_array_equal(agg.keys, [-2.0, -1.0, 0.0, 1.0])
+    sizes = frame.groupby("cohort")["n_treated"].first()
+    cells = frame.set_index(["cohort", "time"])["estimate"]
+    expected = ((sizes[2004] * cells[(2004, 2005)] + sizes[2006] * cells[(2006, 2007)])
+                / (sizes[2004] + sizes[2006]))
+    np.testing.assert_allclose(agg.estimates[-1], expected, rtol=1e-12)
+    np.testing.assert_allclose(agg.overall.estimate, agg.estimates[2:].mean(), rtol=1e-12)
+    window = res.aggregate("dynamic", min_e=-1, max_e=1)
+    np.testing.assert_array_equal(window.keys, [-1.0, 0.0, 1.0])

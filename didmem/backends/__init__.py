@@ -1,0 +1,33 @@
+"""Outcome backends: turn instances and checkpoints into a long table of metrics.
+
+Every backend implements :class:`OutcomeBackend`. :class:`FrameBackend` reads precomputed
+tables (including the paper's published layout), :class:`CallableBackend` wraps a user
+function, and :class:`TransformersBackend` scores causal-LM checkpoints with torch and
+transformers, which are imported only when it is used (``pip install 'didmem[lm]'``).
+:mod:`didmem.backends.pythia` and :mod:`didmem.backends.indexed` read and sample the Pythia
+suite's training data.
+"""
+
+from ._instances import CheckpointError, InstanceBatch, InstanceError, Instances
+from ._parts import PartStore, WorkItem
+from .base import OutcomeBackend
+from .frame import PAPER_METRICS, CallableBackend, FrameBackend
+from .indexed import MMapIndexedDataset, write_indexed_dataset
+from .transformers_backend import METRICS, TransformersBackend
+
+__all__ = [
+    "OutcomeBackend",
+    "FrameBackend",
+    "CallableBackend",
+    "TransformersBackend",
+    "METRICS",
+    "PAPER_METRICS",
+    "Instances",
+    "InstanceBatch",
+    "WorkItem",
+    "PartStore",
+    "InstanceError",
+    "CheckpointError",
+    "MMapIndexedDataset",
+    "write_indexed_dataset",
+]

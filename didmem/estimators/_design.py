@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DataDroppedWarning, EstimationError, SmallCohortWarning
-from ..panel import Panel, _listing
+from .._messages import listing as _listing
+from ..panel import Panel
 
 MIN_COHORT_SIZE = 5  # R did warns below (number of covariates + 5) units
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 from scipy.stats import norm
 
-from ..errors import InferenceWarning
 from ..inference import kernels
-from ..inference.bands import analytic_se, bootstrap_se, sup_t_critical_value
+from ..inference.bands import analytic_se, bootstrap_se, simultaneous_band
 from ..inference.bootstrap import bootstrap_cells
 from ..results import GroupTimeResult
 from ._design import prepare_design
@@ -61,23 +58,11 @@ class GroupTimeEstimator(BaseEstimator):
             boot_se = bootstrap_se(boot.cells, scale)
             se = np.where(np.isnan(analytic), np.nan, boot_se)
             if params["cband"] and design.times.size > 2:
-                crit, band = self._band(boot.cells, boot_se, alpha, scale, crit)
+                crit, band = simultaneous_band(boot.cells, boot_se, alpha, scale,
+                                               at_least_normal=False)
         return GroupTimeResult(
             estimator=name, params=params, outcome=panel.resolve_outcome(params["outcome"]),
             lower_is_better=params["lower_is_better"], design=design, cells=cells, stats=stats,
             estimates=att, std_errors=se, analytic_std_errors=analytic, critical_value=float(crit),
             band=band, alpha=alpha, bootstrap=boot,
         )
-
-    @staticmethod
-    def _band(draws, boot_se, alpha, scale, z):
-        crit = sup_t_critical_value(draws, boot_se, alpha, scale)
-        if not np.isfinite(crit):
-            warnings.warn("No cell has a non-degenerate bootstrap distribution; reporting "
-                          "pointwise intervals.", InferenceWarning, stacklevel=4)
-            return z, "pointwise"
-        if crit >= 7:
-            warnings.warn(f"Simultaneous critical value {crit:.2f} is very large: cohorts may be "
-                          "too small or the outcome too flat for a reliable band.",
-                          InferenceWarning, stacklevel=4)
-        return crit, "simultaneous"

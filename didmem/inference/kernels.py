@@ -35,7 +35,7 @@ __all__ = [
     "cell_draws",
     "type1_quantiles",
     "sup_t_statistics",
-    "aggregate_influence",
+    "aggregate_coefficients",
     "pretest_covariance",
 ]
 
@@ -101,7 +101,7 @@ def _control_blocks(k, cs, n_blocks):
     return out[:m]
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def cell_statistics(y, w, starts, cell_k, cell_t, cell_b, cell_cs, cell_ref,
                     clusters, n_clusters):
     """Estimate, analytic variance and the means each cell's influence function needs.
@@ -123,8 +123,7 @@ def cell_statistics(y, w, starts, cell_k, cell_t, cell_b, cell_cs, cell_ref,
     mu0 = np.zeros(n_cells)
     w1 = np.zeros(n_cells)
     w0 = np.zeros(n_cells)
-    scratch = np.zeros(max(n_clusters, 1))
-    for c in range(n_cells):
+    for c in prange(n_cells):
         k = cell_k[c]
         t = cell_t[c]
         b = cell_b[c]
@@ -156,6 +155,7 @@ def cell_statistics(y, w, starts, cell_k, cell_t, cell_b, cell_cs, cell_ref,
                     s += p * p
             var[c] = s
         else:
+            scratch = np.zeros(n_clusters)
             for i in range(starts[k], starts[k + 1]):
                 scratch[clusters[i]] += w[i] * (_change(y, i, t, b) - m1) / sw1
             for j in ctrl:
@@ -164,7 +164,6 @@ def cell_statistics(y, w, starts, cell_k, cell_t, cell_b, cell_cs, cell_ref,
             s = 0.0
             for g in range(n_clusters):
                 s += scratch[g] * scratch[g]
-                scratch[g] = 0.0
             var[c] = s
     return att, var, mu1, mu0, w1, w0
 
@@ -266,35 +265,38 @@ def sup_t_statistics(draws, sigma, keep):
 
 
 @njit(cache=True)
-def aggregate_influence(y, w, starts, cell_k, cell_t, cell_b, cell_cs, cell_ref,
-                        mu1, mu0, w1, w0, indptr, keys, coefs, n_keys):
-    """Dense ``rows x keys`` influence functions of linear combinations of cells.
+def aggregate_coefficients(cell_k, cell_t, cell_b, cell_cs, cell_ref, mu1, mu0, w1, w0,
+                           indptr, keys, coefs, n_keys, n_blocks, n_time):
+    """Per-block coefficients of linear combinations of cells.
 
     Column ``c`` of a CSC matrix (``indptr``, ``keys``, ``coefs``) lists the keys that cell
-    ``c`` enters and with what coefficient; the result is ``sum_c L[key, c] psi_c`` for every
-    row (unit) and key. The part from estimating aggregation weights is added by the caller.
+    ``c`` enters and with what coefficient. A cell's influence function on a unit of block
+    ``j`` is ``w_i (y_i . a_j + beta_j)``, so a linear combination of cells is too, with
+    summed coefficients: returns ``a`` (blocks x times x keys) and ``beta`` (blocks x keys).
     """
-    n_rows = y.shape[0]
-    n_blocks = starts.size - 1
-    out = np.zeros((n_rows, n_keys))
+    a = np.zeros((n_blocks, n_time, n_keys))
+    beta = np.zeros((n_blocks, n_keys))
     for c in range(cell_k.size):
-        lo = indptr[c]
-        hi = indptr[c + 1]
-        if hi == lo or cell_ref[c] == 1:
+        if cell_ref[c] == 1:
             continue
         k = cell_k[c]
         t = cell_t[c]
         b = cell_b[c]
-        for i in range(starts[k], starts[k + 1]):
-            p = w[i] * (_change(y, i, t, b) - mu1[c]) / w1[c]
-            for e in range(lo, hi):
-                out[i, keys[e]] += coefs[e] * p
-        for j in _control_blocks(k, cell_cs[c], n_blocks):
-            for i in range(starts[j], starts[j + 1]):
-                p = -w[i] * (_change(y, i, t, b) - mu0[c]) / w0[c]
-                for e in range(lo, hi):
-                    out[i, keys[e]] += coefs[e] * p
-    return out
+        ctrl = _control_blocks(k, cell_cs[c], n_blocks)
+        for e in range(indptr[c], indptr[c + 1]):
+            key = keys[e]
+            f1 = coefs[e] / w1[c]
+            f0 = coefs[e] / w0[c]
+            a[k, t, key] += f1
+            beta[k, key] -= f1 * mu1[c]
+            if b >= 0:
+                a[k, b, key] -= f1
+            for j in ctrl:
+                a[j, t, key] -= f0
+                beta[j, key] += f0 * mu0[c]
+                if b >= 0:
+                    a[j, b, key] += f0
+    return a, beta
 
 
 @njit(cache=True)
@@ -310,7 +312,7 @@ def _bilinear(m, t1, b1, mu1, t2, b2, mu2, const):
     return s
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def pretest_covariance(gram, suffix_gram, cell_k, cell_t, cell_b, cell_cs, mu1, mu0, w1, w0):
     """Covariance ``sum_i psi_ci psi_di`` of every pair of the given cells.
 
@@ -322,7 +324,7 @@ def pretest_covariance(gram, suffix_gram, cell_k, cell_t, cell_b, cell_cs, mu1, 
     n_blocks = gram.shape[0]
     const = gram.shape[1] - 1
     cov = np.zeros((n, n))
-    for c in range(n):
+    for c in prange(n):
         kc = cell_k[c]
         for d in range(c, n):
             kd = cell_k[d]

@@ -22,17 +22,25 @@ def _wif_constants(design, omega):
 
 
 def combination_variance(design, cells, stats, weights, omega) -> np.ndarray:
-    """``sum_i psi_i**2`` (or of cluster sums) for every row of ``weights`` / ``omega``."""
+    """``sum_i psi_i**2`` (or of cluster sums) for every row of ``weights`` / ``omega``.
+
+    The units x keys influence functions come from per-block coefficients and one matrix
+    product per block.
+    """
     csc = weights.tocsc()
-    psi = kernels.aggregate_influence(
-        design.y, design.w, design.starts, *cells.kernel_args(),
-        stats["mu1"], stats["mu0"], stats["w1"], stats["w0"],
-        csc.indptr.astype(np.int64), csc.indices.astype(np.int64), csc.data, csc.shape[0],
+    n, n_time = design.y.shape
+    n_keys, k = csc.shape[0], design.n_cohorts
+    coef, beta = kernels.aggregate_coefficients(
+        *cells.kernel_args(), stats["mu1"], stats["mu0"], stats["w1"], stats["w0"],
+        csc.indptr.astype(np.int64), csc.indices.astype(np.int64), csc.data, n_keys,
+        design.starts.size - 1, n_time,
     )
-    n, k = design.n_units, design.n_cohorts
-    block = design.block_of_rows()
-    treated = block < k
-    psi[treated] += design.w[treated, None] * omega[:, block[treated]].T / n
+    beta[:k] += omega.T / n  # estimated-weights term: omega_g w_i / n on cohort g's units
+    psi = np.empty((n, n_keys))
+    for j in range(design.starts.size - 1):
+        lo, hi = design.starts[j], design.starts[j + 1]
+        w = design.w[lo:hi, None]
+        psi[lo:hi] = w * (design.y[lo:hi] @ coef[j] + beta[j])
     psi -= _wif_constants(design, omega)[None, :] / n
     if design.clusters is None:
         return np.einsum("ij,ij->j", psi, psi)

@@ -1,0 +1,118 @@
+"""Loading checkpoints and running the forward pass (imports torch; imported lazily)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..errors import optional_import
+from ._instances import CheckpointError, InstanceBatch
+from ._lm_metrics import batch_metrics, head_logits
+
+__all__ = ["load_model", "check_head", "forward_metrics", "is_out_of_memory"]
+
+_CHUNK_BYTES = 256 << 20
+
+
+def load_model(source: tuple, label: str, checkpoint, *, device, dtype):
+    """Load one checkpoint: safetensors only, no remote code, SDPA attention, eval mode.
+
+    Parameters
+    ----------
+    source : tuple of (str, str or None)
+        A local directory and ``None``, or a hub repository id and a revision.
+    label : str
+        How errors name the checkpoint's source.
+    checkpoint : int or float
+        The checkpoint's time, for errors.
+    device, dtype
+        Where the weights go, and in which precision.
+    """
+    transformers = optional_import("transformers", "lm")
+    name, revision = source
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            name,
+            revision=revision,
+            use_safetensors=True,
+            trust_remote_code=False,
+            dtype=dtype,
+            attn_implementation="sdpa",
+        )
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(
+            f"Cannot load checkpoint {checkpoint} ({label!r}): {exc}. A missing directory or "
+            "revision, or weights that exist only as pickle files, give this error; didmem "
+            "loads safetensors weights only."
+        ) from exc
+    return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+
+
+def _softcap(model):
+    return getattr(model.config, "final_logit_softcapping", None)
+
+
+@torch.inference_mode()
+def check_head(model, device) -> None:
+    """Check that the output head on the base model's hidden states gives the model's logits.
+
+    The backend computes logits in chunks as ``head(base_model(x))``; a model that transforms
+    its logits in another way would be scored wrongly, so it is refused.
+    """
+    head = model.get_output_embeddings()
+    if head is None or not hasattr(head, "weight"):
+        raise CheckpointError(
+            f"{type(model).__name__} has no linear output embedding; TransformersBackend "
+            "scores causal LMs whose logits are a linear map of the final hidden states."
+        )
+    vocab = head.weight.shape[0]
+    ids = (torch.arange(8, device=device) * 7919 % vocab)[None, :]
+    full = model(input_ids=ids, use_cache=False).logits[0].float()
+    hidden = model.base_model(input_ids=ids, use_cache=False)[0][0]
+    ours = head_logits(hidden, head, _softcap(model))
+    precise = model.dtype in (torch.float32, torch.float64)
+    tol = (1e-4 if precise else 3e-2) * (1.0 + full.abs().max().item())
+    err = (full - ours).abs().max().item()
+    if not err <= tol:
+        raise CheckpointError(
+            f"{type(model).__name__} post-processes its logits (they differ from the output "
+            f"head applied to the final hidden states by up to {err:.3g}); TransformersBackend "
+            "cannot score it."
+        )
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is a device out-of-memory error."""
+    oom = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
+    return isinstance(exc, oom) or (isinstance(exc, RuntimeError) and "out of memory" in str(exc))
+
+
+@torch.inference_mode()
+def forward_metrics(backend, batch: InstanceBatch, metrics: tuple) -> dict:
+    """One forward pass over a right-padded batch, then the chunked metrics.
+
+    Right padding needs no attention mask: with causal attention a real token attends only
+    to earlier positions, all of which are real.
+    """
+    model = backend._model
+    device = backend.device
+    lengths = batch.lengths
+    padded = np.zeros((len(batch), int(lengths.max())), dtype=np.int64)
+    for row, tokens in enumerate(batch.token_ids):
+        padded[row, : tokens.size] = tokens
+    ids = torch.from_numpy(padded).to(device)
+    hidden = model.base_model(input_ids=ids[:, :-1], use_cache=False)[0]
+    head = model.get_output_embeddings()
+    chunk = backend.chunk_tokens or max(1, _CHUNK_BYTES // (4 * head.weight.shape[0]))
+    return batch_metrics(
+        hidden,
+        ids[:, 1:],
+        torch.from_numpy(lengths - 1).to(device),
+        head,
+        metrics,
+        chunk_tokens=chunk,
+        eos_token_ids=backend._eos_tokens(),
+        prefix_length=backend.prefix_length,
+        suffix_length=backend.suffix_length,
+        softcap=_softcap(model),
+    )

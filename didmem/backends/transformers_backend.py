@@ -1,0 +1,362 @@
+"""Score causal-LM checkpoints with torch and transformers (imported lazily)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ParameterError, optional_import
+from ._instances import CheckpointError, InstanceBatch, InstanceError, Instances, listing
+from .base import OutcomeBackend, check_checkpoint_times
+
+__all__ = ["TransformersBackend", "METRICS"]
+
+METRICS = (
+    "sequence_loglik",
+    "mean_token_loglik",
+    "token_accuracy",
+    "mean_token_rank",
+    "entropy",
+    "extractable",
+)
+# Config entries that must agree across checkpoints of one run.
+_ARCH_KEYS = (
+    "model_type",
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+)
+_PICKLE_PATTERNS = ("pytorch_model*.bin", "*.pt", "*.pth", "*.ckpt", "*.bin")
+_DTYPES = ("auto", "float32", "bfloat16", "float16", "float64")
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ParameterError(
+            f"The {name!r} parameter of TransformersBackend must be a positive integer. "
+            f"Got {value!r}."
+        )
+    return int(value)
+
+
+class TransformersBackend(OutcomeBackend):
+    """Metrics of causal-LM checkpoints from one teacher-forced forward pass per batch.
+
+    Parameters
+    ----------
+    checkpoints : mapping of number to path
+        Checkpoint time (training step) to a local directory saved with
+        ``save_pretrained`` (safetensors weights). For hub revisions use
+        :meth:`from_pretrained_revisions`.
+    device : str, optional
+        ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...; defaults to CUDA when available.
+    batch_size : int
+        Sequences per forward pass. On CUDA out-of-memory it is halved, and the batch retried.
+    dtype : {"auto", "float32", "bfloat16", "float16", "float64"}
+        Weights and activations; ``"auto"`` is bf16 on CUDA and fp32 on CPU. The metrics are
+        always computed from fp32 logits and accumulated in float64.
+    prefix_length, suffix_length : int
+        ``k`` and ``l`` of (k, l)-extractability (Carlini et al. 2023); default 32 and 32.
+    eos_token_id : int or sequence of int, optional
+        Tokens masked for ``extractable``; defaults to the model config's ``eos_token_id``.
+    chunk_tokens : int, optional
+        Positions whose fp32 logits exist at once; defaults to about 256 MiB of logits.
+
+    Notes
+    -----
+    The first token of each sequence is not scored; with ``n`` tokens there are ``n - 1``
+    scored positions ``t = 1 .. n-1``, and :math:`\\log p_t = \\log p(x_t \\mid x_{<t})`.
+
+    - ``sequence_loglik``: :math:`\\sum_t \\log p_t`; ``mean_token_loglik``: its mean.
+    - ``token_accuracy``: the share of positions whose argmax is :math:`x_t`.
+    - ``mean_token_rank``: mean number of tokens with a strictly larger logit than the true
+      one (0 when the true token is the argmax); lower is better.
+    - ``entropy``: mean entropy (nats) of the predictive distributions; not oriented.
+    - ``extractable``: (k, l)-extractability, true iff with the EOS logit masked the argmax
+      equals the true token at each of the ``l`` positions after a ``k``-token prefix, which
+      is exactly when greedy decoding from the prefix with a minimum length reproduces them.
+      Every sequence needs at least ``k + l`` tokens.
+
+    Weights load with ``use_safetensors=True``, ``trust_remote_code=False`` and SDPA
+    attention.
+
+    Examples
+    --------
+    >>> backend = TransformersBackend({0: "ckpt/step0", 1000: "ckpt/step1000"},
+    ...                               device="cpu", batch_size=4)  # doctest: +SKIP
+    >>> frame = backend.score(token_ids, unit_ids=ids,
+    ...                       metrics=["mean_token_loglik", "extractable"])  # doctest: +SKIP
+    """
+
+    default_metrics = ("sequence_loglik", "mean_token_loglik", "token_accuracy", "mean_token_rank")
+
+    def __init__(
+        self,
+        checkpoints,
+        *,
+        device: str | None = None,
+        batch_size: int = 8,
+        dtype: str = "auto",
+        prefix_length: int = 32,
+        suffix_length: int = 32,
+        eos_token_id=None,
+        chunk_tokens: int | None = None,
+    ) -> None:
+        if not hasattr(checkpoints, "items"):
+            raise ParameterError(
+                "The 'checkpoints' parameter of TransformersBackend must be a mapping of "
+                f"checkpoint time to directory, such as {{1000: 'ckpt/step1000'}}. Got "
+                f"{type(checkpoints).__name__}."
+            )
+        sources = {}
+        for time, src in checkpoints.items():
+            if isinstance(src, tuple):
+                name, revision = src
+            else:
+                name, revision = os.fspath(src), None
+            sources[time] = (str(name), revision)
+        self._checkpoints = check_checkpoint_times(sources, "TransformersBackend")
+        self._sources = {t: sources[t] for t in self._checkpoints}
+        if dtype not in _DTYPES:
+            raise ParameterError(
+                f"The 'dtype' parameter of TransformersBackend must be one of {set(_DTYPES)}. "
+                f"Got {dtype!r}."
+            )
+        self.batch_size = _positive_int(batch_size, "batch_size")
+        self.prefix_length = _positive_int(prefix_length, "prefix_length")
+        self.suffix_length = _positive_int(suffix_length, "suffix_length")
+        self.chunk_tokens = (
+            None if chunk_tokens is None else _positive_int(chunk_tokens, "chunk_tokens")
+        )
+        self.dtype_name = dtype
+        self.device_name = device
+        if eos_token_id is not None:
+            eos_token_id = (eos_token_id,) if np.ndim(eos_token_id) == 0 else tuple(eos_token_id)
+        self._eos_override = eos_token_id
+        self._config = None
+        self._model = None
+        self._checked_head = False
+
+    @classmethod
+    def from_pretrained_revisions(cls, name: str, steps, *, revision_format="step{}", **kwargs):
+        """A backend over revisions of one hub repository, such as Pythia's ``step1000``.
+
+        Parameters
+        ----------
+        name : str
+            Repository id, e.g. ``"EleutherAI/pythia-160m-deduped"``.
+        steps : sequence of int
+            Training steps; step ``s`` is loaded from revision ``revision_format.format(s)``.
+        revision_format : str
+            How a step names its revision.
+        **kwargs
+            Passed to :class:`TransformersBackend`.
+        """
+        steps = check_checkpoint_times(steps, "TransformersBackend.from_pretrained_revisions")
+        return cls({s: (name, revision_format.format(s)) for s in steps}, **kwargs)
+
+    # ----------------------------------------------------------------- settings
+    @property
+    def checkpoints(self) -> tuple:
+        """Checkpoint times, ascending."""
+        return self._checkpoints
+
+    @property
+    def device(self):
+        """The torch device that scores."""
+        torch = optional_import("torch", "lm")
+        if self.device_name is None:
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device(self.device_name)
+
+    @property
+    def dtype(self):
+        """The torch dtype of weights and activations."""
+        torch = optional_import("torch", "lm")
+        if self.dtype_name == "auto":
+            return torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        return getattr(torch, self.dtype_name)
+
+    def checkpoint_source(self, checkpoint) -> str:
+        """The directory, or ``name@revision``, of a checkpoint."""
+        name, revision = self._sources[checkpoint]
+        return name if revision is None else f"{name}@{revision}"
+
+    def describe(self) -> dict:
+        """Settings that change the scores."""
+        return {
+            "backend": "TransformersBackend",
+            "dtype": str(self.dtype),
+            "device_type": self.device.type,
+            "prefix_length": self.prefix_length,
+            "suffix_length": self.suffix_length,
+            "eos_token_ids": list(self._eos_tokens()),
+        }
+
+    # ----------------------------------------------------------------- checks
+    def _locate(self, checkpoint):
+        """Check that a local checkpoint directory exists and holds safetensors weights."""
+        name, revision = self._sources[checkpoint]
+        if revision is not None:
+            return
+        path = Path(name)
+        where = f"checkpoint {checkpoint} ({name!r})"
+        if not path.is_dir():
+            raise CheckpointError(f"The directory of {where} does not exist.")
+        if not (path / "config.json").is_file():
+            raise CheckpointError(f"The directory of {where} has no config.json.")
+        if not any(path.glob("*.safetensors")):
+            pickles = sorted({p.name for pat in _PICKLE_PATTERNS for p in path.glob(pat)})
+            if pickles:
+                raise CheckpointError(
+                    f"{where.capitalize()} holds only pickle weights ({', '.join(pickles)}); "
+                    "didmem loads safetensors weights only, since unpickling can run arbitrary "
+                    "code. Convert them with model.save_pretrained(dir, safe_serialization=True)."
+                )
+            raise CheckpointError(f"The directory of {where} holds no *.safetensors weights.")
+
+    def _load_config(self, checkpoint):
+        transformers = optional_import("transformers", "lm")
+        self._locate(checkpoint)
+        name, revision = self._sources[checkpoint]
+        try:
+            return transformers.AutoConfig.from_pretrained(
+                name, revision=revision, trust_remote_code=False
+            )
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(
+                f"Cannot read the config of checkpoint {checkpoint} "
+                f"({self.checkpoint_source(checkpoint)!r}): {exc}"
+            ) from exc
+
+    def configs(self) -> dict:
+        """Read every checkpoint's config and check that they agree; return them by time."""
+        configs = {c: self._load_config(c) for c in self._checkpoints}
+        first = self._checkpoints[0]
+        reference = configs[first].to_dict()
+        for c, cfg in configs.items():
+            d = cfg.to_dict()
+            differ = [k for k in _ARCH_KEYS if d.get(k) != reference.get(k)]
+            if differ:
+                diffs = "; ".join(f"{k}: {reference.get(k)!r} vs {d.get(k)!r}" for k in differ)
+                raise CheckpointError(
+                    f"Checkpoints {first} ({self.checkpoint_source(first)!r}) and {c} "
+                    f"({self.checkpoint_source(c)!r}) disagree on {diffs}. All checkpoints of "
+                    "one run must share the architecture and vocabulary."
+                )
+        self._config = configs[first]
+        return configs
+
+    def _eos_tokens(self) -> tuple:
+        if self._eos_override is not None:
+            return self._eos_override
+        eos = None if self._config is None else getattr(self._config, "eos_token_id", None)
+        if eos is None:
+            return ()
+        return (int(eos),) if np.ndim(eos) == 0 else tuple(int(e) for e in eos)
+
+    def validate(self, instances: Instances, metrics: tuple) -> None:
+        """Check metrics, configs, token ids and lengths before loading any weights."""
+        unknown = [m for m in metrics if m not in METRICS]
+        if unknown:
+            raise ParameterError(
+                f"Unknown metrics {unknown}; TransformersBackend has {list(METRICS)}."
+            )
+        if instances.token_ids is None:
+            raise InstanceError("TransformersBackend needs token_ids; got only unit ids.")
+        self.configs()
+        cfg = self._config
+        lengths = instances.lengths
+        first = self._checkpoints[0]
+        where = f"the model of checkpoint {first} ({self.checkpoint_source(first)!r})"
+        short = lengths < 2
+        if "extractable" in metrics:
+            short = lengths < max(2, self.prefix_length + self.suffix_length)
+        if short.any():
+            need = self.prefix_length + self.suffix_length if "extractable" in metrics else 2
+            raise InstanceError(
+                f"{int(short.sum())} sequences have fewer than {need} tokens, e.g. units "
+                f"{listing(instances.units[short])} with lengths {listing(lengths[short])}."
+            )
+        max_pos = getattr(cfg, "max_position_embeddings", None)
+        if max_pos is not None:
+            long = lengths - 1 > max_pos
+            if long.any():
+                raise InstanceError(
+                    f"{int(long.sum())} sequences are longer than {where} can score: it has "
+                    f"{max_pos} positions, so at most {max_pos + 1} tokens (the last is only "
+                    f"predicted); units {listing(instances.units[long])} have lengths "
+                    f"{listing(lengths[long])}."
+                )
+        vocab = cfg.vocab_size
+        for unit, tokens in zip(instances.units, instances.token_ids):
+            bad = (tokens < 0) | (tokens >= vocab)
+            if bad.any():
+                pos = int(np.flatnonzero(bad)[0])
+                n_bad = sum(int(((t < 0) | (t >= vocab)).any()) for t in instances.token_ids)
+                raise InstanceError(
+                    f"Token ids outside the vocabulary of {where} (size {vocab}): unit "
+                    f"{unit!r} has token {int(tokens[pos])} at position {pos}; {n_bad} "
+                    "sequences have such tokens."
+                )
+        eos = self._eos_tokens()
+        if any(e < 0 or e >= vocab for e in eos):
+            raise ParameterError(
+                f"eos_token_id {list(eos)} is outside the vocabulary (size {vocab})."
+            )
+
+    # ----------------------------------------------------------------- scoring
+    def open_checkpoint(self, checkpoint) -> None:
+        """Load the checkpoint's weights onto the device."""
+        from ._loading import load_model
+
+        self._locate(checkpoint)
+        self._model = load_model(
+            self._sources[checkpoint],
+            self.checkpoint_source(checkpoint),
+            checkpoint,
+            device=self.device,
+            dtype=self.dtype,
+        )
+        if not self._checked_head:
+            from ._loading import check_head
+
+            check_head(self._model, self.device)
+            self._checked_head = True
+
+    def close_checkpoint(self) -> None:
+        """Free the weights."""
+        self._model = None
+        torch = optional_import("torch", "lm")
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def score_batch(self, checkpoint, batch: InstanceBatch, metrics: tuple) -> dict:
+        """Score a batch; on out-of-memory halve ``batch_size`` and retry in smaller batches."""
+        from ._loading import forward_metrics, is_out_of_memory
+
+        try:
+            return forward_metrics(self, batch, metrics)
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+            if len(batch) == 1:
+                raise InstanceError(
+                    f"Out of memory scoring one sequence (unit {batch.units[0]!r}, "
+                    f"{batch.lengths[0]} tokens) at checkpoint {checkpoint} on {self.device}. "
+                    "Lower chunk_tokens or use a larger device."
+                ) from exc
+        optional_import("torch", "lm").cuda.empty_cache()
+        self.batch_size = max(1, min(self.batch_size, (len(batch) + 1) // 2))
+        parts, start = [], 0
+        while start < len(batch):
+            stop = min(start + self.batch_size, len(batch))
+            sub = InstanceBatch(batch.units[start:stop], batch.token_ids[start:stop])
+            parts.append(self.score_batch(checkpoint, sub, metrics))
+            start = stop
+        return {m: np.concatenate([p[m] for p in parts]) for m in metrics}

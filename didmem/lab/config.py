@@ -1,0 +1,328 @@
+"""Settings of a lab run, checked once at construction.
+
+A :class:`LabConfig` is a frozen dataclass: every field is a setting that changes what the run
+writes, so the whole object goes into ``manifest.json`` and two runs with equal configs write
+identical files. :func:`demo_config` and :func:`quick_config` give the two built-in scales.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from ..errors import ParameterError
+
+__all__ = ["LabConfig", "demo_config", "quick_config", "PLACEMENTS", "DEFAULT_METRICS"]
+
+PLACEMENTS = ("spread", "last_batch")
+DEFAULT_METRICS = ("mean_token_loglik", "sequence_loglik", "token_accuracy")
+
+
+def _fail(name: str, rule: str, value) -> None:
+    raise ParameterError(f"The {name!r} parameter of LabConfig must be {rule}. Got {value!r}.")
+
+
+@dataclass(frozen=True)
+class LabConfig:
+    """Every setting of a lab run: corpus, design, model, optimiser, ground truth, scoring.
+
+    Parameters
+    ----------
+    seed : int
+        Master seed. The language, the instances, the data order, the placement of analysed
+        instances, the model initialisation and the subset design each draw from their own
+        stream spawned from it.
+    n_words : int
+        Size of the Markov language's word vocabulary.
+    zipf_exponent : float
+        Exponent ``s`` of the Zipfian laws (word frequencies and successor ranks), ``p ∝ r^-s``.
+    n_successors : int
+        Number of likely successors of each word in the Markov chain.
+    markov_weight : float
+        Weight of the Markov successor law in each transition; the rest follows the Zipfian
+        unigram law.
+    n_names : int
+        Number of first names and of last names; a secret names one pair.
+    secret_digits : int
+        Length of the random digit string in each instance's secret. Zero disables secrets.
+    seq_len : int
+        Tokens per instance (every instance has exactly this length; no padding).
+    batch_size : int
+        Instances per optimisation step.
+    n_steps : int
+        Optimisation steps. The run sees ``n_steps * batch_size`` training positions once each.
+    checkpoint_every : int
+        Steps between checkpoints; must divide ``n_steps``. Checkpoints are ``step0``,
+        ``step{k}``, ..., ``step{n_steps}``, and the cohorts are ``k, 2k, ..., n_steps``.
+    n_analysed : int
+        Analysed training instances per cohort (macro-batch).
+    placement : {"spread", "last_batch"}
+        Where analysed instances sit inside their macro-batch: at random positions anywhere in
+        it, or in its last batch (the strongest instantaneous effect).
+    n_validation : int
+        Validation instances, never trained on (the never-treated units).
+    validation_shift : float
+        In ``[0, 1]``: the share of the validation instances' transitions drawn uniformly at
+        random instead of from the language, so that the validation split comes from a shifted
+        distribution. ``0`` draws it from the training distribution.
+    duplicate_fraction : float
+        In ``[0, 1)``: the share of filler (non-analysed) training positions taken by
+        duplicated instances. Analysed instances are never duplicated.
+    duplicate_copies : int
+        Copies of each duplicated filler instance.
+    hidden_size, n_layers, n_heads, intermediate_size : int
+        Shape of the ``GPTNeoXForCausalLM``.
+    max_positions : int
+        ``max_position_embeddings`` of the model; ``seq_len`` may not exceed it.
+    learning_rate : float
+        Peak learning rate of AdamW.
+    warmup_steps : int
+        Steps of linear warm-up, followed by cosine decay to ``min_lr_ratio * learning_rate``.
+    min_lr_ratio : float
+        Final learning rate as a fraction of the peak.
+    weight_decay : float
+        AdamW weight decay.
+    grad_clip : float
+        Maximum gradient norm (``0`` disables clipping).
+    exact_cohorts : "auto" or tuple of int
+        Cohorts (steps) for the exact check: a run without only that cohort's analysed
+        instances. Each must be a cohort. ``"auto"`` picks up to three, near 30%, 60% and 90%
+        of training (see :attr:`exact_cohort_steps`); ``()`` skips the check.
+    n_subset_models : int
+        Models trained on random subsets for the architectural estimator (``0``: none). Must
+        be even: each analysed instance is IN for exactly half of them.
+    metrics : tuple of str
+        Metrics the transformers backend scores.
+    score_batch_size : int
+        Batch size of the scoring backend.
+    extractable_suffix : int
+        ``l`` of (k, l)-extractability when ``"extractable"`` is among the metrics; the
+        prefix is the rest of the instance, ``k = seq_len - l``.
+    threads : int
+        Torch CPU threads. Results are bit-identical only for the same number of threads.
+    text_files : tuple of str
+        Optional plain-text files to use instead of the generated language: whitespace-split
+        words, cut into ``seq_len``-token instances. Empty: generate the corpus.
+    """
+
+    seed: int = 0
+    # corpus
+    n_words: int = 192
+    zipf_exponent: float = 1.1
+    n_successors: int = 8
+    markov_weight: float = 0.9
+    n_names: int = 24
+    secret_digits: int = 10
+    seq_len: int = 32
+    # design
+    batch_size: int = 16
+    n_steps: int = 320
+    checkpoint_every: int = 32
+    n_analysed: int = 64
+    placement: str = "spread"
+    n_validation: int = 256
+    validation_shift: float = 0.0
+    duplicate_fraction: float = 0.0
+    duplicate_copies: int = 2
+    # model
+    hidden_size: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    intermediate_size: int = 256
+    max_positions: int = 64
+    # optimiser
+    learning_rate: float = 1e-2
+    warmup_steps: int = 20
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    # ground truth and subsets
+    exact_cohorts: tuple | str = "auto"
+    n_subset_models: int = 0
+    # scoring and execution
+    metrics: tuple = DEFAULT_METRICS
+    score_batch_size: int = 64
+    extractable_suffix: int = 12
+    threads: int = 1
+    text_files: tuple = field(default_factory=tuple)
+
+    def __post_init__(self):
+        for name in ("exact_cohorts", "metrics", "text_files"):
+            value = getattr(self, name)
+            if name == "exact_cohorts" and value == "auto":
+                continue
+            if isinstance(value, str):
+                value = (value,)
+            object.__setattr__(self, name, tuple(value))
+        object.__setattr__(self, "text_files", tuple(str(p) for p in self.text_files))
+        if self.exact_cohorts != "auto":
+            try:
+                cohorts = tuple(int(g) for g in self.exact_cohorts)
+            except (TypeError, ValueError):
+                _fail("exact_cohorts", '"auto" or a sequence of cohort steps', self.exact_cohorts)
+            object.__setattr__(self, "exact_cohorts", cohorts)
+        positive = (
+            "n_words", "n_successors", "n_names", "seq_len", "batch_size", "n_steps",
+            "checkpoint_every", "n_analysed", "n_validation", "hidden_size", "n_layers",
+            "n_heads", "intermediate_size", "max_positions", "score_batch_size", "threads",
+            "extractable_suffix",
+        )
+        for name in positive:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                _fail(name, "a positive integer", value)
+        for name in ("secret_digits", "warmup_steps", "n_subset_models", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                _fail(name, "a non-negative integer", value)
+        if self.duplicate_copies < 2:
+            _fail("duplicate_copies", "at least 2", self.duplicate_copies)
+        if not 0.0 <= self.markov_weight <= 1.0:
+            _fail("markov_weight", "in [0, 1]", self.markov_weight)
+        if not 0.0 <= self.validation_shift <= 1.0:
+            _fail("validation_shift", "in [0, 1]", self.validation_shift)
+        if not 0.0 <= self.duplicate_fraction < 1.0:
+            _fail("duplicate_fraction", "in [0, 1)", self.duplicate_fraction)
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            _fail("min_lr_ratio", "in [0, 1]", self.min_lr_ratio)
+        for name in ("zipf_exponent", "learning_rate"):
+            if not getattr(self, name) > 0:
+                _fail(name, "positive", getattr(self, name))
+        for name in ("weight_decay", "grad_clip"):
+            if not getattr(self, name) >= 0:
+                _fail(name, "non-negative", getattr(self, name))
+        if self.placement not in PLACEMENTS:
+            _fail("placement", f"one of {set(PLACEMENTS)}", self.placement)
+        if not self.metrics:
+            _fail("metrics", "a non-empty sequence of metric names", self.metrics)
+        self._check_design()
+
+    def _check_design(self) -> None:
+        k, T = self.checkpoint_every, self.n_steps
+        if T % k:
+            raise ParameterError(
+                f"checkpoint_every={k} does not divide n_steps={T}: every macro-batch must end "
+                f"at a checkpoint. Choose n_steps a multiple of {k}, such as {(T // k + 1) * k}."
+            )
+        capacity = self.batch_size if self.placement == "last_batch" else self.batch_size * k
+        where = "a batch" if self.placement == "last_batch" else "a macro-batch"
+        if self.n_analysed > capacity:
+            raise ParameterError(
+                f"n_analysed={self.n_analysed} analysed instances per cohort do not fit in {where}, "
+                f"which holds {capacity} instances (batch_size={self.batch_size}, "
+                f"placement={self.placement!r})."
+            )
+        if self.seq_len > self.max_positions:
+            raise ParameterError(
+                f"seq_len={self.seq_len} exceeds the model's max_positions={self.max_positions}."
+            )
+        if self.hidden_size % self.n_heads:
+            raise ParameterError(
+                f"hidden_size={self.hidden_size} must be a multiple of n_heads={self.n_heads}."
+            )
+        secret_len = self.secret_len
+        if secret_len and secret_len + 2 > self.seq_len:
+            raise ParameterError(
+                f"seq_len={self.seq_len} is too short for a secret of {secret_len} tokens plus "
+                "a beginning token and one word."
+            )
+        if self.exact_cohorts == "auto":
+            return self._check_rest()
+        bad = [g for g in self.exact_cohorts if g not in self.cohorts]
+        if bad:
+            raise ParameterError(
+                f"exact_cohorts {bad} are not cohorts of this run; cohorts are the checkpoints "
+                f"{list(self.cohorts)}."
+            )
+        if len(set(self.exact_cohorts)) != len(self.exact_cohorts):
+            _fail("exact_cohorts", "free of repeats", self.exact_cohorts)
+        self._check_rest()
+
+    def _check_rest(self) -> None:
+        if self.n_subset_models % 2:
+            raise ParameterError(
+                f"n_subset_models={self.n_subset_models} must be even: each analysed instance "
+                "is IN for exactly half of the subset models."
+            )
+        if self.warmup_steps > self.n_steps:
+            _fail("warmup_steps", f"at most n_steps={self.n_steps}", self.warmup_steps)
+
+    @property
+    def secret_len(self) -> int:
+        """Tokens of one secret: ``name FIRST LAST code d1 .. dD`` (0 without secrets)."""
+        return self.secret_digits + 4 if self.secret_digits else 0
+
+    @property
+    def exact_cohort_steps(self) -> tuple:
+        """The cohorts of the exact check, ``"auto"`` resolved.
+
+        ``"auto"`` takes the cohorts ending nearest to 30%, 60% and 90% of training (the
+        ``round(f * J)``-th of ``J`` cohorts), without repeats.
+        """
+        if self.exact_cohorts != "auto":
+            return self.exact_cohorts
+        J = len(self.cohorts)
+        picks = sorted({max(1, round(f * J)) for f in (0.3, 0.6, 0.9)})
+        return tuple(self.cohorts[i - 1] for i in picks)
+
+    @property
+    def checkpoints(self) -> tuple:
+        """Steps with a saved checkpoint, ``0, k, ..., n_steps``."""
+        return tuple(range(0, self.n_steps + 1, self.checkpoint_every))
+
+    @property
+    def cohorts(self) -> tuple:
+        """Treatment steps, one per macro-batch: ``k, 2k, ..., n_steps``."""
+        return self.checkpoints[1:]
+
+    @property
+    def n_positions(self) -> int:
+        """Training positions in the single pass, ``n_steps * batch_size``."""
+        return self.n_steps * self.batch_size
+
+    def replace(self, **changes) -> LabConfig:
+        """A copy with some fields changed (checked again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dictionary of every field."""
+        out = dataclasses.asdict(self)
+        for name in ("exact_cohorts", "metrics", "text_files"):
+            if out[name] != "auto":
+                out[name] = list(out[name])
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LabConfig:
+        """Inverse of :meth:`to_dict`."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ParameterError(f"Unknown LabConfig settings: {unknown}.")
+        return cls(**data)
+
+
+def demo_config(seed: int = 0, **changes) -> LabConfig:
+    """The demo scale: training, twin, exact check and scoring in about a minute on 2 cores."""
+    return LabConfig(seed=seed, **changes)
+
+
+def quick_config(seed: int = 0, **changes) -> LabConfig:
+    """The quick scale for tests: a few seconds, still with a detectable effect."""
+    settings = {
+        "seed": seed,
+        "n_words": 96,
+        "n_names": 12,
+        "secret_digits": 8,
+        "seq_len": 24,
+        "batch_size": 8,
+        "n_steps": 48,
+        "checkpoint_every": 12,
+        "n_analysed": 24,
+        "n_validation": 96,
+        "intermediate_size": 128,
+        "max_positions": 32,
+        "warmup_steps": 4,
+    }
+    settings.update(changes)
+    return LabConfig(**settings)

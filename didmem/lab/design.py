@@ -1,0 +1,202 @@
+"""The experimental design of a lab run: corpus draws, data order, analysed sample, twins.
+
+Training position ``p`` (0-based) is in batch ``b = p // batch_size``, trained at step
+``b + 1`` as in Pythia; its cohort is the first checkpoint at or after that step. Each cohort
+(macro-batch) holds ``n_analysed`` analysed instances; every other position holds a filler.
+Each analysed instance has a *replacement*: a fresh instance from the same distribution that
+takes its place in the twin run (all analysed instances replaced), the exact runs (one cohort's
+replaced) and the subset models (the instances that are OUT replaced).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..panel import cohort_from_sequence_index
+from .corpus import make_corpus
+
+__all__ = ["LabDesign", "build_design", "STREAMS"]
+
+#: Names of the independent random streams spawned from the master seed, in spawn order.
+STREAMS = ("language", "train", "validation", "replacement", "placement", "duplicates",
+           "init", "subsets")
+
+
+def _streams(seed: int) -> dict:
+    children = np.random.SeedSequence(seed).spawn(len(STREAMS))
+    return {name: np.random.Generator(np.random.PCG64(child))
+            for name, child in zip(STREAMS, children)}
+
+
+@dataclass(frozen=True)
+class LabDesign:
+    """Everything a run trains on and analyses, as arrays.
+
+    Attributes
+    ----------
+    config : LabConfig
+    corpus : MarkovCorpus or TextCorpus
+    tokens : numpy.ndarray
+        ``n_instances x seq_len`` token ids; the row index is the instance id. Training
+        instances come first (numbered by first appearance in the order), then validation,
+        then replacements.
+    split : numpy.ndarray of str
+        ``"train"``, ``"validation"`` or ``"replacement"`` per instance.
+    order : numpy.ndarray
+        Instance id at each training position.
+    analysed_positions : numpy.ndarray
+        Training positions of the analysed instances, ascending.
+    analysed_ids, replacement_ids : numpy.ndarray
+        Analysed instance at each of those positions, and its replacement.
+    analysed_cohorts : numpy.ndarray
+        Cohort (step) of each analysed instance.
+    validation_ids : numpy.ndarray
+        Validation instances.
+    membership : numpy.ndarray
+        ``n_subset_models x n_analysed_total`` boolean matrix: True where the analysed
+        instance is IN the model's training data.
+    subset_seeds : numpy.ndarray
+        Initialisation seed of each subset model.
+    init_seed : int
+        Initialisation seed of the main, twin and exact runs.
+    """
+
+    config: object
+    corpus: object
+    tokens: np.ndarray
+    split: np.ndarray
+    order: np.ndarray
+    analysed_positions: np.ndarray
+    analysed_ids: np.ndarray
+    replacement_ids: np.ndarray
+    analysed_cohorts: np.ndarray
+    validation_ids: np.ndarray
+    membership: np.ndarray
+    subset_seeds: np.ndarray
+    init_seed: int
+
+    @property
+    def position_cohorts(self) -> np.ndarray:
+        """Cohort of every training position."""
+        cfg = self.config
+        return cohort_from_sequence_index(
+            np.arange(cfg.n_positions), cfg.batch_size, cfg.checkpoint_every
+        )
+
+    def order_with(self, replace: np.ndarray) -> np.ndarray:
+        """The data order with the analysed instances flagged in ``replace`` swapped out.
+
+        Parameters
+        ----------
+        replace : numpy.ndarray of bool
+            One flag per analysed instance (aligned with ``analysed_positions``).
+        """
+        order = self.order.copy()
+        replace = np.asarray(replace, dtype=bool)
+        order[self.analysed_positions[replace]] = self.replacement_ids[replace]
+        return order
+
+    def twin_order(self) -> np.ndarray:
+        """Order of the twin run: every analysed instance replaced."""
+        return self.order_with(np.ones(len(self.analysed_ids), dtype=bool))
+
+    def exact_order(self, cohort: int) -> np.ndarray:
+        """Order of the exact run for ``cohort``: only that cohort's analysed instances replaced."""
+        return self.order_with(self.analysed_cohorts == cohort)
+
+    def subset_order(self, model: int) -> np.ndarray:
+        """Order of subset model ``model``: the analysed instances that are OUT replaced."""
+        return self.order_with(~self.membership[model])
+
+
+def _analysed_positions(cfg, rng: np.random.Generator) -> np.ndarray:
+    macro = cfg.batch_size * cfg.checkpoint_every
+    out = []
+    for j in range(len(cfg.cohorts)):
+        end = (j + 1) * macro
+        start = end - cfg.batch_size if cfg.placement == "last_batch" else j * macro
+        out.append(start + rng.choice(end - start, size=cfg.n_analysed, replace=False))
+    return np.sort(np.concatenate(out))
+
+
+def _filler_labels(cfg, n_fill: int, rng: np.random.Generator) -> np.ndarray:
+    """Labels of the filler positions; duplicated fillers share a label."""
+    n_dup = int(cfg.duplicate_fraction * n_fill) // cfg.duplicate_copies
+    n_unique = n_fill - n_dup * (cfg.duplicate_copies - 1)
+    labels = np.concatenate([np.arange(n_unique), np.repeat(np.arange(n_dup),
+                                                             cfg.duplicate_copies - 1)])
+    return labels[rng.permutation(n_fill)]
+
+
+def build_design(config) -> LabDesign:
+    """Draw the corpus, data order, analysed sample, replacements and subset membership.
+
+    Parameters
+    ----------
+    config : LabConfig
+
+    Returns
+    -------
+    LabDesign
+    """
+    cfg = config
+    rngs = _streams(cfg.seed)
+    corpus = make_corpus(cfg, rngs["language"])
+
+    P = cfg.n_positions
+    analysed_pos = _analysed_positions(cfg, rngs["placement"])
+    is_analysed = np.zeros(P, dtype=bool)
+    is_analysed[analysed_pos] = True
+    n_fill = P - len(analysed_pos)
+    # labels: analysed positions get unique labels after the fillers'
+    labels = np.empty(P, dtype=np.int64)
+    labels[~is_analysed] = _filler_labels(cfg, n_fill, rngs["duplicates"])
+    labels[is_analysed] = n_fill + np.arange(len(analysed_pos))
+    # instance ids number the distinct instances by their first appearance in the order
+    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    order = rank[inverse.ravel()]
+    n_train = len(first)
+
+    train_tokens = corpus.sample(n_train, rngs["train"])
+    val_tokens = corpus.sample(cfg.n_validation, rngs["validation"], shift=cfg.validation_shift)
+    rep_tokens = corpus.sample(len(analysed_pos), rngs["replacement"])
+    tokens = np.concatenate([train_tokens, val_tokens, rep_tokens])
+    split = np.array(["train"] * n_train + ["validation"] * cfg.n_validation
+                     + ["replacement"] * len(analysed_pos))
+    validation_ids = n_train + np.arange(cfg.n_validation)
+    replacement_ids = n_train + cfg.n_validation + np.arange(len(analysed_pos))
+
+    analysed_ids = order[analysed_pos]
+    analysed_cohorts = cohort_from_sequence_index(
+        analysed_pos, cfg.batch_size, cfg.checkpoint_every
+    ).astype(np.int64)
+
+    m = cfg.n_subset_models
+    sub_rng = rngs["subsets"]
+    membership = np.zeros((m, len(analysed_pos)), dtype=bool)
+    if m:
+        base = np.repeat([True, False], m // 2)
+        for i in range(len(analysed_pos)):
+            membership[:, i] = base[sub_rng.permutation(m)]
+    subset_seeds = sub_rng.integers(0, 2**31 - 1, size=m, dtype=np.int64)
+    init_seed = int(rngs["init"].integers(0, 2**31 - 1))
+
+    return LabDesign(
+        config=cfg,
+        corpus=corpus,
+        tokens=tokens,
+        split=split,
+        order=order,
+        analysed_positions=analysed_pos,
+        analysed_ids=analysed_ids,
+        replacement_ids=replacement_ids,
+        analysed_cohorts=analysed_cohorts,
+        validation_ids=validation_ids,
+        membership=membership,
+        subset_seeds=subset_seeds,
+        init_seed=init_seed,
+    )

@@ -1,0 +1,62 @@
+"""Scoring of lab checkpoints: one thin call into :class:`didmem.backends.TransformersBackend`.
+
+The lab never computes a metric itself: the panel, the twin's scores and therefore the truth
+all come from the same backend call with the same settings, so the truth is built from
+exactly the metric values that the panel holds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["score_run", "backend_settings"]
+
+
+def backend_settings(config) -> dict:
+    """Keyword arguments of the backend that change the scores (recorded in the manifest)."""
+    suffix = min(config.extractable_suffix, config.seq_len - 1)
+    return {
+        "device": "cpu",
+        "dtype": "float32",
+        "batch_size": config.score_batch_size,
+        "prefix_length": config.seq_len - suffix,
+        "suffix_length": suffix,
+    }
+
+
+def score_run(checkpoints: dict, token_ids: np.ndarray, unit_ids: np.ndarray, config) -> pd.DataFrame:
+    """Score instances at checkpoints with the transformers backend.
+
+    Parameters
+    ----------
+    checkpoints : dict of int to path
+        Step to checkpoint directory.
+    token_ids : numpy.ndarray
+        ``n x seq_len`` token ids.
+    unit_ids : numpy.ndarray
+        One id per row of ``token_ids``.
+    config : LabConfig
+        Gives the metrics and the backend's batch size and extractability lengths.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``unit``, ``time`` and one float column per metric of ``config.metrics``
+        (booleans such as ``extractable`` become 0/1), sorted by unit then time.
+    """
+    from ..backends import TransformersBackend
+
+    backend = TransformersBackend({int(s): str(p) for s, p in checkpoints.items()},
+                                  **backend_settings(config))
+    frame = backend.score(
+        [np.asarray(t, dtype=np.int64) for t in token_ids],
+        unit_ids=np.asarray(unit_ids, dtype=np.int64),
+        metrics=list(config.metrics),
+        progress=False,
+    )
+    for m in config.metrics:
+        frame[m] = frame[m].astype(np.float64)
+    frame["unit"] = frame["unit"].astype(np.int64)
+    frame["time"] = frame["time"].astype(np.int64)
+    return frame.sort_values(["unit", "time"], kind="stable").reset_index(drop=True)

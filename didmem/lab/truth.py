@@ -1,0 +1,124 @@
+"""Ground truth from counterfactual runs: per instance, per cohort, and the exact check.
+
+With ``Y_c(x)`` the score of analysed instance ``x`` at checkpoint ``c`` in the main run and
+``Y_c^twin(x)`` its score in the twin run (where ``x`` and every other analysed instance were
+replaced by fresh ones), the effect on ``x`` is ``Y_c(x) - Y_c^twin(x)`` and
+
+.. math:: \\tau(g, c) = \\frac{1}{|G_g|} \\sum_{x \\in G_g} \\big(Y_c(x) - Y_c^{twin}(x)\\big).
+
+The twin also lacks the *other* cohorts' analysed instances, which moves its scores a little;
+the exact check removes only cohort ``g``'s instances and measures that difference. All
+functions here take the backend's long tables (``unit``, ``time``, one column per metric).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["instance_effects", "cohort_truth", "exact_check"]
+
+
+def instance_effects(main: pd.DataFrame, counterfactual: pd.DataFrame, cohorts: pd.Series,
+                     metrics) -> pd.DataFrame:
+    """Per-instance effects ``Y_c(x) - Y_c^cf(x)`` in long form.
+
+    Parameters
+    ----------
+    main, counterfactual : pandas.DataFrame
+        Scores with columns ``unit``, ``time`` and the metrics. Rows of ``main`` without a
+        counterpart in ``counterfactual`` are dropped; a counterfactual that is missing some
+        (unit, time) present in ``main`` for the units in ``cohorts`` is an error.
+    cohorts : pandas.Series
+        Cohort of each analysed unit, indexed by unit.
+    metrics : sequence of str
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``unit``, ``cohort``, ``time``, ``metric``, ``effect``, sorted.
+    """
+    metrics = list(metrics)
+    keep = main[main["unit"].isin(cohorts.index)]
+    merged = keep.merge(counterfactual, on=["unit", "time"], how="left",
+                        suffixes=("", "_cf"), validate="one_to_one")
+    missing = merged[metrics[0] + "_cf"].isna()
+    if missing.any():
+        row = merged[missing].iloc[0]
+        raise ValueError(
+            f"The counterfactual run lacks {int(missing.sum())} scores, e.g. unit "
+            f"{int(row['unit'])} at time {int(row['time'])}."
+        )
+    parts = []
+    for m in metrics:
+        parts.append(pd.DataFrame({
+            "unit": merged["unit"].to_numpy(),
+            "cohort": cohorts.loc[merged["unit"]].to_numpy(dtype=np.int64),
+            "time": merged["time"].to_numpy(dtype=np.int64),
+            "metric": m,
+            "effect": merged[m].to_numpy(np.float64) - merged[m + "_cf"].to_numpy(np.float64),
+        }))
+    out = pd.concat(parts, ignore_index=True)
+    return out.sort_values(["metric", "cohort", "unit", "time"], kind="stable").reset_index(
+        drop=True)
+
+
+def cohort_truth(effects: pd.DataFrame) -> pd.DataFrame:
+    """Average per-instance effects within cohort: the truth τ(g, c).
+
+    Parameters
+    ----------
+    effects : pandas.DataFrame
+        Output of :func:`instance_effects`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``cohort``, ``time``, ``metric``, ``tau`` (the mean effect), ``sd`` (standard
+        deviation of the instance effects) and ``n_units``; sorted by metric, cohort, time.
+    """
+    grouped = effects.groupby(["metric", "cohort", "time"], sort=True)["effect"]
+    out = grouped.agg(tau="mean", sd="std", n_units="size").reset_index()
+    out["n_units"] = out["n_units"].astype(np.int64)
+    return out[["cohort", "time", "metric", "tau", "sd", "n_units"]]
+
+
+def exact_check(twin_truth: pd.DataFrame, exact_effects: dict) -> pd.DataFrame:
+    """Compare the twin's truth with the exact per-cohort truth.
+
+    Parameters
+    ----------
+    twin_truth : pandas.DataFrame
+        Output of :func:`cohort_truth` for the twin.
+    exact_effects : dict of int to pandas.DataFrame
+        For each checked cohort, :func:`instance_effects` of the main run against the exact
+        run (which only lacks that cohort's analysed instances). Times before the cohort,
+        where both runs are the same model, may be absent: their exact effect is zero.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``cohort``, ``time``, ``metric``, ``tau_exact``, ``tau_twin`` and
+        ``difference`` (twin minus exact), one row per time of the twin's truth.
+    """
+    rows = []
+    for g, effects in sorted(exact_effects.items()):
+        exact = cohort_truth(effects).set_index(["metric", "time"])["tau"]
+        twin = twin_truth[twin_truth["cohort"] == g]
+        tau_exact = np.array([
+            float(exact.get((m, t), 0.0)) if t >= g else 0.0
+            for m, t in zip(twin["metric"], twin["time"])
+        ])
+        rows.append(pd.DataFrame({
+            "cohort": np.int64(g),
+            "time": twin["time"].to_numpy(np.int64),
+            "metric": twin["metric"].to_numpy(),
+            "tau_exact": tau_exact,
+            "tau_twin": twin["tau"].to_numpy(np.float64),
+        }))
+    if not rows:
+        return pd.DataFrame(columns=["cohort", "time", "metric", "tau_exact", "tau_twin",
+                                     "difference"])
+    out = pd.concat(rows, ignore_index=True)
+    out["difference"] = out["tau_twin"] - out["tau_exact"]
+    return out.sort_values(["metric", "cohort", "time"], kind="stable").reset_index(drop=True)

@@ -10,8 +10,9 @@ What is comparable, and why
 ---------------------------
 Point estimates: without covariates every R-faithful estimator reduces ATT(g,t) to a
 difference of mean changes, ``mean(Y_t - Y_b | G=g) - mean(Y_t - Y_b | C)``, with ``b = t-1``
-for pre-periods and ``b = g-1`` afterwards (varying base) and ``C`` the never-treated units or
-the units not yet treated by ``max(t, b)``. csdid, diff-diff and didmem must agree to rounding.
+for pre-periods and ``b = g-1`` afterwards (varying base) and ``C`` the never-treated units, or
+those plus the units of other cohorts ``g' > max(t, b)`` (not yet treated). csdid, diff-diff
+and didmem must agree to rounding.
 
 Analytic standard errors: all three use R ``did``'s convention, checked by reading their
 sources (csdid 0.4.3 ``att_gt.py``; diff-diff 3.13.0 ``staggered.py``) and by the

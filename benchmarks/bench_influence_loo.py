@@ -1,7 +1,7 @@
 """Influence estimates against exact leave-one-out retraining on a tiny MLP language model.
 
 Prints, for each solver and approximation, the correlation with the exact effects, the
-largest absolute difference, the means and the time. Results: RESULTS_estimators.md.
+largest absolute difference, the means and the time. Results: RESULTS.md.
 
     python benchmarks/bench_influence_loo.py
 """

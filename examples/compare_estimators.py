@@ -21,7 +21,7 @@ post-treatment cells). Run::
 
     python examples/compare_estimators.py --out lab-compare --figure compare.png
 
-It takes about a minute on a 2-core CPU (see benchmarks/RESULTS_estimators.md).
+It takes about a minute on a 2-core CPU (see benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations

@@ -65,6 +65,16 @@ class Pretest:
     note: str = ""
 
 
+def profile_matrix(frame: pd.DataFrame, value: str, significant_only: bool) -> pd.DataFrame:
+    """Cohort x time matrix of one column of a tidy cell table (NaN where no cell)."""
+    if value not in frame.columns:
+        raise KeyError(f"Unknown column {value!r}; choose from {list(frame.columns)}.")
+    if significant_only:
+        frame = frame.copy()
+        frame.loc[~frame["significant"], value] = np.nan
+    return frame.pivot(index="cohort", columns="time", values=value)
+
+
 def _interval(est, se, crit):
     with np.errstate(invalid="ignore"):
         return est - crit * se, est + crit * se
@@ -175,12 +185,7 @@ class GroupTimeResult:
         With ``significant_only``, cells whose band covers zero are NaN, as in the paper's
         heatmaps.
         """
-        frame = self.to_frame()
-        if value not in frame.columns:
-            raise KeyError(f"Unknown column {value!r}; choose from {list(frame.columns)}.")
-        if significant_only:
-            frame.loc[~frame["significant"], value] = np.nan
-        return frame.pivot(index="cohort", columns="time", values=value)
+        return profile_matrix(self.to_frame(), value, significant_only)
 
     # ------------------------------------------------------------ aggregation
     def aggregate(self, kind: str = "simple", *, min_e: float = -np.inf, max_e: float = np.inf,

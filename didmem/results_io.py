@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import DidmemError, ParameterError, optional_import
-from .results import AggregateResult, Estimate, Pretest
+from .results import AggregateResult, Estimate, Pretest, profile_matrix
 
 __all__ = ["save_result", "load_result", "SavedResult", "FORMAT_VERSION"]
 
@@ -205,12 +205,7 @@ class SavedResult:
 
     def profile(self, value: str = "estimate", significant_only: bool = False) -> pd.DataFrame:
         """The cohort x time matrix of one column (see :meth:`GroupTimeResult.profile`)."""
-        frame = self.to_frame()
-        if value not in frame.columns:
-            raise KeyError(f"Unknown column {value!r}; choose from {list(frame.columns)}.")
-        if significant_only:
-            frame.loc[~frame["significant"], value] = np.nan
-        return frame.pivot(index="cohort", columns="time", values=value)
+        return profile_matrix(self.to_frame(), value, significant_only)
 
     def aggregate(self, kind: str = "simple", **options) -> AggregateResult:
         """A saved aggregation (default options only; refit the panel for others)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Mapping
 
-import numpy as np
 import pandas as pd
 
 from .errors import ParameterError

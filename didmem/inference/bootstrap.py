@@ -101,6 +101,7 @@ def _bootstrap_cells(design, cells, stats, *, n_draws, multiplier, rng) -> Boots
     block_weights = np.empty((n_draws, n_blocks))
     total = np.empty(n_draws)
     chunk = max(1, min(n_draws, _CHUNK_ELEMENTS // max(n, 1)))
+    never_only = bool(np.all(cells.cs == n_blocks - 1))
     sums = np.empty((n_blocks, chunk, n_t + 2))
     for row0 in range(0, n_draws, chunk):
         m = min(chunk, n_draws - row0)
@@ -112,9 +113,12 @@ def _bootstrap_cells(design, cells, stats, *, n_draws, multiplier, rng) -> Boots
             lo, hi = design.starts[k], design.starts[k + 1]
             np.matmul(weights[:, lo:hi], features[lo:hi], out=part[k])
         by_draw = np.ascontiguousarray(part.transpose(1, 0, 2))
-        suffix = np.cumsum(by_draw[:, ::-1], axis=1)[:, ::-1]
+        if never_only:  # controls are the never-treated block alone: no suffix sums needed
+            suffix = by_draw
+        else:
+            suffix = np.ascontiguousarray(np.cumsum(by_draw[:, ::-1], axis=1)[:, ::-1])
         kernels.cell_draws(
-            by_draw, np.ascontiguousarray(suffix), *cells.kernel_args(),
+            by_draw, suffix, *cells.kernel_args(),
             stats["mu1"], stats["mu0"], stats["w1"], stats["w0"], out, row0,
         )
         block_weights[row0:row0 + m] = by_draw[:, :, n_t]

@@ -110,6 +110,7 @@ class GroupTimeResult:
     band: str = "pointwise"
     alpha: float = 0.05
     bootstrap: BootstrapDraws | None = field(default=None, repr=False)
+    influence: Any = field(default=None, repr=False)
 
     def __post_init__(self):
         for name in ("estimates", "std_errors", "analytic_std_errors"):
@@ -230,7 +231,7 @@ class GroupTimeResult:
         which = np.flatnonzero(pre)
         if which.size == 0:
             return Pretest(np.nan, 0, np.nan, "no pre-treatment cells to test")
-        cov = cell_covariance(self.design, self.cells, self.stats, which)
+        cov = cell_covariance(self.design, self.cells, self.stats, which, self.influence)
         if not np.all(np.isfinite(cov)):
             warnings.warn("Pre-test not computed: NaN in the pre-treatment covariance.",
                           InferenceWarning, stacklevel=2)
@@ -320,7 +321,8 @@ class AggregateResult:
     @classmethod
     def _from_spec(cls, res: GroupTimeResult, spec: AggregationSpec) -> "AggregateResult":
         est = spec.weights @ np.asarray(res.estimates)
-        se = analytic_se(combination_variance(res.design, res.cells, res.stats, spec.weights, spec.omega))
+        se = analytic_se(combination_variance(res.design, res.cells, res.stats, spec.weights,
+                                              spec.omega, res.influence))
         z = normal_quantile(1 - res.alpha / 2)
         crit, band, draws = z, "pointwise", None
         if res.bootstrap is not None:

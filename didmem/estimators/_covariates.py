@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import EstimationError, OverlapWarning
 from ..inference.influence import CellInfluence, cell_layout
 from . import drdid
+from .._messages import listing as _listing
 from ._design import _fmt
 
 __all__ = ["EST_METHODS", "covariate_cells"]
@@ -79,6 +80,7 @@ def covariate_cells(design, cells, est_method: str, covariate_names, owner: str)
     att = np.zeros(cells.size)
     names = list(covariate_names)
     trimmed = trimmed_cells = 0
+    no_overlap = []
     for c in range(cells.size):
         if cells.ref[c]:
             continue
@@ -96,14 +98,16 @@ def covariate_cells(design, cells, est_method: str, covariate_names, owner: str)
         _check_cell(design, names, label, x, d, w, est_method)
         if est_method == "reg":
             a, inf = drdid.reg_did_panel(dy, d, x, w)
-            n_trim = 0
+            n_trim, max_ps = 0, 0.0
         elif est_method == "ipw":
-            a, inf, n_trim = drdid.std_ipw_did_panel(dy, d, x, w)
+            a, inf, n_trim, max_ps = drdid.std_ipw_did_panel(dy, d, x, w)
         else:
-            a, inf, n_trim = drdid.drdid_panel(dy, d, x, w)
+            a, inf, n_trim, max_ps = drdid.drdid_panel(dy, d, x, w)
         if n_trim:
             trimmed += n_trim
             trimmed_cells += 1
+        if max_ps >= drdid.OVERLAP_LEVEL:
+            no_overlap.append(label)
         att[c] = a
         psi = inf / rows.size
         values[k][:, pos[c, k]] = psi[:n_k]
@@ -117,6 +121,15 @@ def covariate_cells(design, cells, est_method: str, covariate_names, owner: str)
             f"{owner}: trimmed {trimmed} control units (cell by cell) with a propensity score "
             f"of {drdid.TRIM_LEVEL} or more in {trimmed_cells} of {cells.size} cells, as DRDID "
             "does; overlap is weak there.",
+            OverlapWarning,
+            stacklevel=4,
+        )
+    if no_overlap:
+        warnings.warn(
+            f"{owner}: the propensity score reaches {drdid.OVERLAP_LEVEL} in {len(no_overlap)} "
+            f"of {cells.size} cells, e.g. {_listing(no_overlap, plain=True)}: the covariates "
+            "(nearly) separate the cohort from its controls, so overlap fails there and those "
+            "estimates rest on few comparable controls (R did reports such cells as NA).",
             OverlapWarning,
             stacklevel=4,
         )

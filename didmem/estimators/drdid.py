@@ -15,10 +15,12 @@ with an intercept column, ``w`` sampling weights (normalised here to mean 1, as 
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import expit
 
 __all__ = ["reg_did_panel", "std_ipw_did_panel", "drdid_panel", "logit_fit", "TRIM_LEVEL"]
 
 TRIM_LEVEL = 0.995  # controls with a propensity score at or above it get weight 0 (DRDID)
+OVERLAP_LEVEL = 0.999  # R did's overlap check: a fitted propensity score at or above it
 PS_CAP = 1 - 1e-6  # propensity scores are capped here (DRDID)
 
 
@@ -37,18 +39,19 @@ def logit_fit(x, d, w, *, max_iter=50, tol=1e-10):
     converged = False
     dev_old = np.inf
     for _ in range(max_iter):
-        eta = x @ beta
-        ps = 1.0 / (1.0 + np.exp(-eta))
+        ps = expit(x @ beta)
         info = x.T @ ((w * ps * (1 - ps))[:, None] * x)
-        beta = beta + np.linalg.solve(info, x.T @ (w * (d - ps)))
+        try:
+            beta = beta + np.linalg.solve(info, x.T @ (w * (d - ps)))
+        except np.linalg.LinAlgError:  # separated: the information matrix vanished
+            break
         eta = x @ beta
         dev = float(np.sum(w * (np.logaddexp(0, eta) - d * eta)))
         if abs(dev - dev_old) <= tol * (abs(dev) + 0.1):
             converged = True
             break
         dev_old = dev
-    ps = 1.0 / (1.0 + np.exp(-(x @ beta)))
-    return beta, ps, converged
+    return beta, expit(x @ beta), converged
 
 
 def _ols_on_controls(dy, d, x, w):
@@ -63,12 +66,13 @@ def _ols_on_controls(dy, d, x, w):
 
 def _pscore(d, x, w, trim_level):
     _, ps, _ = logit_fit(x, d, w)
+    max_ps = float(ps.max())
     ps = np.minimum(ps, PS_CAP)
     keep = np.where(d == 1, True, ps < trim_level)
     info = x.T @ ((w * ps * (1 - ps))[:, None] * x)
     # asymptotic linear representation of the logit coefficients: score x (info / n)^{-1}
     alr = (w * (d - ps))[:, None] * x @ np.linalg.inv(info / d.size)
-    return ps, keep, alr
+    return ps, keep, alr, max_ps
 
 
 def _normalised(w):
@@ -93,10 +97,10 @@ def reg_did_panel(dy, d, x, w):
 def std_ipw_did_panel(dy, d, x, w, trim_level=TRIM_LEVEL):
     """Normalised (Hajek) inverse-probability-weighted DiD (Abadie 2005): ATT and IF.
 
-    Returns ``att, inf, n_trimmed``.
+    Returns ``att, inf, n_trimmed, max_ps`` (controls trimmed, largest fitted score).
     """
     w = _normalised(w)
-    ps, keep, alr = _pscore(d, x, w, trim_level)
+    ps, keep, alr, max_ps = _pscore(d, x, w, trim_level)
     w_treat = keep * w * d
     w_cont = keep * w * ps * (1 - d) / (1 - ps)
     eta_treat = np.mean(w_treat * dy) / np.mean(w_treat)
@@ -105,16 +109,16 @@ def std_ipw_did_panel(dy, d, x, w, trim_level=TRIM_LEVEL):
     inf_cont = w_cont * (dy - eta_cont) / np.mean(w_cont)
     m2 = np.mean((w_cont * (dy - eta_cont))[:, None] * x, axis=0) / np.mean(w_cont)
     inf_cont = inf_cont + alr @ m2
-    return eta_treat - eta_cont, inf_treat - inf_cont, int((~keep).sum())
+    return eta_treat - eta_cont, inf_treat - inf_cont, int((~keep).sum()), max_ps
 
 
 def drdid_panel(dy, d, x, w, trim_level=TRIM_LEVEL):
     """Locally efficient doubly robust DiD (Sant'Anna & Zhao 2020): ATT and IF.
 
-    Returns ``att, inf, n_trimmed``.
+    Returns ``att, inf, n_trimmed, max_ps`` (controls trimmed, largest fitted score).
     """
     w = _normalised(w)
-    ps, keep, alr_ps = _pscore(d, x, w, trim_level)
+    ps, keep, alr_ps, max_ps = _pscore(d, x, w, trim_level)
     fitted, alr_ols = _ols_on_controls(dy, d, x, w)
     resid = dy - fitted
     w_treat = keep * w * d
@@ -126,4 +130,4 @@ def drdid_panel(dy, d, x, w, trim_level=TRIM_LEVEL):
     m2 = np.mean((w_cont * (resid - eta_cont))[:, None] * x, axis=0)
     m3 = np.mean(w_cont[:, None] * x, axis=0)
     inf_cont = (w_cont * (resid - eta_cont) + alr_ps @ m2 - alr_ols @ m3) / np.mean(w_cont)
-    return eta_treat - eta_cont, inf_treat - inf_cont, int((~keep).sum())
+    return eta_treat - eta_cont, inf_treat - inf_cont, int((~keep).sum()), max_ps

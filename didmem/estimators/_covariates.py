@@ -19,6 +19,7 @@ from ..inference.influence import CellInfluence, cell_layout
 from . import drdid
 from .._messages import listing as _listing
 from ._design import _fmt
+from ._drdid_kernel import METHOD_CODES, covariate_cells_kernel
 
 __all__ = ["EST_METHODS", "covariate_cells"]
 
@@ -41,47 +42,97 @@ def _rcond(gram) -> float:
         return 0.0
 
 
-def _check_cell(design, names, label, x, d, w, est_method):
-    n_reg = x.shape[1]
-    n_ctrl = int((d == 0).sum())
-    n_treat = int(d.sum())
-    if n_ctrl < n_reg + 1 or n_treat < 1:
+def _too_few(design, cells, n_reg, names):
+    counts = np.diff(design.starts)
+    suffix = np.concatenate([np.cumsum(counts[::-1])[::-1], [0]])
+    n_ctrl = suffix[cells.cs] - np.where(cells.k >= cells.cs, counts[cells.k], 0)
+    bad = np.flatnonzero((n_ctrl < n_reg + 1) & (cells.ref == 0))
+    if bad.size:
+        c = bad[0]
         raise EstimationError(
-            f"Cell {label} has {n_treat} treated and {n_ctrl} control units, too few for a "
-            f"regression on {n_reg} terms (intercept and {n_reg - 1} covariates); it needs at "
-            f"least {n_reg + 1} controls. Use fewer covariates or control_group='not_yet_treated'."
+            f"Cell {_label(design, cells, c)} has {counts[cells.k[c]]} treated and "
+            f"{n_ctrl[c]} control units, too few for a regression on {n_reg} terms (intercept "
+            f"and {n_reg - 1} covariates {names}); it needs at least {n_reg + 1} controls "
+            f"({bad.size} cells have fewer). Use fewer covariates or "
+            "control_group='not_yet_treated'."
         )
-    grams = []
-    if est_method in ("reg", "dr"):
-        wc = w * (1 - d)
-        grams.append(("outcome regression on the controls", x.T @ (wc[:, None] * x)))
-    if est_method in ("ipw", "dr"):
-        grams.append(("propensity score", x.T @ (w[:, None] * x)))
-    for what, gram in grams:
-        if _rcond(gram) < _RCOND_MIN:
-            raise EstimationError(
-                f"The covariates {names} are rank-deficient (collinear, or constant "
-                f"alongside the intercept) in the {what} of cell {label}; drop or combine "
-                "covariates."
-            )
 
 
-def covariate_cells(design, cells, est_method: str, covariate_names, owner: str):
-    """ATT and influence functions of every cell with covariates (numpy, cell by cell).
+def _label(design, cells, c) -> str:
+    return f"(cohort {_fmt(design.cohorts[cells.k[c]])}, time {_fmt(design.times[cells.t[c]])})"
+
+
+def covariate_cells(design, cells, est_method: str, covariate_names, owner: str,
+                    engine: str = "numba"):
+    """ATT and influence functions of every cell with covariates.
+
+    ``engine="numba"`` runs the compiled kernel over all cells in parallel;
+    ``engine="numpy"`` runs :mod:`didmem.estimators.drdid` cell by cell (the test oracle).
 
     Returns
     -------
     att : ndarray (n_cells,)
     influence : CellInfluence
     """
+    names = list(covariate_names)
+    n_reg = design.x.shape[2] + 1
+    _too_few(design, cells, n_reg, names)
     n_blocks = design.starts.size - 1
     cols, pos = cell_layout(cells, n_blocks)
-    values = [np.zeros((design.starts[j + 1] - design.starts[j], c.size)) for j, c in enumerate(cols)]
-    att = np.zeros(cells.size)
-    names = list(covariate_names)
-    trimmed = trimmed_cells = 0
-    no_overlap = []
-    for c in range(cells.size):
+    sizes = np.diff(design.starts) * np.array([c.size for c in cols])
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    flat = np.zeros(int(offsets[-1]))
+    if engine == "numba":
+        att, n_trim, max_ps, status = covariate_cells_kernel(
+            design.y, design.x, design.w, design.starts, *cells.kernel_args(), pos, offsets,
+            np.array([c.size for c in cols], dtype=np.int64), METHOD_CODES[est_method],
+            drdid.TRIM_LEVEL, drdid.PS_CAP, flat)
+    else:
+        att, n_trim, max_ps, status = _numpy_cells(design, cells, est_method, pos, offsets,
+                                                   cols, flat)
+    bad = np.flatnonzero(status)
+    if bad.size:
+        c = bad[0]
+        what = ("outcome regression on the controls" if status[c] == 2
+                else "propensity score")
+        raise EstimationError(
+            f"The covariates {names} are rank-deficient (collinear, or constant alongside "
+            f"the intercept) in the {what} of cell {_label(design, cells, c)} ({bad.size} "
+            "cells affected); drop or combine covariates."
+        )
+    _warn_overlap(design, cells, n_trim, max_ps, owner)
+    values = tuple(flat[offsets[j]:offsets[j + 1]].reshape(-1, cols[j].size)
+                   for j in range(n_blocks))
+    return att, CellInfluence(design.starts, tuple(cols), values, cells.size)
+
+
+def _warn_overlap(design, cells, n_trim, max_ps, owner):
+    if n_trim.sum():
+        warnings.warn(
+            f"{owner}: trimmed {int(n_trim.sum())} control units (cell by cell) with a "
+            f"propensity score of {drdid.TRIM_LEVEL} or more in {int((n_trim > 0).sum())} of "
+            f"{cells.size} cells, as DRDID does; overlap is weak there.",
+            OverlapWarning,
+            stacklevel=5,
+        )
+    bad = np.flatnonzero(max_ps >= drdid.OVERLAP_LEVEL)
+    if bad.size:
+        labels = [_label(design, cells, c) for c in bad]
+        warnings.warn(
+            f"{owner}: the propensity score reaches {drdid.OVERLAP_LEVEL} in {bad.size} "
+            f"of {cells.size} cells, e.g. {_listing(labels, plain=True)}: the covariates "
+            "(nearly) separate the cohort from its controls, so overlap fails there and those "
+            "estimates rest on few comparable controls (R did reports such cells as NA).",
+            OverlapWarning,
+            stacklevel=5,
+        )
+
+
+def _numpy_cells(design, cells, est_method, pos, offsets, cols, flat):
+    n_cells = cells.size
+    att, max_ps = np.zeros(n_cells), np.zeros(n_cells)
+    n_trim, status = np.zeros(n_cells, dtype=np.int64), np.zeros(n_cells, dtype=np.int64)
+    for c in range(n_cells):
         if cells.ref[c]:
             continue
         k, t, b, cs = cells.k[c], cells.t[c], cells.b[c], cells.cs[c]
@@ -94,44 +145,31 @@ def covariate_cells(design, cells, est_method: str, covariate_names, owner: str)
         x[:, 0] = 1.0
         x[:, 1:] = design.x[rows, b]
         w = design.w[rows]
-        label = f"(cohort {_fmt(design.cohorts[k])}, time {_fmt(design.times[t])})"
-        _check_cell(design, names, label, x, d, w, est_method)
+        status[c] = _rank_status(x, d, w, est_method)
+        if status[c]:
+            continue
         if est_method == "reg":
-            a, inf = drdid.reg_did_panel(dy, d, x, w)
-            n_trim, max_ps = 0, 0.0
+            att[c], inf = drdid.reg_did_panel(dy, d, x, w)
         elif est_method == "ipw":
-            a, inf, n_trim, max_ps = drdid.std_ipw_did_panel(dy, d, x, w)
+            att[c], inf, n_trim[c], max_ps[c] = drdid.std_ipw_did_panel(dy, d, x, w)
         else:
-            a, inf, n_trim, max_ps = drdid.drdid_panel(dy, d, x, w)
-        if n_trim:
-            trimmed += n_trim
-            trimmed_cells += 1
-        if max_ps >= drdid.OVERLAP_LEVEL:
-            no_overlap.append(label)
-        att[c] = a
+            att[c], inf, n_trim[c], max_ps[c] = drdid.drdid_panel(dy, d, x, w)
         psi = inf / rows.size
-        values[k][:, pos[c, k]] = psi[:n_k]
-        off = n_k
-        for j in ctrl:
+        off = 0
+        for j in [k] + ctrl:
             m = design.starts[j + 1] - design.starts[j]
-            values[j][:, pos[c, j]] = psi[off:off + m]
+            block = flat[offsets[j]:offsets[j + 1]].reshape(m, cols[j].size)
+            block[:, pos[c, j]] = psi[off:off + m]
             off += m
-    if trimmed:
-        warnings.warn(
-            f"{owner}: trimmed {trimmed} control units (cell by cell) with a propensity score "
-            f"of {drdid.TRIM_LEVEL} or more in {trimmed_cells} of {cells.size} cells, as DRDID "
-            "does; overlap is weak there.",
-            OverlapWarning,
-            stacklevel=4,
-        )
-    if no_overlap:
-        warnings.warn(
-            f"{owner}: the propensity score reaches {drdid.OVERLAP_LEVEL} in {len(no_overlap)} "
-            f"of {cells.size} cells, e.g. {_listing(no_overlap, plain=True)}: the covariates "
-            "(nearly) separate the cohort from its controls, so overlap fails there and those "
-            "estimates rest on few comparable controls (R did reports such cells as NA).",
-            OverlapWarning,
-            stacklevel=4,
-        )
-    influence = CellInfluence(design.starts, tuple(cols), tuple(values), cells.size)
-    return att, influence
+    return att, n_trim, max_ps, status
+
+
+def _rank_status(x, d, w, est_method) -> int:
+    w = w / w.mean()
+    if est_method in ("reg", "dr"):
+        wc = w * (1 - d)
+        if _rcond(x.T @ (wc[:, None] * x)) < _RCOND_MIN:
+            return 2
+    if est_method in ("ipw", "dr") and _rcond(x.T @ (w[:, None] * x)) < _RCOND_MIN:
+        return 3
+    return 0

@@ -84,8 +84,9 @@ def covariate_cells(design, cells, est_method: str, covariate_names, owner: str,
     flat = np.zeros(int(offsets[-1]))
     if engine == "numba":
         att, n_trim, max_ps, status = covariate_cells_kernel(
-            design.y, design.x, design.w, design.starts, *cells.kernel_args(), pos, offsets,
-            np.array([c.size for c in cols], dtype=np.int64), METHOD_CODES[est_method],
+            np.ascontiguousarray(design.y.T), np.ascontiguousarray(design.x.transpose(1, 2, 0)),
+            design.w, design.starts, *cells.kernel_args(), pos, offsets,
+            METHOD_CODES[est_method],
             drdid.TRIM_LEVEL, drdid.PS_CAP, flat)
     else:
         att, n_trim, max_ps, status = _numpy_cells(design, cells, est_method, pos, offsets,
@@ -101,7 +102,7 @@ def covariate_cells(design, cells, est_method: str, covariate_names, owner: str,
             "cells affected); drop or combine covariates."
         )
     _warn_overlap(design, cells, n_trim, max_ps, owner)
-    values = tuple(flat[offsets[j]:offsets[j + 1]].reshape(-1, cols[j].size)
+    values = tuple(flat[offsets[j]:offsets[j + 1]].reshape(cols[j].size, -1)
                    for j in range(n_blocks))
     return att, CellInfluence(design.starts, tuple(cols), values, cells.size)
 
@@ -158,8 +159,8 @@ def _numpy_cells(design, cells, est_method, pos, offsets, cols, flat):
         off = 0
         for j in [k] + ctrl:
             m = design.starts[j + 1] - design.starts[j]
-            block = flat[offsets[j]:offsets[j + 1]].reshape(m, cols[j].size)
-            block[:, pos[c, j]] = psi[off:off + m]
+            block = flat[offsets[j]:offsets[j + 1]].reshape(cols[j].size, m)
+            block[pos[c, j]] = psi[off:off + m]
             off += m
     return att, n_trim, max_ps, status
 

@@ -4,7 +4,7 @@
 control blocks), builds the outcome change and the covariates at the base period, fits the
 nuisance models and writes the cell's ``psi = IF / n_cell`` straight into the block-wise
 store of :class:`~didmem.inference.influence.CellInfluence` (one flat buffer: block ``j``'s
-``n_j x m_j`` matrix starts at ``offsets[j]``). The formulas are those of
+``m_j x n_j`` matrix starts at ``offsets[j]``, one contiguous row per cell). The formulas are those of
 :mod:`didmem.estimators.drdid`, which the tests hold it to.
 
 Status codes per cell: 0 fine, 2 the outcome-regression Gram of the controls is singular,
@@ -107,7 +107,6 @@ def _logit(x, d, w, max_iter=50, tol=1e-10):
     beta = np.zeros(p)
     eta = np.zeros(n)
     ps = np.empty(n)
-    dev_old = np.inf
     for _ in range(max_iter):
         for i in range(n):
             ps[i] = _sigmoid(eta[i])
@@ -120,17 +119,21 @@ def _logit(x, d, w, max_iter=50, tol=1e-10):
         inv, ok = _inverse(info)
         if not ok:
             break
-        beta = beta + inv @ score
-        dev = 0.0
+        step = inv @ score
+        beta = beta + step
         for i in range(n):
             e = 0.0
             for a in range(p):
                 e += x[i, a] * beta[a]
             eta[i] = e
-            dev += w[i] * (max(e, 0.0) + np.log1p(np.exp(-abs(e))) - d[i] * e)
-        if abs(dev - dev_old) <= tol * (abs(dev) + 0.1):
+        # Newton converges quadratically: a step this small leaves an error near rounding
+        big = 0.0
+        size = 0.0
+        for a in range(p):
+            big = max(big, abs(step[a]))
+            size = max(size, abs(beta[a]))
+        if big <= tol * (size + 1.0):
             break
-        dev_old = dev
     for i in range(n):
         ps[i] = _sigmoid(eta[i])
     return ps
@@ -216,12 +219,16 @@ def _cell(dy, d, x, w, method, trim_level, ps_cap):
 
 
 @njit(cache=True, parallel=True)
-def covariate_cells_kernel(y, xs, w, starts, cell_k, cell_t, cell_b, cell_cs, cell_ref, pos,
-                           offsets, ncols, method, trim_level, ps_cap, flat):
-    """Every cell's ATT and ``psi``; returns ``att, n_trimmed, max_ps, status`` per cell."""
+def covariate_cells_kernel(yt, xt, w, starts, cell_k, cell_t, cell_b, cell_cs, cell_ref, pos,
+                           offsets, method, trim_level, ps_cap, flat):
+    """Every cell's ATT and ``psi``; returns ``att, n_trimmed, max_ps, status`` per cell.
+
+    ``yt`` is the outcome as times x units and ``xt`` the covariates as times x covariates x
+    units, so that a cell reads its units' values in contiguous runs.
+    """
     n_cells = cell_k.size
     n_blocks = starts.size - 1
-    n_cov = xs.shape[2]
+    n_cov = xt.shape[1]
     att = np.zeros(n_cells)
     n_trim = np.zeros(n_cells, dtype=np.int64)
     max_ps = np.zeros(n_cells)
@@ -245,11 +252,11 @@ def covariate_cells_kernel(y, xs, w, starts, cell_k, cell_t, cell_b, cell_cs, ce
             if j != k and j < cell_cs[c]:
                 continue
             for i in range(starts[j], starts[j + 1]):
-                dy[m] = y[i, t] - y[i, b]
+                dy[m] = yt[t, i] - yt[b, i]
                 d[m] = 1.0 if j == k else 0.0
                 x[m, 0] = 1.0
                 for q in range(n_cov):
-                    x[m, q + 1] = xs[i, b, q]
+                    x[m, q + 1] = xt[b, q, i]
                 wi[m] = w[i]
                 m += 1
         a, inf, nt, mp, st = _cell(dy, d, x, wi, method, trim_level, ps_cap)
@@ -261,10 +268,8 @@ def covariate_cells_kernel(y, xs, w, starts, cell_k, cell_t, cell_b, cell_cs, ce
         for j in range(n_blocks):
             if j != k and j < cell_cs[c]:
                 continue
-            col = pos[c, j]
-            width = ncols[j]
-            base = offsets[j]
+            base = offsets[j] + pos[c, j] * (starts[j + 1] - starts[j])
             for i in range(starts[j], starts[j + 1]):
-                flat[base + (i - starts[j]) * width + col] = inf[m] / n
+                flat[base + i - starts[j]] = inf[m] / n
                 m += 1
     return att, n_trim, max_ps, status

@@ -5,7 +5,8 @@ nuisance models enter it), so the grouped-sum route of :mod:`didmem.inference.bo
 does not apply. This module stores ``psi`` (units x cells) explicitly, but only where it
 can be non-zero: the units of a block (cohort) enter a cell only as its treated cohort or
 among its controls. For every block ``j`` it keeps the cells that involve the block and a
-dense ``n_j x m_j`` matrix of their influence values.
+dense ``m_j x n_j`` matrix of their influence values (one contiguous row per cell, so that
+the per-cell kernel writes each cell's values in one run).
 
 Memory: 8 bytes per (unit, cell) pair in which the unit is treated or a control. With
 never-treated controls that is ``n_cells x (cohort size + never-treated)``: at the paper's
@@ -63,7 +64,7 @@ class CellInfluence:
     cols : tuple of ndarray
         Cells involving block ``j``.
     values : tuple of ndarray
-        ``values[j][:, m]`` is ``psi`` of cell ``cols[j][m]`` on block ``j``'s units.
+        ``values[j][m]`` is ``psi`` of cell ``cols[j][m]`` on block ``j``'s units.
     n_cells : int
     """
 
@@ -85,7 +86,7 @@ class CellInfluence:
         """The full units x cells matrix (for tests and small panels)."""
         out = np.zeros((int(self.starts[-1]), self.n_cells))
         for lo, hi, cols, vals in self._blocks():
-            out[lo:hi, cols] = vals
+            out[lo:hi, cols] = vals.T
         return out
 
     def variance(self, clusters=None, n_clusters: int = 0) -> np.ndarray:
@@ -94,19 +95,19 @@ class CellInfluence:
             sums = np.zeros((n_clusters, self.n_cells))
             for lo, hi, cols, vals in self._blocks():
                 part = np.zeros((n_clusters, cols.size))
-                np.add.at(part, clusters[lo:hi], vals)
+                np.add.at(part, clusters[lo:hi], vals.T)
                 sums[:, cols] += part
             return np.einsum("ij,ij->j", sums, sums)
         var = np.zeros(self.n_cells)
         for _, _, cols, vals in self._blocks():
-            var[cols] += np.einsum("ij,ij->j", vals, vals)
+            var[cols] += np.einsum("ij,ij->i", vals, vals)
         return var
 
     def draws(self, weights: np.ndarray) -> np.ndarray:
         """``weights @ psi`` (draws x cells) for a multiplier matrix (draws x units)."""
         out = np.zeros((weights.shape[0], self.n_cells))
         for lo, hi, cols, vals in self._blocks():
-            out[:, cols] += weights[:, lo:hi] @ vals
+            out[:, cols] += weights[:, lo:hi] @ vals.T
         return out
 
     def combine(self, matrix) -> np.ndarray:
@@ -114,7 +115,7 @@ class CellInfluence:
         matrix = sparse.csc_matrix(matrix)
         out = np.zeros((int(self.starts[-1]), matrix.shape[0]))
         for lo, hi, cols, vals in self._blocks():
-            out[lo:hi] = vals @ np.asarray(matrix[:, cols].T.todense())
+            out[lo:hi] = (matrix[:, cols] @ vals).T
         return out
 
     def covariance(self, which: np.ndarray) -> np.ndarray:
@@ -127,7 +128,7 @@ class CellInfluence:
             mine = where[cols]
             sel = mine >= 0
             if sel.any():
-                sub = vals[:, sel]
+                sub = vals[sel]
                 idx = mine[sel]
-                cov[np.ix_(idx, idx)] += sub.T @ sub
+                cov[np.ix_(idx, idx)] += sub @ sub.T
         return cov

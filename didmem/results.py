@@ -94,6 +94,11 @@ class GroupTimeResult:
         sup-t value of the bootstrap, or the normal quantile for pointwise intervals.
     band : {"simultaneous", "pointwise"}
     n_units, n_clusters : int
+    influence : CellInfluence or None
+        With covariates, the per-unit influence functions of the cells
+        (:class:`didmem.inference.influence.CellInfluence`) from which standard errors,
+        bootstrap draws, aggregations and the pre-test are computed; None on the grouped-sum
+        route (no covariates).
     """
 
     estimator: str

@@ -2,6 +2,8 @@
 
 Each (cohort, time) cell is a two-period comparison of its cohort with its controls, on the
 outcome change ``Y_t - Y_b`` with the covariates at the base period ``b`` (as R ``did``).
+(Strictly, R takes the covariates at the earlier of the two periods, which is the base
+period except for pre-treatment cells under a universal base; so does didmem.)
 One of Sant'Anna & Zhao's estimators (:mod:`didmem.estimators.drdid`) gives the ATT and the
 influence function ``IF`` of the cell's units; didmem's ``psi`` is ``IF / n_cell`` (R's
 ``(n / n_cell) IF`` divided by ``n``), stored block by block in a
@@ -144,7 +146,7 @@ def _numpy_cells(design, cells, est_method, pos, offsets, cols, flat):
         dy = design.y[rows, t] - design.y[rows, b]
         x = np.empty((rows.size, design.x.shape[2] + 1))
         x[:, 0] = 1.0
-        x[:, 1:] = design.x[rows, b]
+        x[:, 1:] = design.x[rows, min(t, b)]
         w = design.w[rows]
         status[c] = _rank_status(x, d, w, est_method)
         if status[c]:

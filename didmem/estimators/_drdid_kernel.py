@@ -227,7 +227,9 @@ def covariate_cells_kernel(yt, xt, w, starts, cell_k, cell_t, cell_b, cell_cs, c
     """Every cell's ATT and ``psi``; returns ``att, n_trimmed, max_ps, status`` per cell.
 
     ``yt`` is the outcome as times x units and ``xt`` the covariates as times x covariates x
-    units, so that a cell reads its units' values in contiguous runs.
+    units, so that a cell reads its units' values in contiguous runs. Covariates are taken at
+the earlier of the cell's two periods (its base period, except for pre-treatment cells
+under a universal base), as R ``did`` does.
     """
     n_cells = cell_k.size
     n_blocks = starts.size - 1
@@ -242,6 +244,7 @@ def covariate_cells_kernel(yt, xt, w, starts, cell_k, cell_t, cell_b, cell_cs, c
         k = cell_k[c]
         t = cell_t[c]
         b = cell_b[c]
+        xb = min(t, b)  # covariates at the earlier of the two periods, as R did
         n = starts[k + 1] - starts[k]
         for j in range(cell_cs[c], n_blocks):
             if j != k:
@@ -259,7 +262,7 @@ def covariate_cells_kernel(yt, xt, w, starts, cell_k, cell_t, cell_b, cell_cs, c
                 d[m] = 1.0 if j == k else 0.0
                 x[m, 0] = 1.0
                 for q in range(n_cov):
-                    x[m, q + 1] = xt[b, q, i]
+                    x[m, q + 1] = xt[xb, q, i]
                 wi[m] = w[i]
                 m += 1
         a, inf, nt, mp, st = _cell(dy, d, x, wi, method, trim_level, ps_cap)

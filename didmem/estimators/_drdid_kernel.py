@@ -110,15 +110,25 @@ def _logit(x, d, w, max_iter=50, tol=1e-10):
     beta[0] = np.log(share / (1.0 - share))
     eta = np.full(n, beta[0])
     ps = np.empty(n)
+    info = np.empty((p, p))
+    score = np.empty(p)
     for _ in range(max_iter):
+        # one fused pass: scores, information and gradient
+        info[:] = 0.0
+        score[:] = 0.0
         for i in range(n):
-            ps[i] = _sigmoid(eta[i])
-        info = _gram(x, w * ps * (1.0 - ps))
-        score = np.zeros(p)
-        for i in range(n):
-            r = w[i] * (d[i] - ps[i])
+            pi = _sigmoid(eta[i])
+            r = w[i] * (d[i] - pi)
+            v = w[i] * pi * (1.0 - pi)
             for a in range(p):
-                score[a] += r * x[i, a]
+                xa = x[i, a]
+                score[a] += r * xa
+                va = v * xa
+                for b in range(a, p):
+                    info[a, b] += va * x[i, b]
+        for a in range(p):
+            for b in range(a):
+                info[a, b] = info[b, a]
         inv, ok = _inverse(info)
         if not ok:
             break

@@ -301,3 +301,33 @@ def test_compiled_kernel_matches_numpy_oracle(est_method, not_yet):
     a2, i2 = covariate_cells(design, cells, est_method, ["z", "u"], "test", engine="numpy")
     np.testing.assert_allclose(a1, a2, rtol=0, atol=1e-10)
     np.testing.assert_allclose(i1.dense(), i2.dense(), rtol=0, atol=1e-10)
+
+
+def test_invariances_on_the_covariate_path(mpdta):
+    """Shifting the outcome, rescaling and shifting the covariate, and permuting the rows
+    change neither estimates nor standard errors."""
+    kw = dict(unit="countyreal", time="year", cohort="first.treat", never_treated=0)
+    df = mpdta.copy()
+    df["y2"] = df["lemp"] + 3.0
+    df["lpop2"] = 10.0 * df["lpop"] - 4.0
+    base = didmem.DiDEstimator(n_bootstrap=0).fit(
+        didmem.Panel(df, outcome="lemp", covariates=["lpop"], **kw))
+    other = didmem.DiDEstimator(n_bootstrap=0).fit(
+        didmem.Panel(df.sample(frac=1.0, random_state=0), outcome="y2", covariates=["lpop2"],
+                     **kw))
+    np.testing.assert_allclose(other.estimates, base.estimates, atol=1e-10)
+    np.testing.assert_allclose(other.analytic_std_errors, base.analytic_std_errors, atol=1e-10)
+    assert other.pretest.statistic == pytest.approx(base.pretest.statistic, rel=1e-8)
+
+
+def test_clustered_standard_errors_match_csdid(mpdta):
+    att_gt = pytest.importorskip("csdid.att_gt", reason="csdid (test extra) not installed")
+    df = mpdta.copy()
+    df["state"] = df["countyreal"] // 1000
+    ref = att_gt.ATTgt(yname="lemp", tname="year", idname="countyreal", gname="first.treat",
+                       data=df, control_group="nevertreated", xformla="lemp~lpop",
+                       clustervar="state").fit(est_method="dr", bstrap=False)
+    panel = didmem.Panel(df, unit="countyreal", time="year", cohort="first.treat",
+                         outcome="lemp", never_treated=0, covariates=["lpop"], cluster="state")
+    res = didmem.DiDEstimator(n_bootstrap=0).fit(panel)
+    np.testing.assert_allclose(res.to_frame()["std_error"], ref.results["se"], atol=1e-6)

@@ -62,7 +62,7 @@ def main():
     print(f"panel: {plain!r}; n_bootstrap={args.n_bootstrap}, {args.control_group}")
     print(f"no covariates: {base:.3f} s")
     for m in args.methods.split(","):
-        secs = best_of(lambda: didmem.DiDEstimator(est_method=m, **est).fit(withx), args.reps)
+        secs = best_of(lambda m=m: didmem.DiDEstimator(est_method=m, **est).fit(withx), args.reps)
         res = didmem.DiDEstimator(est_method=m, **est).fit(withx)
         mb = res.influence.nbytes / 2**20
         print(f"{m} with 2 covariates: {secs:.3f} s ({secs / base:.1f}x), psi store {mb:.0f} MB")

@@ -331,3 +331,7 @@ def test_clustered_standard_errors_match_csdid(mpdta):
                          outcome="lemp", never_treated=0, covariates=["lpop"], cluster="state")
     res = didmem.DiDEstimator(n_bootstrap=0).fit(panel)
     np.testing.assert_allclose(res.to_frame()["std_error"], ref.results["se"], atol=1e-6)
+    for kind in ("simple", "dynamic", "group"):
+        theirs = ref.aggte(typec=kind, bstrap=False).atte
+        assert res.aggregate(kind).overall.std_error == pytest.approx(theirs["overall_se"],
+                                                                      abs=1e-6)

@@ -16,10 +16,10 @@ import warnings
 
 import numpy as np
 
+from .._messages import listing as _listing
 from ..errors import EstimationError, OverlapWarning
 from ..inference.influence import CellInfluence, cell_layout
 from . import drdid
-from .._messages import listing as _listing
 from ._design import _fmt
 from ._drdid_kernel import METHOD_CODES, covariate_cells_kernel
 
@@ -33,7 +33,7 @@ def _rows(design, k, cs):
     starts = design.starts
     n_blocks = starts.size - 1
     ctrl = [j for j in range(cs, n_blocks) if j != k]
-    parts = [np.arange(starts[k], starts[k + 1])] + [np.arange(starts[j], starts[j + 1]) for j in ctrl]
+    parts = [np.arange(starts[j], starts[j + 1]) for j in [k, *ctrl]]
     return np.concatenate(parts), ctrl
 
 

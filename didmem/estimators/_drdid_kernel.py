@@ -4,8 +4,8 @@
 control blocks), builds the outcome change and the covariates at the base period, fits the
 nuisance models and writes the cell's ``psi = IF / n_cell`` straight into the block-wise
 store of :class:`~didmem.inference.influence.CellInfluence` (one flat buffer: block ``j``'s
-``m_j x n_j`` matrix starts at ``offsets[j]``, one contiguous row per cell). The formulas are those of
-:mod:`didmem.estimators.drdid`, which the tests hold it to.
+``m_j x n_j`` matrix starts at ``offsets[j]``, one contiguous row per cell). The formulas
+are those of :mod:`didmem.estimators.drdid`, which the tests hold it to.
 
 Status codes per cell: 0 fine, 2 the outcome-regression Gram of the controls is singular,
 3 the propensity-score Gram is singular (reciprocal 1-norm condition below machine epsilon).

@@ -21,7 +21,7 @@ from ..errors import EstimationError, OverlapWarning
 from ..inference.influence import CellInfluence, cell_layout
 from . import drdid
 from ._design import _fmt
-from ._drdid_kernel import METHOD_CODES, covariate_cells_kernel
+from ._drdid_kernel import METHOD_CODES, covariate_cells_kernel, pscore_kernel
 
 __all__ = ["EST_METHODS", "covariate_cells"]
 
@@ -85,11 +85,14 @@ def covariate_cells(design, cells, est_method: str, covariate_names, owner: str,
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     flat = np.zeros(int(offsets[-1]))
     if engine == "numba":
+        yt = np.ascontiguousarray(design.y.T)
+        xt = np.ascontiguousarray(design.x.transpose(1, 2, 0))
+        cell_key, ps_offsets, ps_flat = _shared_pscores(design, cells, est_method, yt, xt,
+                                                        names)
         att, n_trim, max_ps, status = covariate_cells_kernel(
-            np.ascontiguousarray(design.y.T), np.ascontiguousarray(design.x.transpose(1, 2, 0)),
-            design.w, design.starts, *cells.kernel_args(), pos, offsets,
-            METHOD_CODES[est_method],
-            drdid.TRIM_LEVEL, drdid.PS_CAP, flat)
+            yt, xt, design.w, design.starts, *cells.kernel_args(), pos, offsets,
+            METHOD_CODES[est_method], drdid.TRIM_LEVEL, drdid.PS_CAP, cell_key, ps_offsets,
+            ps_flat, flat)
     else:
         att, n_trim, max_ps, status = _numpy_cells(design, cells, est_method, pos, offsets,
                                                    cols, flat)
@@ -107,6 +110,46 @@ def covariate_cells(design, cells, est_method: str, covariate_names, owner: str,
     values = tuple(flat[offsets[j]:offsets[j + 1]].reshape(cols[j].size, -1)
                    for j in range(n_blocks))
     return att, CellInfluence(design.starts, tuple(cols), values, cells.size)
+
+
+def _shared_pscores(design, cells, est_method, yt, xt, names):
+    """Fit each distinct propensity score once.
+
+    A cell's logit depends only on its cohort, its control set and the covariates' period;
+    with time-invariant covariates every cell of a cohort with the same controls (all of
+    them, with never-treated controls) shares one fit. Returns ``cell_key`` (-1 where the
+    cell fits its own), the offsets of each key's scores and the scores.
+    """
+    none = (np.full(cells.size, -1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(0))
+    live = np.flatnonzero(cells.ref == 0)
+    if est_method == "reg" or live.size == 0:
+        return none
+    invariant = bool(np.all(design.x == design.x[:, :1, :]))
+    period = np.zeros(cells.size, dtype=np.int64) if invariant else np.minimum(cells.t, cells.b)
+    triples = np.stack([cells.k[live], cells.cs[live], period[live]], axis=1)
+    keys, inverse = np.unique(triples, axis=0, return_inverse=True)
+    if keys.shape[0] == live.size:  # nothing shared: each cell fits its own
+        return none
+    counts = np.diff(design.starts)
+    suffix = np.concatenate([np.cumsum(counts[::-1])[::-1], [0]])
+    k, cs = keys[:, 0], keys[:, 1]
+    sizes = counts[k] + suffix[cs] - np.where(k >= cs, counts[k], 0)
+    ps_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    ps_flat = np.empty(int(ps_offsets[-1]))
+    status = pscore_kernel(yt, xt, design.w, design.starts, np.ascontiguousarray(k),
+                           np.ascontiguousarray(cs), np.ascontiguousarray(keys[:, 2]),
+                           ps_offsets, ps_flat)
+    cell_key = np.full(cells.size, -1, dtype=np.int64)
+    cell_key[live] = inverse.ravel()
+    bad = np.flatnonzero(status[cell_key[live]])
+    if bad.size:
+        raise EstimationError(
+            f"The covariates {names} are rank-deficient (collinear, or constant alongside "
+            f"the intercept) in the propensity score of cell "
+            f"{_label(design, cells, live[bad[0]])} ({bad.size} cells affected); drop or "
+            "combine covariates."
+        )
+    return cell_key, ps_offsets, ps_flat
 
 
 def _warn_overlap(design, cells, n_trim, max_ps, owner):

@@ -153,8 +153,12 @@ def _logit(x, d, w, max_iter=50, tol=1e-10):
 
 
 @njit(cache=True)
-def _cell(dy, d, x, w, method, trim_level, ps_cap):
-    """ATT, IF (DRDID scale), controls trimmed, largest score, status of one cell."""
+def _cell(dy, d, x, w, method, trim_level, ps_cap, ps_given):
+    """ATT, IF (DRDID scale), controls trimmed, largest score, status of one cell.
+
+    ``ps_given`` holds the fitted logit scores of these units when they were fitted once
+    for several cells (an empty array otherwise: the logit is fitted here).
+    """
     n, p = x.shape
     inf = np.zeros(n)
     mw = w.mean()
@@ -180,10 +184,13 @@ def _cell(dy, d, x, w, method, trim_level, ps_cap):
     max_ps = 0.0
     keep = np.ones(n)
     if method != 0:  # propensity score
-        _, ok = _checked_inverse(_gram(x, w))
-        if not ok:
-            return 0.0, inf, 0, 0.0, 3
-        ps = _logit(x, d, w)
+        if ps_given.size:
+            ps = ps_given.copy()
+        else:
+            _, ok = _checked_inverse(_gram(x, w))
+            if not ok:
+                return 0.0, inf, 0, 0.0, 3
+            ps = _logit(x, d, w)
         for i in range(n):
             if ps[i] > max_ps:
                 max_ps = ps[i]
@@ -231,51 +238,83 @@ def _cell(dy, d, x, w, method, trim_level, ps_cap):
     return eta_t - eta_c, inf, n_trim, max_ps, 0
 
 
+@njit(cache=True)
+def _gather(yt, xt, w, starts, k, cs, t, b, xb):
+    """A cell's units (its cohort's block first in block order, then the controls)."""
+    n_blocks = starts.size - 1
+    n_cov = xt.shape[1]
+    n = starts[k + 1] - starts[k]
+    for j in range(cs, n_blocks):
+        if j != k:
+            n += starts[j + 1] - starts[j]
+    dy = np.empty(n)
+    d = np.zeros(n)
+    x = np.empty((n, n_cov + 1))
+    wi = np.empty(n)
+    m = 0
+    for j in range(n_blocks):
+        if j != k and j < cs:
+            continue
+        for i in range(starts[j], starts[j + 1]):
+            dy[m] = yt[t, i] - yt[b, i]
+            d[m] = 1.0 if j == k else 0.0
+            x[m, 0] = 1.0
+            for q in range(n_cov):
+                x[m, q + 1] = xt[xb, q, i]
+            wi[m] = w[i]
+            m += 1
+    return dy, d, x, wi
+
+
+@njit(cache=True, parallel=True)
+def pscore_kernel(yt, xt, w, starts, key_k, key_cs, key_xb, ps_offsets, ps_flat):
+    """Logit scores for each distinct (cohort, controls, covariate period): cells that share
+    them (every cell of a cohort with never-treated controls and time-invariant covariates)
+    share one fit. Returns a status per key (3: singular propensity-score Gram)."""
+    n_keys = key_k.size
+    status = np.zeros(n_keys, dtype=np.int64)
+    for q in prange(n_keys):
+        _, d, x, wi = _gather(yt, xt, w, starts, key_k[q], key_cs[q], 0, 0, key_xb[q])
+        wi = wi / wi.mean()
+        _, ok = _checked_inverse(_gram(x, wi))
+        if not ok:
+            status[q] = 3
+            continue
+        ps = _logit(x, d, wi)
+        ps_flat[ps_offsets[q]:ps_offsets[q + 1]] = ps
+    return status
+
+
 @njit(cache=True, parallel=True)
 def covariate_cells_kernel(yt, xt, w, starts, cell_k, cell_t, cell_b, cell_cs, cell_ref, pos,
-                           offsets, method, trim_level, ps_cap, flat):
+                           offsets, method, trim_level, ps_cap, cell_key, ps_offsets, ps_flat,
+                           flat):
     """Every cell's ATT and ``psi``; returns ``att, n_trimmed, max_ps, status`` per cell.
 
     ``yt`` is the outcome as times x units and ``xt`` the covariates as times x covariates x
     units, so that a cell reads its units' values in contiguous runs. Covariates are taken at
-the earlier of the cell's two periods (its base period, except for pre-treatment cells
-under a universal base), as R ``did`` does.
+    the earlier of the cell's two periods (its base period, except for pre-treatment cells
+    under a universal base), as R ``did`` does. ``cell_key[c] >= 0`` points to the cell's
+    shared logit scores in ``ps_flat`` (from :func:`pscore_kernel`); -1: fit them here.
     """
     n_cells = cell_k.size
     n_blocks = starts.size - 1
-    n_cov = xt.shape[1]
     att = np.zeros(n_cells)
     n_trim = np.zeros(n_cells, dtype=np.int64)
     max_ps = np.zeros(n_cells)
     status = np.zeros(n_cells, dtype=np.int64)
+    empty = np.zeros(0)
     for c in prange(n_cells):
         if cell_ref[c] == 1:
             continue
         k = cell_k[c]
         t = cell_t[c]
         b = cell_b[c]
-        xb = min(t, b)  # covariates at the earlier of the two periods, as R did
-        n = starts[k + 1] - starts[k]
-        for j in range(cell_cs[c], n_blocks):
-            if j != k:
-                n += starts[j + 1] - starts[j]
-        dy = np.empty(n)
-        d = np.zeros(n)
-        x = np.empty((n, n_cov + 1))
-        wi = np.empty(n)
-        m = 0
-        for j in range(n_blocks):
-            if j != k and j < cell_cs[c]:
-                continue
-            for i in range(starts[j], starts[j + 1]):
-                dy[m] = yt[t, i] - yt[b, i]
-                d[m] = 1.0 if j == k else 0.0
-                x[m, 0] = 1.0
-                for q in range(n_cov):
-                    x[m, q + 1] = xt[xb, q, i]
-                wi[m] = w[i]
-                m += 1
-        a, inf, nt, mp, st = _cell(dy, d, x, wi, method, trim_level, ps_cap)
+        dy, d, x, wi = _gather(yt, xt, w, starts, k, cell_cs[c], t, b, min(t, b))
+        n = dy.size
+        q = cell_key[c]
+        ps_given = empty if q < 0 else ps_flat[ps_offsets[q]:ps_offsets[q + 1]]
+        a, inf, nt, mp, st = _cell(dy, d, x, wi, method, trim_level, ps_cap, ps_given)
         att[c] = a
         n_trim[c] = nt
         max_ps[c] = mp

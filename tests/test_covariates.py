@@ -335,3 +335,21 @@ def test_clustered_standard_errors_match_csdid(mpdta):
         theirs = ref.aggte(typec=kind, bstrap=False).atte
         assert res.aggregate(kind).overall.std_error == pytest.approx(theirs["overall_se"],
                                                                       abs=1e-6)
+
+
+def test_panel_carries_covariates(mpdta_lpop, mpdta):
+    assert mpdta_lpop.covariates == ("lpop",)
+    arr = mpdta_lpop.covariate_array()
+    assert arr.shape == (500, 5, 1)
+    assert "covariates=['lpop']" in repr(mpdta_lpop)
+    assert "lpop" in mpdta_lpop.to_frame().columns
+    df = mpdta.copy()
+    df["name"] = "x"
+    kw = dict(unit="countyreal", time="year", cohort="first.treat", outcome="lemp",
+              never_treated=0)
+    with pytest.raises(PanelError, match=r"'name' \(covariate\) must be numeric"):
+        didmem.Panel(df, covariates=["name"], **kw)
+    with pytest.raises(PanelError, match=r"Covariate columns must be distinct"):
+        didmem.Panel(df, covariates=["lpop", "lpop"], **kw)
+    with pytest.raises(PanelError, match=r"covariate #1"):
+        didmem.Panel(df, covariates=["nope"], **kw)

@@ -153,36 +153,46 @@ def _logit(x, d, w, max_iter=50, tol=1e-10):
 
 
 @njit(cache=True)
+def _dot(x, i, v):
+    s = 0.0
+    for a in range(v.size):
+        s += x[i, a] * v[a]
+    return s
+
+
+@njit(cache=True)
 def _cell(dy, d, x, w, method, trim_level, ps_cap, ps_given):
     """ATT, IF (DRDID scale), controls trimmed, largest score, status of one cell.
 
     ``ps_given`` holds the fitted logit scores of these units when they were fitted once
-    for several cells (an empty array otherwise: the logit is fitted here).
+    for several cells (an empty array otherwise: the logit is fitted here). Three fused
+    passes over the units after the nuisance fits; the formulas are those of
+    :mod:`didmem.estimators.drdid` (``r`` is the outcome change less the outcome model).
     """
     n, p = x.shape
     inf = np.zeros(n)
-    mw = w.mean()
-    w = w / mw
-    wc0 = w * (1.0 - d)
-    fitted = np.zeros(n)
+    w = w / w.mean()
+    beta = np.zeros(p)
     a_inv = np.zeros((p, p))
     if method != 1:  # outcome regression on the controls
-        g = _gram(x, wc0)
+        g = np.zeros((p, p))
+        rhs = np.zeros(p)
+        for i in range(n):
+            if d[i] == 0.0:
+                for a in range(p):
+                    va = w[i] * x[i, a]
+                    rhs[a] += va * dy[i]
+                    for b in range(a, p):
+                        g[a, b] += va * x[i, b]
+        for a in range(p):
+            for b in range(a):
+                g[a, b] = g[b, a]
         a_inv, ok = _checked_inverse(g)
         if not ok:
             return 0.0, inf, 0, 0.0, 2
-        rhs = np.zeros(p)
-        for i in range(n):
-            for a in range(p):
-                rhs[a] += wc0[i] * x[i, a] * dy[i]
         beta = a_inv @ rhs
-        fitted = x @ beta
         a_inv = a_inv * n  # inverse of X'W_cX / n
     ps = np.zeros(n)
-    h_inv = np.zeros((p, p))
-    n_trim = 0
-    max_ps = 0.0
-    keep = np.ones(n)
     if method != 0:  # propensity score
         if ps_given.size:
             ps = ps_given.copy()
@@ -191,50 +201,76 @@ def _cell(dy, d, x, w, method, trim_level, ps_cap, ps_given):
             if not ok:
                 return 0.0, inf, 0, 0.0, 3
             ps = _logit(x, d, w)
-        for i in range(n):
-            if ps[i] > max_ps:
-                max_ps = ps[i]
-            if ps[i] > ps_cap:
-                ps[i] = ps_cap
-            if d[i] == 0.0 and ps[i] >= trim_level:
-                keep[i] = 0.0
-                n_trim += 1
-        h, _ = _inverse(_gram(x, w * ps * (1.0 - ps)) / n)
-        h_inv = h
-    wt = keep * w * d
-    mt = wt.mean()
-    if method == 0:
-        eta_t = (wt * dy).mean() / mt
-        eta_c = (wt * fitted).mean() / mt
-        m1 = (wt.reshape(n, 1) * x).sum(axis=0) / n
-        v = a_inv @ m1
-        lin = x @ v
-        for i in range(n):
-            inf[i] = (wt[i] * (dy[i] - eta_t)
-                      - wt[i] * (fitted[i] - eta_c)
-                      - wc0[i] * (dy[i] - fitted[i]) * lin[i]) / mt
-        return eta_t - eta_c, inf, 0, 0.0, 0
-    wc = keep * w * ps * (1.0 - d) / (1.0 - ps)
-    mc = wc.mean()
-    r = dy - fitted  # fitted is 0 for ipw
-    eta_t = (wt * r).mean() / mt
-    eta_c = (wc * r).mean() / mc
-    m2 = ((wc * (r - eta_c)).reshape(n, 1) * x).sum(axis=0) / n
-    lin2 = x @ (h_inv @ m2)
-    if method == 1:
-        for i in range(n):
-            inf[i] = (wt[i] * (r[i] - eta_t) / mt
-                      - wc[i] * (r[i] - eta_c) / mc
-                      - w[i] * (d[i] - ps[i]) * lin2[i] / mc)
-        return eta_t - eta_c, inf, n_trim, max_ps, 0
-    m1 = (wt.reshape(n, 1) * x).sum(axis=0) / n
-    m3 = (wc.reshape(n, 1) * x).sum(axis=0) / n
-    lin1 = x @ (a_inv @ m1)
-    lin3 = x @ (a_inv @ m3)
+    # pass 1: residuals, weights, their sums, M1, M3 and the logit information
+    n_trim = 0
+    max_ps = 0.0
+    r = np.empty(n)
+    wt = np.empty(n)
+    wc = np.zeros(n)
+    swt = swc = swtr = swcr = 0.0
+    m1 = np.zeros(p)
+    m3 = np.zeros(p)
+    info = np.zeros((p, p))
     for i in range(n):
-        e = wc0[i] * r[i]
-        inf[i] = ((wt[i] * (r[i] - eta_t) - e * lin1[i]) / mt
-                  - (wc[i] * (r[i] - eta_c) + w[i] * (d[i] - ps[i]) * lin2[i] - e * lin3[i]) / mc)
+        r[i] = dy[i] - _dot(x, i, beta)
+        if method == 0:
+            wt[i] = w[i] * d[i]
+        else:
+            pi = ps[i]
+            max_ps = max(max_ps, pi)
+            pi = min(pi, ps_cap)
+            ps[i] = pi
+            keep = 1.0
+            if d[i] == 0.0 and pi >= trim_level:
+                keep = 0.0
+                n_trim += 1
+            wt[i] = keep * w[i] * d[i]
+            wc[i] = keep * w[i] * pi * (1.0 - d[i]) / (1.0 - pi)
+            v = w[i] * pi * (1.0 - pi)
+            for a in range(p):
+                va = v * x[i, a]
+                for b in range(a, p):
+                    info[a, b] += va * x[i, b]
+        swt += wt[i]
+        swc += wc[i]
+        swtr += wt[i] * r[i]
+        swcr += wc[i] * r[i]
+        for a in range(p):
+            m1[a] += wt[i] * x[i, a]
+            m3[a] += wc[i] * x[i, a]
+    mt = swt / n
+    v1 = a_inv @ (m1 / n)
+    if method == 0:
+        att = swtr / swt
+        for i in range(n):
+            inf[i] = (wt[i] * (r[i] - att)
+                      - w[i] * (1.0 - d[i]) * r[i] * _dot(x, i, v1)) / mt
+        return att, inf, 0, 0.0, 0
+    for a in range(p):
+        for b in range(a):
+            info[a, b] = info[b, a]
+    h_inv, _ = _inverse(info / n)
+    mc = swc / n
+    eta_t = swtr / swt
+    eta_c = swcr / swc
+    # pass 2: M2
+    m2 = np.zeros(p)
+    for i in range(n):
+        f = wc[i] * (r[i] - eta_c)
+        for a in range(p):
+            m2[a] += f * x[i, a]
+    v2 = h_inv @ (m2 / n)
+    v3 = a_inv @ (m3 / n)
+    # pass 3: the influence function
+    for i in range(n):
+        score = w[i] * (d[i] - ps[i]) * _dot(x, i, v2)
+        treat = wt[i] * (r[i] - eta_t)
+        cont = wc[i] * (r[i] - eta_c) + score
+        if method == 2:
+            e = w[i] * (1.0 - d[i]) * r[i]
+            treat -= e * _dot(x, i, v1)
+            cont -= e * _dot(x, i, v3)
+        inf[i] = treat / mt - cont / mc
     return eta_t - eta_c, inf, n_trim, max_ps, 0
 
 

@@ -353,3 +353,23 @@ def test_panel_carries_covariates(mpdta_lpop, mpdta):
         didmem.Panel(df, covariates=["lpop", "lpop"], **kw)
     with pytest.raises(PanelError, match=r"covariate #1"):
         didmem.Panel(df, covariates=["nope"], **kw)
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("est_method", METHODS)
+def test_sampling_weights_match_csdid(mpdta, est_method):
+    att_gt = pytest.importorskip("csdid.att_gt", reason="csdid (test extra) not installed")
+    df = mpdta.copy()
+    rng = np.random.default_rng(0)
+    df["w"] = df["countyreal"].map(dict(zip(df["countyreal"].unique(),
+                                            rng.uniform(0.5, 2.0, 500))))
+    ref = att_gt.ATTgt(yname="lemp", tname="year", idname="countyreal", gname="first.treat",
+                       data=df, control_group="notyettreated", xformla="lemp~lpop",
+                       weights_name="w").fit(est_method=est_method, bstrap=False)
+    panel = didmem.Panel(df, unit="countyreal", time="year", cohort="first.treat",
+                         outcome="lemp", never_treated=0, covariates=["lpop"], weights="w")
+    res = didmem.DiDEstimator(est_method=est_method, control_group="not_yet_treated",
+                              n_bootstrap=0).fit(panel)
+    frame = res.to_frame()
+    np.testing.assert_allclose(frame["estimate"], ref.results["att"], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(frame["std_error"], ref.results["se"], rtol=0, atol=1e-6)

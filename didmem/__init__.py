@@ -14,6 +14,7 @@ from .errors import (
     EstimationError,
     InstanceError,
     InferenceWarning,
+    OverlapWarning,
     MissingDependencyError,
     PanelError,
     ParameterError,
@@ -70,4 +71,5 @@ __all__ = [
     "DataDroppedWarning",
     "SmallCohortWarning",
     "InferenceWarning",
+    "OverlapWarning",
 ]

@@ -17,6 +17,7 @@ __all__ = [
     "CheckpointError",
     "MissingDependencyError",
     "DidmemWarning",
+    "OverlapWarning",
     "DataDroppedWarning",
     "SmallCohortWarning",
     "InferenceWarning",
@@ -61,6 +62,10 @@ class DataDroppedWarning(DidmemWarning):
 
 class SmallCohortWarning(DidmemWarning):
     """A cohort is so small that its estimates and their inference are fragile."""
+
+
+class OverlapWarning(DidmemWarning):
+    """Propensity scores near 0 or 1: controls were trimmed or the logit did not converge."""
 
 
 class InferenceWarning(DidmemWarning):

@@ -51,6 +51,11 @@ class Panel:
         Column of sampling weights: positive, finite and constant within a unit.
     cluster : str, optional
         Column of cluster labels, constant within a unit.
+    covariates : sequence of str, optional
+        Numeric, finite covariate columns for conditional parallel trends (used by
+        :class:`~didmem.DiDEstimator` with ``est_method`` "reg", "ipw" or "dr"). They may vary
+        over time; each (cohort, time) cell uses their values at its base period, as R ``did``
+        does.
     balance : {"error", "drop_incomplete_units"}
         What to do when some (unit, time) rows are missing: raise an error naming the first
         missing cells, or drop the incomplete units with a warning that gives the count.
@@ -65,6 +70,8 @@ class Panel:
         Cohort of each unit (aligned with ``units``); ``inf`` for never-treated units.
     outcomes : tuple of str
         Names of the outcome columns.
+    covariates : tuple of str
+        Names of the covariate columns (empty without covariates).
 
     Raises
     ------
@@ -94,6 +101,7 @@ class Panel:
         never_treated: float | None = None,
         weights: str | None = None,
         cluster: str | None = None,
+        covariates: Sequence[str] | None = None,
         balance: str = "error",
     ) -> None:
         if not isinstance(data, pd.DataFrame):
@@ -115,7 +123,15 @@ class Panel:
             roles["weights"] = weights
         if cluster is not None:
             roles["cluster"] = cluster
+        covariates = () if covariates is None else (
+            (covariates,) if isinstance(covariates, str) else tuple(covariates))
+        roles.update({f"covariate #{i + 1}": c for i, c in enumerate(covariates)})
         self._check_columns(data, roles)
+        if len(set(covariates)) != len(covariates) or set(covariates) & {unit, time, cohort}:
+            raise PanelError(
+                f"Covariate columns must be distinct and differ from unit, time and cohort; "
+                f"got covariates={list(covariates)!r}."
+            )
         if len(set(outcomes)) != len(outcomes) or set(outcomes) & {unit, time, cohort}:
             raise PanelError(
                 f"Outcome columns must be distinct and differ from unit, time and cohort; "
@@ -129,6 +145,7 @@ class Panel:
         self.weights_column, self.cluster_column = weights, cluster
         self.never_treated_code = never_treated
         self.outcomes = outcomes
+        self.covariates = covariates
 
         time_values = self._numeric_times(data[time], time)
         cohort_rows = self._cohort_rows(data[cohort], cohort, never_treated)
@@ -195,6 +212,19 @@ class Panel:
                     f"at ({unit!r}, {time!r}) = {_listing(where)}. Remove or impute them first."
                 )
             outcome_rows[name] = values
+        covariate_rows = {}
+        for name in covariates:
+            values = self._numeric_column(data[name], name, "covariate")
+            bad = ~np.isfinite(values)
+            if bad.any():
+                bad_units = pd.unique(unit_codes[bad])
+                raise PanelError(
+                    f"Covariate column {name!r} has {int(bad.sum())} missing or infinite values "
+                    f"in {bad_units.size} units, e.g. units "
+                    f"{_listing([_to_python(units[u]) for u in bad_units])}. Remove or impute them "
+                    "first."
+                )
+            covariate_rows[name] = values
 
         present = (counts == 1).reshape(n_units, n_times)
         keep = present.all(axis=1)
@@ -239,6 +269,13 @@ class Panel:
             matrix = matrix.reshape(kept.size, n_times)
             matrix.flags.writeable = False
             self._outcomes[name] = matrix
+        self._covariates = {}
+        for name, values in covariate_rows.items():
+            matrix = np.empty(kept.size * n_times)
+            matrix[dense_index] = values[rows]
+            matrix = matrix.reshape(kept.size, n_times)
+            matrix.flags.writeable = False
+            self._covariates[name] = matrix
 
         self.units = units[kept]
         self.times = np.asarray(times)
@@ -340,6 +377,14 @@ class Panel:
         """
         return self._outcomes[self.resolve_outcome(name)]
 
+    def covariate_array(self) -> np.ndarray:
+        """Units x times x covariates array of the covariates (a new array; empty last axis
+        without covariates)."""
+        out = np.empty((self.n_units, self.n_times, len(self.covariates)))
+        for j, name in enumerate(self.covariates):
+            out[:, :, j] = self._covariates[name]
+        return out
+
     def resolve_outcome(self, name: str | None) -> str:
         """Return the outcome name to use, checking that it exists."""
         if name is None:
@@ -372,6 +417,8 @@ class Panel:
         )
         for name in self.outcomes:
             frame[name] = self._outcomes[name].ravel()
+        for name in self.covariates:
+            frame[name] = self._covariates[name].ravel()
         if self.has_weights:
             frame["weights"] = np.repeat(self.weights, t)
         if self.clusters is not None:
@@ -383,7 +430,8 @@ class Panel:
         n_cohorts = np.unique(self.cohorts[~self.never_treated]).size
         return (
             f"Panel({self.n_units} units x {self.n_times} times; {n_cohorts} cohorts, "
-            f"{n_never} never-treated units; outcomes={list(self.outcomes)})"
+            f"{n_never} never-treated units; outcomes={list(self.outcomes)}"
+            + (f"; covariates={list(self.covariates)})" if self.covariates else ")")
         )
 
 

@@ -104,6 +104,11 @@ class GroupTimeResult:
         sup-t value of the bootstrap, or the normal quantile for pointwise intervals.
     band : {"simultaneous", "pointwise"}
     n_units, n_clusters : int
+    influence : CellInfluence or None
+        With covariates, the per-unit influence functions of the cells
+        (:class:`didmem.inference.influence.CellInfluence`) from which standard errors,
+        bootstrap draws, aggregations and the pre-test are computed; None on the grouped-sum
+        route (no covariates).
     """
 
     estimator: str
@@ -120,6 +125,7 @@ class GroupTimeResult:
     band: str = "pointwise"
     alpha: float = 0.05
     bootstrap: BootstrapDraws | None = field(default=None, repr=False)
+    influence: Any = field(default=None, repr=False)
 
     def __post_init__(self):
         for name in ("estimates", "std_errors", "analytic_std_errors"):
@@ -235,7 +241,7 @@ class GroupTimeResult:
         which = np.flatnonzero(pre)
         if which.size == 0:
             return Pretest(np.nan, 0, np.nan, "no pre-treatment cells to test")
-        cov = cell_covariance(self.design, self.cells, self.stats, which)
+        cov = cell_covariance(self.design, self.cells, self.stats, which, self.influence)
         if not np.all(np.isfinite(cov)):
             warnings.warn("Pre-test not computed: NaN in the pre-treatment covariance.",
                           InferenceWarning, stacklevel=2)
@@ -350,7 +356,8 @@ class AggregateResult:
     @classmethod
     def _from_spec(cls, res: GroupTimeResult, spec: AggregationSpec) -> "AggregateResult":
         est = spec.weights @ np.asarray(res.estimates)
-        se = analytic_se(combination_variance(res.design, res.cells, res.stats, spec.weights, spec.omega))
+        se = analytic_se(combination_variance(res.design, res.cells, res.stats, spec.weights,
+                                              spec.omega, res.influence))
         z = normal_quantile(1 - res.alpha / 2)
         crit, band, draws = z, "pointwise", None
         if res.bootstrap is not None:

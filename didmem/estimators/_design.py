@@ -52,6 +52,8 @@ class Design:
         Number of clusters, 0 without clustering.
     unit_labels : ndarray
         Unit identifier of each row.
+    x : ndarray (n_units, n_times, n_covariates) or None
+        Covariates, rows sorted as ``y`` (not centred); None without covariates.
     """
 
     y: np.ndarray
@@ -62,6 +64,7 @@ class Design:
     clusters: np.ndarray | None
     n_clusters: int
     unit_labels: np.ndarray
+    x: np.ndarray | None = None
 
     @property
     def n_units(self) -> int:
@@ -106,6 +109,7 @@ def prepare_design(
     anticipation: float,
     lower_is_better: bool,
     owner: str,
+    use_covariates: bool = False,
 ) -> Design:
     """Apply R ``did``'s pre-processing and sort the units into cohort blocks."""
     name = panel.resolve_outcome(outcome)
@@ -113,6 +117,7 @@ def prepare_design(
     if lower_is_better:
         y = -y
     times = np.asarray(panel.times, dtype=np.float64)
+    x = panel.covariate_array() if use_covariates and panel.covariates else None
     cohorts = np.array(panel.cohorts, dtype=np.float64)
     w = np.array(panel.weights, dtype=np.float64)
     keep = np.ones(cohorts.size, dtype=bool)
@@ -152,6 +157,8 @@ def prepare_design(
             stacklevel=3,
         )
         y = y[:, cut]
+        if x is not None:
+            x = x[:, cut]
         times = times[cut]
         cohorts[cohorts == last] = np.inf
 
@@ -214,6 +221,7 @@ def prepare_design(
         clusters=clusters,
         n_clusters=n_clusters,
         unit_labels=labels[order],
+        x=None if x is None else np.ascontiguousarray(x[keep][order]),
     )
 
 

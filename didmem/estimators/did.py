@@ -37,6 +37,16 @@ class DiDEstimator(GroupTimeEstimator):
     anticipation : float
         Periods (in time units) before ``g`` in which units may already react. A cell counts
         as post-treatment when ``g <= t``.
+    est_method : {"dr", "ipw", "reg"}
+        Estimator of each cell when the panel has covariates (``Panel(covariates=...)``),
+        under parallel trends conditional on them: ``"dr"`` the locally efficient doubly
+        robust estimator of Sant'Anna & Zhao (2020, R ``DRDID::drdid_panel``), ``"ipw"``
+        normalised inverse probability weighting (``std_ipw_did_panel``), ``"reg"`` outcome
+        regression (``reg_did_panel``). The propensity score is a logit and the outcome
+        model OLS on the controls, both on the covariates at the cell's base period.
+        Controls with a propensity score of 0.995 or more are trimmed (with an
+        :class:`~didmem.OverlapWarning`). Without covariates the three coincide and the
+        fast grouped-sum path is used.
     n_bootstrap : int
         Multiplier-bootstrap draws; 0 gives analytic standard errors and pointwise
         intervals. With draws, standard errors and the band come from the bootstrap, as in R.
@@ -90,14 +100,16 @@ class DiDEstimator(GroupTimeEstimator):
         "control_group": ("never_treated", OneOf("never_treated", "not_yet_treated")),
         "base_period": ("varying", OneOf("varying", "universal")),
         "anticipation": (0, Interval(0, None)),
+        "est_method": ("dr", OneOf("dr", "ipw", "reg")),
         **INFERENCE_PARAMETERS,
     }
 
     def __init__(self, *, control_group="never_treated", base_period="varying", anticipation=0,
-                 n_bootstrap=1000, multiplier="rademacher", alpha=0.05, cband=True,
+                 est_method="dr", n_bootstrap=1000, multiplier="rademacher", alpha=0.05, cband=True,
                  random_state=None, outcome=None, lower_is_better=False):
         super().__init__(control_group=control_group, base_period=base_period,
-                         anticipation=anticipation, n_bootstrap=n_bootstrap,
+                         anticipation=anticipation, est_method=est_method,
+                         n_bootstrap=n_bootstrap,
                          multiplier=multiplier, alpha=alpha, cband=cband,
                          random_state=random_state, outcome=outcome,
                          lower_is_better=lower_is_better)

@@ -18,7 +18,8 @@ from threadpoolctl import threadpool_limits
 from ..errors import ParameterError
 from . import kernels
 
-__all__ = ["MULTIPLIERS", "BootstrapDraws", "draw_multipliers", "bootstrap_cells"]
+__all__ = ["MULTIPLIERS", "BootstrapDraws", "draw_multipliers", "bootstrap_cells",
+           "bootstrap_influence"]
 
 MULTIPLIERS = ("rademacher", "mammen")
 _CHUNK_ELEMENTS = 2_000_000  # multipliers held at once (16 MB)
@@ -123,4 +124,34 @@ def _bootstrap_cells(design, cells, stats, *, n_draws, multiplier, rng) -> Boots
         )
         block_weights[row0:row0 + m] = by_draw[:, :, n_t]
         total[row0:row0 + m] = by_draw[:, :, n_t + 1].sum(axis=1)
+    return BootstrapDraws(out, block_weights, total, multiplier)
+
+
+def bootstrap_influence(design, influence, *, n_draws: int, multiplier: str,
+                        rng) -> BootstrapDraws:
+    """Draw the multiplier bootstrap from explicit influence functions (the generic route).
+
+    Draw ``r`` of every cell is ``sum_i U_ri psi_ic``: one matrix product per block of
+    ``U`` (draws x units) with the block's stored ``psi`` (see
+    :class:`~didmem.inference.influence.CellInfluence`); the grouped weight sums that the
+    aggregations need come from the same ``U``.
+    """
+    n = design.n_units
+    clustered = design.clusters is not None
+    n_weights = design.n_clusters if clustered else n
+    n_blocks = design.starts.size - 1
+    out = np.empty((n_draws, influence.n_cells))
+    block_weights = np.empty((n_draws, n_blocks))
+    total = np.empty(n_draws)
+    chunk = max(1, min(n_draws, _CHUNK_ELEMENTS // max(n, 1)))
+    for row0 in range(0, n_draws, chunk):
+        m = min(chunk, n_draws - row0)
+        weights = draw_multipliers(rng, m, n_weights, multiplier)
+        if clustered:
+            weights = weights[:, design.clusters]
+        out[row0:row0 + m] = influence.draws(weights)
+        for k in range(n_blocks):
+            lo, hi = design.starts[k], design.starts[k + 1]
+            block_weights[row0:row0 + m, k] = weights[:, lo:hi] @ design.w[lo:hi]
+        total[row0:row0 + m] = weights.sum(axis=1)
     return BootstrapDraws(out, block_weights, total, multiplier)

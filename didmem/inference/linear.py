@@ -21,12 +21,21 @@ def _wif_constants(design, omega):
     return omega @ pg
 
 
-def combination_variance(design, cells, stats, weights, omega) -> np.ndarray:
+def combination_variance(design, cells, stats, weights, omega, influence=None) -> np.ndarray:
     """``sum_i psi_i**2`` (or of cluster sums) for every row of ``weights`` / ``omega``.
 
     The units x keys influence functions come from per-block coefficients and one matrix
-    product per block.
+    product per block or, on the generic route (``influence`` given, with covariates), from
+    the stored cell influence functions.
     """
+    n = design.n_units
+    if influence is not None:
+        psi = influence.combine(weights)
+        for j in range(design.n_cohorts):  # estimated-weights term on cohort j's units
+            lo, hi = design.starts[j], design.starts[j + 1]
+            psi[lo:hi] += design.w[lo:hi, None] * omega[:, j][None, :] / n
+        psi -= _wif_constants(design, omega)[None, :] / n
+        return _sum_squares(design, psi)
     csc = weights.tocsc()
     n, n_time = design.y.shape
     n_keys, k = csc.shape[0], design.n_cohorts
@@ -42,6 +51,10 @@ def combination_variance(design, cells, stats, weights, omega) -> np.ndarray:
         w = design.w[lo:hi, None]
         psi[lo:hi] = w * (design.y[lo:hi] @ coef[j] + beta[j])
     psi -= _wif_constants(design, omega)[None, :] / n
+    return _sum_squares(design, psi)
+
+
+def _sum_squares(design, psi):
     if design.clusters is None:
         return np.einsum("ij,ij->j", psi, psi)
     sums = np.zeros((design.n_clusters, psi.shape[1]))
@@ -57,12 +70,15 @@ def combination_draws(design, boot, weights, omega) -> np.ndarray:
     return draws + wif / design.n_units
 
 
-def cell_covariance(design, cells, stats, which: np.ndarray) -> np.ndarray:
+def cell_covariance(design, cells, stats, which: np.ndarray, influence=None) -> np.ndarray:
     """Analytic covariance ``sum_i psi_ci psi_di`` of the cells ``which`` (unclustered).
 
-    Uses per-block Gram matrices of ``(y_i, 1)`` weighted by ``w_i**2``, so the cost is
+    On the generic route (``influence`` given) it is ``psi.T @ psi`` block by block. Else it
+    uses per-block Gram matrices of ``(y_i, 1)`` weighted by ``w_i**2``, so the cost is
     O(units x times**2) once plus O(1) per pair of cells.
     """
+    if influence is not None:
+        return influence.covariance(which)
     z = np.concatenate([design.y, np.ones((design.n_units, 1))], axis=1)
     zw = z * design.w[:, None]
     n_blocks = design.starts.size - 1

@@ -12,6 +12,7 @@ from ._instances import CheckpointError, InstanceBatch, InstanceError, Instances
 from ._parts import PartStore, WorkItem
 from ._spec import BackendSpec
 from .base import OutcomeBackend
+from .covariates import add_instance_covariates, instance_covariates
 from .frame import PAPER_METRICS, CallableBackend, FrameBackend
 from .indexed import MMapIndexedDataset, write_indexed_dataset
 from .transformers_backend import METRICS, TransformersBackend
@@ -32,4 +33,6 @@ __all__ = [
     "CheckpointError",
     "MMapIndexedDataset",
     "write_indexed_dataset",
+    "instance_covariates",
+    "add_instance_covariates",
 ]

@@ -6,7 +6,7 @@ Run from the repository root::
 
 The panel is ``simulate_panel(n_cohorts=95, units_per_cohort=150, n_never_treated=2000,
 n_times=96)`` plus two time-invariant covariates: ``x1`` (standard normal, shifted by 0.3 for
-treated units) and ``x2`` (uniform). Figures go in ``benchmarks/RESULTS_covariates.md``.
+treated units) and ``x2`` (uniform). Figures go in ``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations

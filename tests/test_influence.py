@@ -132,6 +132,11 @@ def test_ekfac_tracks_exact_loo(fitted_mlp):
     fc_only = InfluenceEstimator(weight_decay=WD, solver="direct", include=("fc",)).fit(
         model, seqs, seqs[:N_LOO]).unit_frame()["estimate"].to_numpy()
     assert np.corrcoef(est, fc_only)[0, 1] > 0.85
+    again = InfluenceEstimator(weight_decay=WD, solver="ekfac", random_state=0).fit(
+        model, seqs, seqs[:2]).unit_frame()["estimate"]
+    np.testing.assert_allclose(again, est[:2], rtol=1e-10)  # seeded labels: reproducible
+    assert all(prm.requires_grad for prm in model.parameters())  # kronfluence works on a copy
+    assert type(model.fc) is torch.nn.Linear
     with pytest.raises(ParameterError, match="linear"):
         InfluenceEstimator(solver="ekfac", approximation="shifted").fit(model, seqs)
     with pytest.raises(ParameterError, match="no Linear module"):

@@ -28,6 +28,24 @@ class TinyLM(torch.nn.Module):
         return self.out(torch.tanh(self.embed[ids]))
 
 
+class TinyMLPLM(torch.nn.Module):
+    """logits(x_t) = W2 tanh(W1 tanh(E[x_t]) + b1) + b2: a bigram language model with one
+    hidden ``Linear`` (``fc``) besides the output embedding (``out``), for the EK-FAC path,
+    which tracks the ``Linear`` modules other than the output embedding.
+    """
+
+    def __init__(self, vocab: int = 10, hidden: int = 8, seed: int = 0):
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        self.embed = torch.nn.Parameter(
+            torch.randn(vocab, hidden, generator=gen, dtype=torch.float64) * 0.5)
+        self.fc = torch.nn.Linear(hidden, hidden, dtype=torch.float64)
+        self.out = torch.nn.Linear(hidden, vocab, dtype=torch.float64)
+
+    def forward(self, ids):
+        return self.out(torch.tanh(self.fc(torch.tanh(self.embed[ids]))))
+
+
 def corpus(n: int = 32, length: int = 8, vocab: int = 10, seed: int = 0) -> np.ndarray:
     """Sequences from a random bigram chain, plus a few rare 'secret' transitions."""
     rng = np.random.default_rng(seed)

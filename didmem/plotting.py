@@ -133,6 +133,21 @@ def _schedule(lr_schedule):
     )
 
 
+def _band_and_line(result, kind, ax, color, label, xlabel):
+    """An aggregation's estimates as a line over its band, on a zero line."""
+    agg = result.aggregate(kind)
+    t = agg.to_frame()
+    key = t[agg.key_name]
+    ax = _axes(ax)
+    ax.axhline(0, color="0.5", linewidth=0.8)
+    ax.fill_between(key, t["ci_lower"], t["ci_upper"], color=color, alpha=0.2,
+                    label=_band_label(agg))
+    ax.plot(key, t["estimate"], "o-", color=color, markersize=4, label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(f"{kind} memorisation ({result.outcome})")
+    return ax
+
+
 def plot_instantaneous(result, *, ax=None, lr_schedule=None, color: str = BAND_COLOR):
     """Instantaneous memorisation tau(g, g) against the treatment step, with its band.
 
@@ -150,16 +165,8 @@ def plot_instantaneous(result, *, ax=None, lr_schedule=None, color: str = BAND_C
     matplotlib.axes.Axes
         The main axes; the twin axis, when drawn, is ``ax.lr_axis``.
     """
-    agg = result.aggregate("instantaneous")
-    t = agg.to_frame()
-    ax = _axes(ax)
-    ax.axhline(0, color="0.5", linewidth=0.8)
-    ax.fill_between(t["cohort"], t["ci_lower"], t["ci_upper"], color=color, alpha=0.2,
-                    label=_band_label(agg))
-    ax.plot(t["cohort"], t["estimate"], "o-", color=color, markersize=4,
-            label="instantaneous tau(g, g)")
-    ax.set_xlabel("treatment step g")
-    ax.set_ylabel(f"instantaneous memorisation ({result.outcome})")
+    ax = _band_and_line(result, "instantaneous", ax, color, "instantaneous tau(g, g)",
+                        "treatment step g")
     sched = _schedule(lr_schedule)
     handles, labels = ax.get_legend_handles_labels()
     if sched is not None:
@@ -183,16 +190,8 @@ def plot_persistent(result, *, ax=None, color: str = BAND_COLOR):
     -------
     matplotlib.axes.Axes
     """
-    agg = result.aggregate("persistent")
-    t = agg.to_frame()
-    ax = _axes(ax)
-    ax.axhline(0, color="0.5", linewidth=0.8)
-    ax.fill_between(t["event_time"], t["ci_lower"], t["ci_upper"], color=color, alpha=0.2,
-                    label=_band_label(agg))
-    ax.plot(t["event_time"], t["estimate"], "o-", color=color, markersize=4,
-            label="persistent tau by c - g")
-    ax.set_xlabel("checkpoints after treatment, c - g")
-    ax.set_ylabel(f"persistent memorisation ({result.outcome})")
+    ax = _band_and_line(result, "persistent", ax, color, "persistent tau by c - g",
+                        "checkpoints after treatment, c - g")
     ax.legend(fontsize=8)
     ax.set_title("Persistent memorisation", fontsize=10)
     return ax

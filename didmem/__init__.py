@@ -33,6 +33,7 @@ from .results import AggregateResult, CellResult, Estimate, GroupTimeResult, Pre
 from .comparison import aligned_cells, compare, plot_comparison
 from .profiles import profile_correlation
 from .results_io import SavedResult, load_result
+from .planning import Assumptions, DesignPlan, plan_design
 from . import datasets, montecarlo, plotting, report  # matplotlib is imported lazily
 
 __all__ = [
@@ -53,6 +54,9 @@ __all__ = [
     "Estimate",
     "Pretest",
     "profile_correlation",
+    "plan_design",
+    "Assumptions",
+    "DesignPlan",
     "load_result",
     "SavedResult",
     "datasets",

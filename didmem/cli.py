@@ -255,6 +255,12 @@ def build_parser() -> argparse.ArgumentParser:
     score = sub.add_parser("score", help=score_config.HELP, description=score_config.DESCRIPTION)
     score_config.add_arguments(score)
     score.set_defaults(func=score_config.main_from_args)
+
+    from . import cli_plan
+
+    plan = sub.add_parser("plan", help=cli_plan.HELP, description=cli_plan.DESCRIPTION)
+    cli_plan.add_arguments(plan)
+    plan.set_defaults(func=cli_plan.main_from_args)
     return parser
 
 

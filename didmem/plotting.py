@@ -22,6 +22,7 @@ __all__ = [
     "plot_residual",
     "plot_profile_correlation",
     "plot_pretrends",
+    "plot_plan",
     "PLOTS",
 ]
 
@@ -341,6 +342,55 @@ def plot_pretrends(result, *, ax=None, by: str = "auto", max_cells: int = 300,
     n_sig = int(pre["significant"].sum())
     ax.set_title(f"Parallel trends: {len(pre)} pre-treatment cells, {n_sig} significant "
                  f"({result.band} band)\n{sub}", fontsize=9)
+    return ax
+
+
+def plot_plan(plan, *, power: float = 0.8, ax=None):
+    """Power and scoring cost against instances per cohort, with the recommended design.
+
+    Parameters
+    ----------
+    plan : didmem.DesignPlan
+        The result of :func:`didmem.plan_design`.
+    power : float
+        The target power: a dashed line, and the cheapest design reaching it is marked.
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib Axes
+        The power axes; the cost (tokens) is on its twin on the right.
+    """
+    ax = _axes(ax)
+    t = plan.to_frame()
+    combos = t.groupby(["n_validation", "checkpoint_every"], sort=True)
+    for (n_val, every), part in combos:
+        part = part.sort_values("units_per_cohort")
+        label = f"{n_val:g} validation, every {every:g} ckpt"
+        line = ax.plot(part["units_per_cohort"], part["power"], marker="o", label=label)[0]
+        if (part["power_mc_error"] > 0).any():
+            ax.fill_between(part["units_per_cohort"], part["power"] - 2 * part["power_mc_error"],
+                            part["power"] + 2 * part["power_mc_error"],
+                            color=line.get_color(), alpha=0.15, linewidth=0)
+    ax.axhline(power, color="0.4", linestyle="--", linewidth=1)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("instances per cohort")
+    ax.set_ylabel(f"power ({plan.target}, {plan.method})")
+    cost = ax.twinx()
+    for (n_val, every), part in combos:
+        part = part.sort_values("units_per_cohort")
+        cost.plot(part["units_per_cohort"], part["tokens"], color="0.55", linestyle=":",
+                  marker=".")
+    cost.set_ylabel("tokens scored (dotted)")
+    title = f"{plan.target} memorisation: power and cost"
+    if (t["power"] >= power).any():
+        best = plan.recommend(power)
+        ax.plot([best["units_per_cohort"]], [best["power"]], marker="*", markersize=16,
+                color="#c0392b", linestyle="none", label="recommended", zorder=5)
+        title += (f"\nrecommended: {best['units_per_cohort']:g} per cohort, "
+                  f"{best['n_validation']:g} validation, {best['tokens']:.3g} tokens")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
     return ax
 
 

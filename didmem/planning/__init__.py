@@ -1,0 +1,419 @@
+"""Plan a memorisation study before paying for it: power, minimum detectable effect, cost.
+
+:func:`plan_design` takes a pilot (a :class:`~didmem.Panel` or a fitted
+:class:`~didmem.GroupTimeResult`) or stated :class:`Assumptions` and a grid of designs
+(instances per cohort, validation instances, every k-th checkpoint) and returns a
+:class:`DesignPlan`: the power for the target under the band the estimator reports, the
+minimum detectable effect at a target power and the scoring cost of every design.
+"""
+
+from __future__ import annotations
+
+import itertools
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import brentq
+from scipy.stats import norm
+
+from ..errors import ParameterError
+from ..estimators import DiDEstimator
+from ._analytic import analytic_power, key_contrasts, key_covariance_parts, sup_t_critical
+from ._pilot import AGGREGATION, Pilot, centred, fit_quiet, pilot_from
+
+__all__ = ["Assumptions", "DesignPlan", "plan_design", "PAPER_TOKENS_PER_INSTANCE"]
+
+PAPER_TOKENS_PER_INSTANCE = 2049  # Pythia's sequence length + 1 (Lesci et al. 2024)
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """What is assumed about the outcome when there is no pilot.
+
+    The outcome of an instance over the checkpoints has standard deviation ``outcome_sd``
+    at every checkpoint and correlation ``unit_share + (1 - unit_share) * ar1 ** |j - l|``
+    between checkpoints ``j`` and ``l`` (positions in the full list of checkpoints): a
+    unit effect (instance difficulty) carrying ``unit_share`` of the variance plus AR(1)
+    noise. Cohort ``j`` (``j = 1 .. n_cohorts``) is treated at checkpoint ``j`` (the
+    first checkpoint, 0, is everyone's pre-period), as in
+    :func:`didmem.datasets.simulate_panel`.
+
+    Parameters
+    ----------
+    n_cohorts : int
+        Macro-batches (treatment steps) sampled from.
+    n_checkpoints : int
+        Checkpoints in the full design; at least ``n_cohorts + 1``.
+    outcome_sd : float
+        Standard deviation of the outcome at a checkpoint, around the checkpoint's mean.
+    unit_share : float
+        Share of that variance due to a per-instance constant, in [0, 1).
+    ar1 : float
+        Lag-one autocorrelation of the rest, in (-1, 1).
+    """
+
+    n_cohorts: int
+    n_checkpoints: int
+    outcome_sd: float = 1.0
+    unit_share: float = 0.0
+    ar1: float = 0.0
+
+    def __post_init__(self):
+        def bad(name, what):
+            raise ParameterError(f"The {name!r} parameter of Assumptions must be {what}. "
+                                 f"Got {getattr(self, name)!r}.")
+        for name in ("n_cohorts", "n_checkpoints"):
+            v = getattr(self, name)
+            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
+                bad(name, "a positive integer")
+        if self.n_checkpoints < self.n_cohorts + 1:
+            bad("n_checkpoints", f"at least n_cohorts + 1 = {self.n_cohorts + 1}")
+        if not (np.isfinite(self.outcome_sd) and self.outcome_sd > 0):
+            bad("outcome_sd", "a positive number")
+        if not 0 <= self.unit_share < 1:
+            bad("unit_share", "in [0, 1)")
+        if not -1 < self.ar1 < 1:
+            bad("ar1", "in (-1, 1)")
+
+    def layout(self, every: int):
+        """Positions of the cohorts among the kept checkpoints, and the outcome covariance."""
+        kept = np.arange(0, self.n_checkpoints, every)
+        pos = np.unique(np.ceil(np.arange(1, self.n_cohorts + 1) / every).astype(int))
+        pos = pos[pos < kept.size]
+        lag = np.abs(kept[:, None] - kept[None, :])
+        corr = self.unit_share + (1 - self.unit_share) * self.ar1 ** lag
+        return pos, kept.size, self.outcome_sd ** 2 * corr
+
+
+@dataclass(frozen=True, eq=False)
+class DesignPlan:
+    """Power, minimum detectable effect and cost of every design of a plan.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per design; see :meth:`to_frame`.
+    target : str
+        ``"instantaneous"``, ``"persistent"`` or ``"overall"``.
+    method : str
+        ``"analytic"`` or ``"simulated"``.
+    effect_source : str
+        ``"stated"`` (the ``effect=`` argument) or ``"pilot"`` (the pilot's own estimates).
+    mde_power : float
+        The power at which ``mde`` is computed.
+    """
+
+    table: pd.DataFrame = field(repr=False)
+    target: str
+    method: str
+    effect_source: str
+    mde_power: float
+    alpha: float
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per design.
+
+        Columns: ``units_per_cohort``, ``n_validation``, ``checkpoint_every``, ``n_cohorts``,
+        ``checkpoints`` (kept), ``instances``, ``tokens``, ``gpu_hours`` (NaN without
+        ``tokens_per_second``), ``effect`` (the effect power is computed at; its mean over
+        keys for the pilot's own), ``power``, ``power_mc_error`` (0 for analytic),
+        ``mde`` (the smallest common effect reaching ``mde_power``), ``critical_value``
+        (mean over simulations), ``method``.
+        """
+        return self.table.copy()
+
+    def recommend(self, power: float = 0.8) -> pd.Series:
+        """The cheapest design (fewest tokens, then fewest instances) with at least ``power``.
+
+        Raises
+        ------
+        ParameterError
+            When no design of the plan reaches ``power``.
+        """
+        if not 0 < power < 1:
+            raise ParameterError(f"recommend needs a power in (0, 1); got {power!r}.")
+        t = self.table
+        ok = t[t["power"] >= power]
+        if ok.empty:
+            best = t.loc[t["power"].idxmax()]
+            raise ParameterError(
+                f"No design of the plan reaches power {power:g} for the {self.target} target; "
+                f"the highest is {best['power']:.3f} at units_per_cohort="
+                f"{int(best['units_per_cohort'])}, n_validation={int(best['n_validation'])}. "
+                "Add larger designs.")
+        return ok.sort_values(["tokens", "instances", "units_per_cohort"]).iloc[0]
+
+    def __repr__(self) -> str:
+        return (f"<DesignPlan {self.target} ({self.method}, {self.effect_source} effect): "
+                f"{len(self.table)} designs>")
+
+
+def _grid(values, name, low=1):
+    values = [values] if np.isscalar(values) else list(values)
+    if not values:
+        raise ParameterError(f"plan_design needs at least one value of {name}.")
+    for v in values:
+        if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < low:
+            raise ParameterError(
+                f"Every value of {name} must be an integer >= {low}; got {v!r} in {values!r}.")
+    return [int(v) for v in values]
+
+
+def plan_design(source, *, units_per_cohort, n_validation=None, checkpoint_every=1,
+                target="instantaneous", effect=None, method=None, pool="all", estimator=None,
+                n_simulations=200, mde_power=0.8, alpha=None, random_state=None,
+                tokens_per_instance=PAPER_TOKENS_PER_INSTANCE, tokens_per_second=None
+                ) -> DesignPlan:
+    r"""Power, minimum detectable effect and scoring cost of a grid of study designs.
+
+    Parameters
+    ----------
+    source : Panel, GroupTimeResult or Assumptions
+        A pilot (a cheap run on a few instances, or on a smaller model) or stated
+        assumptions about the outcome.
+    units_per_cohort : int or sequence of int
+        Instances sampled per cohort (macro-batch between two kept checkpoints).
+    n_validation : int or sequence of int, optional
+        Never-treated (validation) instances; by default the pilot's number, or 2,000 (the
+        paper's) with assumptions.
+    checkpoint_every : int or sequence of int
+        Score every k-th checkpoint (from the first); the batches between two kept
+        checkpoints form one cohort.
+    target : {"instantaneous", "persistent", "overall"}
+        Power of what: each cohort's instantaneous effect under the simultaneous band of
+        ``aggregate("instantaneous")`` (averaged over cohorts), each event time's persistent
+        effect under the band of ``aggregate("persistent")`` (averaged over event times),
+        or the overall effect (``aggregate("overall")``, pointwise interval).
+    effect : float, optional
+        The effect of every key to detect (on the outcome's scale, positive =
+        memorisation). Required with assumptions; with a pilot, None uses the pilot's own
+        estimates of the keys as the truth.
+    method : {"simulated", "analytic"}, optional
+        ``"simulated"`` (the default with a pilot): resample the pilot's units, fit the real
+        estimator, count significance under its band. ``"analytic"`` (the only choice with
+        assumptions): the closed-form covariance of the keys and a Gaussian sup-t critical
+        value; with a pilot, the outcome covariance is estimated from it.
+    pool : {"all", "cohort"}
+        Simulated route: where a new unit's deviation from its group's mean comes from:
+        any pilot unit (``"all"``, the default: training and validation instances are
+        exchangeable before training, so one variance structure is estimated from all of
+        them, which matters with a small pilot) or a unit of its own cohort (``"cohort"``,
+        plain resampling; keeps cohort-specific variances and effect heterogeneity).
+    estimator : DiDEstimator, optional
+        The estimator the study will use (default ``DiDEstimator()``, whose default band is
+        used); ignored when ``source`` is a result, whose settings are used. Only the
+        simulated route uses its band rule; the analytic route assumes never-treated
+        controls and the varying base period.
+    n_simulations : int
+        Simulated studies per design.
+    mde_power : float
+        The power at which the minimum detectable effect is computed.
+    alpha : float, optional
+        One minus the band's coverage; by default the estimator's.
+    random_state : None, int or numpy.random.Generator
+    tokens_per_instance : int
+        Tokens scored per instance and checkpoint (Pythia: 2,049).
+    tokens_per_second : float, optional
+        Scoring throughput, for ``gpu_hours``.
+
+    Returns
+    -------
+    DesignPlan
+
+    Notes
+    -----
+    Cost: ``tokens = (n_cohorts * units_per_cohort + n_validation) * checkpoints *
+    tokens_per_instance``.
+
+    Simulated route: the pilot's checkpoints are thinned, every post-treatment cell's
+    estimate is removed from its cohort's units (so the resampled population has no
+    post-treatment effect, while its pre-trends, variances and correlations are the
+    pilot's), units are drawn with replacement to the design's sizes (each a group mean plus
+    a pilot residual, see ``pool``) and the estimator is fitted. Adding an effect ``delta`` to the target's cells shifts the key estimates by
+    ``delta`` and leaves standard errors and bootstrap bands unchanged, so one set of fits
+    gives the power at every effect: ``mean 1{|est + delta| > crit * se}``; the MDE is found
+    on a fine grid of ``delta`` with these common random numbers.
+
+    Analytic route: with ``Sigma`` the outcome covariance over the kept checkpoints, a key
+    is a contrast ``L`` of group means and ``Cov = L_T Sigma L_T' / n_g + L_C Sigma L_C' /
+    n_C``; the band's critical value is the ``1 - alpha`` quantile of the largest absolute
+    entry of a Gaussian vector with that correlation (20,000 draws), and the power of a key
+    is ``Phi(delta/se - c) + Phi(-delta/se - c)``. It is a normal approximation: with
+    fewer than about 30 instances per cohort the bootstrap band of the estimator differs
+    from it (see the docs' *Planning* page), and the simulated route should be used.
+    """
+    targets = tuple(AGGREGATION)
+    if target not in targets:
+        raise ParameterError(f"The 'target' parameter of plan_design must be one of "
+                             f"{set(targets)}. Got {target!r}.")
+    units = _grid(units_per_cohort, "units_per_cohort", 2)
+    every = _grid(checkpoint_every, "checkpoint_every")
+    if not isinstance(n_simulations, numbers.Integral) or n_simulations < 2:
+        raise ParameterError(f"n_simulations must be an integer >= 2; got {n_simulations!r}.")
+    if not 0 < mde_power < 1:
+        raise ParameterError(f"mde_power must be in (0, 1); got {mde_power!r}.")
+    if pool not in ("all", "cohort"):
+        raise ParameterError(f"The 'pool' parameter of plan_design must be one of "
+                             f"{{'all', 'cohort'}}. Got {pool!r}.")
+    if effect is not None and not (isinstance(effect, numbers.Real) and np.isfinite(effect)):
+        raise ParameterError(f"effect must be a finite number or None; got {effect!r}.")
+    if tokens_per_second is not None and not tokens_per_second > 0:
+        raise ParameterError(f"tokens_per_second must be positive; got {tokens_per_second!r}.")
+    estimator = DiDEstimator() if estimator is None else estimator
+    if not isinstance(estimator, DiDEstimator):
+        raise ParameterError(f"estimator must be a DiDEstimator; got {type(estimator).__name__}.")
+    rng = np.random.default_rng(random_state)
+
+    if isinstance(source, Assumptions):
+        if method not in (None, "analytic"):
+            raise ParameterError("With Assumptions only method='analytic' is available; "
+                                 f"got {method!r}. Give a pilot to simulate.")
+        if effect is None:
+            raise ParameterError("plan_design with Assumptions needs effect= (the effect to "
+                                 "detect, on the outcome's scale).")
+        method, pilot, params = "analytic", None, estimator.get_params()
+        validation = _grid(2000 if n_validation is None else n_validation, "n_validation")
+    else:
+        method = "simulated" if method is None else method
+        if method not in ("simulated", "analytic"):
+            raise ParameterError(f"The 'method' parameter of plan_design must be one of "
+                                 f"{{'simulated', 'analytic'}}. Got {method!r}.")
+        pilot, params = pilot_from(source, estimator)
+        n_never = int(np.isinf(pilot.cohorts).sum())
+        validation = _grid(n_never if n_validation is None else n_validation, "n_validation")
+    alpha = params["alpha"] if alpha is None else alpha
+    params["alpha"] = alpha
+
+    rows = []
+    for k in every:
+        if pilot is None:
+            pos, n_kept, sigma = source.layout(k)
+            keys_effect = None
+        else:
+            thin = pilot.thinned(k)
+            _check_pilot(thin, k)
+            pos = np.searchsorted(thin.times, thin.treated_cohorts)
+            n_kept = thin.times.size
+        if pilot is None or method == "analytic":
+            if pilot is not None:
+                sigma, keys_effect, _ = _pilot_covariance(thin, params, target)
+            stats = _analytic_layout(pos, n_kept, sigma, target)
+        else:
+            centre, _ = centred(thin, DiDEstimator, params)
+            sampler = centre.sampler(pool)
+            keys_effect = _keys(fit_quiet(DiDEstimator, {**params, "n_bootstrap": 0},
+                                          thin.panel(), AGGREGATION[target]), target)[1]
+        for u, v in itertools.product(units, validation):
+            if method == "analytic":
+                power, mc, mde, crit, eff = _analytic_design(stats, u, v, alpha, effect,
+                                                             keys_effect, mde_power, rng)
+            else:
+                est, se, cr = _simulate(sampler, u, v, params, target, n_simulations, rng)
+                power, mc, mde, crit, eff = _simulated_design(est, se, cr, effect,
+                                                              keys_effect, mde_power)
+            n_inst = pos.size * u + v
+            tokens = float(n_inst) * n_kept * tokens_per_instance
+            rows.append({
+                "units_per_cohort": u, "n_validation": v, "checkpoint_every": k,
+                "n_cohorts": int(pos.size), "checkpoints": int(n_kept), "instances": n_inst,
+                "tokens": tokens,
+                "gpu_hours": np.nan if tokens_per_second is None
+                else tokens / tokens_per_second / 3600.0,
+                "effect": eff, "power": power, "power_mc_error": mc, "mde": mde,
+                "critical_value": crit, "method": method})
+    return DesignPlan(table=pd.DataFrame(rows), target=target, method=method,
+                      effect_source="stated" if effect is not None else "pilot",
+                      mde_power=mde_power, alpha=alpha)
+
+
+def _check_pilot(pilot: Pilot, every: int) -> None:
+    sizes = pd.Series(pilot.cohorts).value_counts()
+    if not np.isfinite(pilot.cohorts).any():
+        raise ParameterError(f"With checkpoint_every={every} no treated cohort of the pilot has "
+                             "a kept pre-treatment checkpoint and a kept checkpoint after it.")
+    if np.isinf(pilot.cohorts).sum() < 2 or sizes[np.isfinite(sizes.index)].min() < 2:
+        raise ParameterError("The pilot needs at least 2 never-treated units and 2 units in "
+                             f"every cohort to resample from; its cohort sizes are "
+                             f"{sizes.sort_index().to_dict()}.")
+
+
+def _keys(agg, target):
+    if target == "overall":
+        o = agg.overall
+        return np.array([0.0]), np.array([o.estimate]), np.array([o.std_error]), np.nan
+    return agg.keys, np.asarray(agg.estimates), np.asarray(agg.std_errors), agg.critical_value
+
+
+def _pilot_covariance(pilot: Pilot, params, target):
+    """Pooled within-group covariance over checkpoints, and the pilot's own key estimates."""
+    agg = fit_quiet(DiDEstimator, {**params, "n_bootstrap": 0}, pilot.panel(),
+                    AGGREGATION[target])
+    labels = np.where(np.isfinite(pilot.cohorts), pilot.cohorts, -1.0)
+    resid = pilot.y.copy()
+    groups = np.unique(labels)
+    for g in groups:
+        resid[labels == g] -= resid[labels == g].mean(axis=0)
+    sigma = resid.T @ resid / (resid.shape[0] - groups.size)
+    return sigma, _keys(agg, target)[1], None
+
+
+def _analytic_layout(pos, n_kept, sigma, target):
+    L = key_contrasts(np.asarray(pos), n_kept, AGGREGATION[target])
+    return key_covariance_parts(L, sigma)
+
+
+def _analytic_design(parts, u, v, alpha, effect, keys_effect, mde_power, rng):
+    cov = parts[0] / u + parts[1] / v
+    se = np.sqrt(np.diag(cov))
+    crit = sup_t_critical(cov, alpha, rng)
+    delta = np.full(se.size, float(effect)) if effect is not None else np.asarray(keys_effect)
+    power = analytic_power(delta, se, crit)
+    hi = (crit + 10.0) * se.max()
+    mde = brentq(lambda d: analytic_power(np.full(se.size, d), se, crit) - mde_power, 0.0, hi)
+    return power, 0.0, float(mde), crit, float(np.mean(delta))
+
+
+def _simulate(sampler, u, v, params, target, n_sim, rng):
+    est = se = ref_keys = None
+    crit = np.empty(n_sim)
+    for s in range(n_sim):
+        p = {**params, "random_state": int(rng.integers(2**63))}
+        agg = fit_quiet(DiDEstimator, p, sampler.draw(u, v, rng).panel(), AGGREGATION[target])
+        keys, e, sd, c = _keys(agg, target)
+        if ref_keys is None:
+            ref_keys = keys
+            est, se = np.full((n_sim, keys.size), np.nan), np.full((n_sim, keys.size), np.nan)
+        at = np.searchsorted(ref_keys, keys)
+        fine = (at < ref_keys.size) & (ref_keys[np.minimum(at, ref_keys.size - 1)] == keys)
+        est[s, at[fine]], se[s, at[fine]] = e[fine], sd[fine]
+        crit[s] = norm.ppf(1 - params["alpha"] / 2) if target == "overall" else c
+    return est, se, crit
+
+
+def _sim_power(est, se, crit, delta):
+    """Per-simulation share of significant keys at effect ``delta`` (keys,)."""
+    with np.errstate(invalid="ignore"):
+        sig = np.abs(est + delta) > crit[:, None] * se
+    return sig.mean(axis=1)
+
+
+def _simulated_design(est, se, crit, effect, keys_effect, mde_power):
+    delta = np.full(est.shape[1], float(effect)) if effect is not None else np.asarray(keys_effect)
+    per_sim = _sim_power(est, se, crit, delta)
+    power = float(per_sim.mean())
+    mc = float(per_sim.std(ddof=1) / np.sqrt(per_sim.size))
+    top = float(np.nanmax(np.abs(est) + crit[:, None] * se)) * 1.01
+    grid = np.linspace(0.0, top, 801)
+    curve = np.array([_sim_power(est, se, crit, d).mean() for d in grid])
+    above = np.flatnonzero(curve >= mde_power)
+    if above.size == 0:
+        mde = np.nan
+    elif above[0] == 0:
+        mde = 0.0
+    else:
+        i = above[0]
+        lo, hi = curve[i - 1], curve[i]
+        mde = float(grid[i - 1] + (mde_power - lo) / (hi - lo) * (grid[i] - grid[i - 1]))
+    return power, mc, mde, float(np.mean(crit)), float(np.mean(delta))

@@ -1,0 +1,244 @@
+"""didmem.plan_design: shapes, cost, monotonicity, recommend(), routes agreeing, bad input."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import norm
+
+import didmem
+from didmem.errors import ParameterError
+from didmem.planning import Assumptions, plan_design
+from didmem.planning._analytic import analytic_power, sup_t_critical
+
+
+def _panel(units=16, n_never=60, n_cohorts=3, n_times=5, seed=0, effect=0.5):
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=n_cohorts, units_per_cohort=units,
+                                           n_never_treated=n_never, n_times=n_times,
+                                           instantaneous=effect, noise_sd=1.0, seed=seed)
+    return didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
+
+
+FAST = didmem.DiDEstimator(n_bootstrap=199)
+
+
+def test_plan_from_pilot_has_the_contract_columns_and_one_row_per_design():
+    plan = plan_design(_panel(), units_per_cohort=[10, 20], n_validation=[40, 80],
+                       n_simulations=10, random_state=0, estimator=FAST, tokens_per_second=1e5)
+    t = plan.to_frame()
+    assert len(t) == 4
+    for col in ("units_per_cohort", "power", "mde", "tokens", "n_validation", "checkpoints",
+                "gpu_hours", "method", "power_mc_error"):
+        assert col in t.columns
+    assert (t["method"] == "simulated").all() and plan.effect_source == "pilot"
+    assert t["power"].between(0, 1).all() and (t["mde"] > 0).all()
+    assert np.allclose(t["gpu_hours"], t["tokens"] / 1e5 / 3600)
+
+
+def test_tokens_follow_the_cost_formula_and_thinning_keeps_every_kth_checkpoint():
+    a = Assumptions(n_cohorts=95, n_checkpoints=96)
+    t = plan_design(a, units_per_cohort=100, n_validation=2000, effect=0.1,
+                    checkpoint_every=[1, 2, 4], random_state=0).to_frame()
+    # the issue's figure: (95 x 100 + 2,000) x 96 x 2,049, about 2.3e9 tokens
+    assert t["tokens"][0] == (95 * 100 + 2000) * 96 * 2049
+    assert t["checkpoints"].tolist() == [96, 48, 24]
+    assert t["n_cohorts"].tolist() == [95, 47, 23]  # cohorts after the last kept one drop
+    assert np.all(t["tokens"] == (t["n_cohorts"] * 100 + 2000) * t["checkpoints"] * 2049)
+
+
+def test_analytic_matches_the_two_period_closed_form():
+    # one cohort, two checkpoints: Var = 2 s^2 (1 - rho) (1/n1 + 1/n0), one key, crit = z
+    a = Assumptions(n_cohorts=1, n_checkpoints=2, outcome_sd=2.0, unit_share=0.75)
+    t = plan_design(a, units_per_cohort=50, n_validation=200, effect=0.3,
+                    random_state=0).to_frame()
+    se = np.sqrt(2 * 4.0 * 0.25 * (1 / 50 + 1 / 200))
+    z = norm.ppf(0.975)
+    assert t["critical_value"][0] == pytest.approx(z)
+    assert t["power"][0] == pytest.approx(norm.cdf(0.3 / se - z) + norm.cdf(-0.3 / se - z),
+                                          abs=1e-12)
+    assert t["mde"][0] == pytest.approx((z + norm.ppf(0.8)) * se, rel=1e-3)
+
+
+def test_sup_t_critical_value_of_independent_keys():
+    rng = np.random.default_rng(0)
+    k = 10
+    expected = norm.ppf(1 - (1 - 0.95 ** (1 / k)) / 2)  # max of 10 independent |N(0,1)|
+    assert sup_t_critical(np.eye(k) * 3.0, 0.05, rng, 200000) == pytest.approx(expected, abs=0.02)
+    perfectly = np.ones((k, k))  # one key repeated: the pointwise value
+    assert sup_t_critical(perfectly, 0.05, rng) == pytest.approx(norm.ppf(0.975), abs=0.02)
+    assert analytic_power(np.zeros(3), np.ones(3), norm.ppf(0.975)) == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize("target", ["instantaneous", "persistent", "overall"])
+def test_analytic_power_increases_and_mde_decreases_with_units(target):
+    a = Assumptions(n_cohorts=6, n_checkpoints=9, unit_share=0.3, ar1=0.5)
+    t = plan_design(a, units_per_cohort=[5, 10, 20, 50, 100], n_validation=200, effect=0.3,
+                    target=target, random_state=0).to_frame()
+    assert np.all(np.diff(t["power"]) > 0)
+    assert np.all(np.diff(t["mde"]) < 0)
+
+
+def test_simulated_power_increases_with_units():
+    plan = plan_design(_panel(), units_per_cohort=[4, 16, 64], n_validation=120, effect=0.6,
+                       n_simulations=40, random_state=1, estimator=FAST)
+    power = plan.to_frame()["power"].to_numpy()
+    assert power[0] < power[1] < power[2]
+
+
+def test_recommend_returns_the_cheapest_design_reaching_the_power():
+    a = Assumptions(n_cohorts=4, n_checkpoints=6, unit_share=0.5)
+    plan = plan_design(a, units_per_cohort=[10, 20, 50, 100, 200], n_validation=400,
+                       effect=0.5, random_state=0)
+    t = plan.to_frame()
+    best = plan.recommend(0.8)
+    reaching = t[t["power"] >= 0.8]
+    assert best["units_per_cohort"] == reaching["units_per_cohort"].min()
+    assert best["power"] >= 0.8
+    assert plan.recommend(0.2)["units_per_cohort"] <= best["units_per_cohort"]
+    with pytest.raises(ParameterError, match="No design of the plan reaches power 1"):
+        plan.recommend(0.9999999)
+    with pytest.raises(ParameterError, match="power in"):
+        plan.recommend(1.5)
+
+
+def test_analytic_and_simulated_agree_on_a_tiny_case():
+    # a large pilot (estimated covariance close to the truth), 60 instances per cohort
+    pilot = _panel(units=150, n_never=300, n_cohorts=2, n_times=4, seed=3)
+    kw = dict(units_per_cohort=60, n_validation=120, effect=0.45, random_state=0)
+    ana = plan_design(pilot, method="analytic", **kw).to_frame()
+    sim = plan_design(pilot, n_simulations=150, estimator=didmem.DiDEstimator(n_bootstrap=499),
+                      **kw).to_frame()
+    assert ana["method"][0] == "analytic" and sim["method"][0] == "simulated"
+    assert abs(ana["power"][0] - sim["power"][0]) < 0.1 + 3 * sim["power_mc_error"][0]
+    assert sim["mde"][0] == pytest.approx(ana["mde"][0], rel=0.15)
+
+
+def test_result_pilot_uses_the_results_settings_and_lower_is_better():
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=3, units_per_cohort=16, n_never_treated=60,
+                                           n_times=5, instantaneous=0.5, seed=2)
+    df["loss"] = -df["y"]
+    panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="loss")
+    res = didmem.DiDEstimator(n_bootstrap=99, lower_is_better=True, random_state=0).fit(panel)
+    a = plan_design(res, units_per_cohort=[20], n_simulations=8, random_state=0).to_frame()
+    est = didmem.DiDEstimator(n_bootstrap=99, lower_is_better=True)
+    b = plan_design(panel, units_per_cohort=[20], n_simulations=8, random_state=0,
+                    estimator=est).to_frame()
+    # the pilot's own effect is memorisation (positive) on both routes
+    assert a["effect"][0] > 0 and a["effect"][0] == pytest.approx(b["effect"][0])
+    assert a["n_validation"][0] == 60
+
+
+def test_checkpoint_thinning_on_a_pilot():
+    t = plan_design(_panel(n_times=7, n_cohorts=5), units_per_cohort=10, checkpoint_every=[1, 2],
+                    n_simulations=5, random_state=0, estimator=FAST).to_frame()
+    assert t["checkpoints"].tolist() == [7, 4]
+    assert t["n_cohorts"].tolist() == [5, 3]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(target="residual"), "'target' parameter of plan_design must be one of"),
+    (dict(units_per_cohort=[]), "at least one value of units_per_cohort"),
+    (dict(units_per_cohort=[10, 1]), r"units_per_cohort must be an integer >= 2; got 1"),
+    (dict(units_per_cohort=[10.5]), "must be an integer"),
+    (dict(n_simulations=1), "n_simulations must be an integer >= 2"),
+    (dict(method="exact"), "'method' parameter of plan_design must be one of"),
+    (dict(pool="none"), "'pool' parameter of plan_design"),
+    (dict(effect=float("nan")), "effect must be a finite number"),
+    (dict(tokens_per_second=0), "tokens_per_second must be positive"),
+    (dict(estimator=didmem.TWFEEstimator()), "estimator must be a DiDEstimator"),
+])
+def test_bad_arguments_are_refused_by_name(kwargs, message):
+    args = dict(units_per_cohort=[10], n_simulations=5, random_state=0)
+    args.update(kwargs)
+    with pytest.raises(ParameterError, match=message):
+        plan_design(_panel(), **args)
+
+
+def test_bad_sources_and_assumptions_are_refused():
+    with pytest.raises(ParameterError, match="needs a pilot .* got DataFrame"):
+        plan_design(pd.DataFrame(), units_per_cohort=10)
+    with pytest.raises(ParameterError, match="needs effect="):
+        plan_design(Assumptions(n_cohorts=2, n_checkpoints=3), units_per_cohort=10)
+    with pytest.raises(ParameterError, match="only method='analytic'"):
+        plan_design(Assumptions(n_cohorts=2, n_checkpoints=3), units_per_cohort=10, effect=1.0,
+                    method="simulated")
+    with pytest.raises(ParameterError, match="'n_checkpoints' parameter of Assumptions must be "
+                                             "at least n_cohorts \\+ 1 = 4"):
+        Assumptions(n_cohorts=3, n_checkpoints=3)
+    with pytest.raises(ParameterError, match="'ar1' parameter of Assumptions"):
+        Assumptions(n_cohorts=3, n_checkpoints=5, ar1=1.0)
+    with pytest.raises(ParameterError, match="'unit_share' parameter"):
+        Assumptions(n_cohorts=3, n_checkpoints=5, unit_share=-0.1)
+    with pytest.raises(ParameterError, match="at least 2 never-treated units"):
+        plan_design(_panel(n_never=1), units_per_cohort=10, n_simulations=5)
+
+
+def test_plot_plan_and_the_cli(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from didmem.cli import main
+    from didmem.plotting import plot_plan
+
+    a = Assumptions(n_cohorts=4, n_checkpoints=6, unit_share=0.5)
+    plan = plan_design(a, units_per_cohort=[10, 50, 200], n_validation=[100, 400], effect=0.5,
+                       random_state=0)
+    ax = plot_plan(plan)
+    assert len(ax.lines) >= 3 and "recommended" in ax.get_title()
+    code = main(["plan", "--cohorts", "4", "--checkpoints", "6", "--effect", "0.5",
+                 "--unit-share", "0.5", "--units", "10,50,200", "--validation", "400",
+                 "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0 and "recommended" in out
+    assert (tmp_path / "plan.png").stat().st_size > 0
+    table = pd.read_csv(tmp_path / "plan.csv")
+    assert table["units_per_cohort"].tolist() == [10, 50, 200]
+    assert main(["plan", "--cohorts", "4", "--out", str(tmp_path)]) == 2
+    assert "Give --pilot FILE, or the assumptions" in capsys.readouterr().err
+    assert main(["plan", "--pilot", str(tmp_path / "missing.csv"), "--outcome", "y"]) == 2
+
+
+@pytest.mark.slow
+def test_planned_power_agrees_with_monte_carlo_power_within_007():
+    """The docs' claim on two data-generating processes, with modest replications.
+
+    Monte Carlo power of the default-setting estimator (499 draws here) on 60 fresh panels
+    against the simulated plan from one 16-per-cohort pilot (pool="all", 60 studies); the
+    tolerance adds twice the combined MC error (about 0.05) to 0.07.
+    """
+    import warnings
+
+    from didmem.errors import DidmemWarning
+
+    def sim_ar1(units, n_never, seed):
+        rng = np.random.default_rng(seed)
+        n, t = 3 * units + n_never, 6
+        eps = np.empty((n, t))
+        eps[:, 0] = rng.standard_normal(n)
+        for j in range(1, t):
+            eps[:, j] = 0.6 * eps[:, j - 1] + 0.8 * rng.standard_normal(n)
+        cohort = np.concatenate([np.repeat([1.0, 2.0, 3.0], units), np.full(n_never, np.inf)])
+        times = np.arange(t, dtype=float)
+        y = 0.5 * rng.standard_normal(n)[:, None] + eps + 0.4 * (times >= cohort[:, None])
+        df = pd.DataFrame({"unit": np.repeat(np.arange(n), t), "time": np.tile(times, n),
+                           "cohort": np.repeat(cohort, t), "y": y.ravel()})
+        return didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
+
+    dgps = {"iid": lambda u, seed: _panel(units=u, n_never=100, n_cohorts=3, n_times=5,
+                                          seed=seed, effect=0.5),
+            "ar1": lambda u, seed: sim_ar1(u, 100, seed)}
+    est = didmem.DiDEstimator(n_bootstrap=499)
+    for name, make in dgps.items():
+        effect = 0.5 if name == "iid" else 0.4
+        plan = plan_design(make(16, 999), units_per_cohort=[10, 30], effect=effect,
+                           n_simulations=60, random_state=0, estimator=est).to_frame()
+        for i, u in enumerate([10, 30]):
+            shares = []
+            for r in range(60):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DidmemWarning)
+                    res = est.set_params(random_state=r).fit(make(u, 10_000 + r))
+                    shares.append(res.aggregate("instantaneous").to_frame()["significant"].mean())
+            mc, mc_err = np.mean(shares), np.std(shares, ddof=1) / np.sqrt(len(shares))
+            err = np.hypot(mc_err, plan["power_mc_error"][i])
+            assert abs(plan["power"][i] - mc) <= 0.07 + 2 * err, (name, u, plan["power"][i], mc)

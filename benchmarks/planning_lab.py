@@ -32,7 +32,7 @@ METRIC = "mean_token_loglik"
 
 def lab_panel(out, seed, **changes):
     lab = run(Path(out) / f"seed{seed}-{'-'.join(f'{k}{v}' for k, v in changes.items())}",
-              config=quick_config(seed=seed, **changes), overwrite=True)
+              config=quick_config(seed=seed, **changes))  # reuses a finished run
     panel = didmem.Panel(lab.panel, unit="unit", time="time", cohort="cohort", outcome=METRIC)
     truth = lab.truth[(lab.truth["metric"] == METRIC) & (lab.truth["time"] == lab.truth["cohort"])]
     return panel, float(truth["tau"].mean())
@@ -60,12 +60,15 @@ def main(argv=None):
             shares.append(res.aggregate("instantaneous").to_frame()["significant"].mean())
         truths.append(tau)
     shares = np.array(shares)
+    at_mean = didmem.plan_design(pilot, effect=float(np.mean(truths)), **kw).to_frame()
     print(f"pilot (16 per cohort, seed 0): own instantaneous effect {own['effect'][0]:.4f}, "
           f"twin truth {pilot_truth:.4f}")
     print(f"planned power of the quick default ({default.n_analysed} per cohort, "
           f"{default.n_validation} validation): pilot's own effect {own['power'][0]:.3f} "
           f"(MC error {own['power_mc_error'][0]:.3f}), twin truth {stated['power'][0]:.3f} "
           f"(MC error {stated['power_mc_error'][0]:.3f}); {args.sims} simulations")
+    print(f"planned at the seeds' mean twin truth {np.mean(truths):.4f} (known from the twins, "
+          f"not to a user): {at_mean['power'][0]:.3f} (MC error {at_mean['power_mc_error'][0]:.3f})")
     print(f"Monte Carlo power of the default run over {args.reps} seeds: {shares.mean():.3f} "
           f"(MC error {shares.std(ddof=1) / np.sqrt(shares.size):.3f}); mean twin truth "
           f"{np.mean(truths):.4f}; {time.perf_counter() - t0:.0f} s")

@@ -145,6 +145,9 @@ def test_checkpoint_thinning_on_a_pilot():
     (dict(effect=float("nan")), "effect must be a finite number"),
     (dict(tokens_per_second=0), "tokens_per_second must be positive"),
     (dict(estimator=didmem.TWFEEstimator()), "estimator must be a DiDEstimator"),
+    (dict(alpha=1.5), r"alpha must be in \(0, 1\)"),
+    (dict(method="analytic", estimator=didmem.DiDEstimator(control_group="not_yet_treated")),
+     "method='analytic' assumes never-treated controls"),
 ])
 def test_bad_arguments_are_refused_by_name(kwargs, message):
     args = dict(units_per_cohort=[10], n_simulations=5, random_state=0)

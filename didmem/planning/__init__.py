@@ -284,7 +284,16 @@ def plan_design(source, *, units_per_cohort, n_validation=None, checkpoint_every
         n_never = int(np.isinf(pilot.cohorts).sum())
         validation = _grid(n_never if n_validation is None else n_validation, "n_validation")
     alpha = params["alpha"] if alpha is None else alpha
+    if not (isinstance(alpha, numbers.Real) and 0 < alpha < 1):
+        raise ParameterError(f"alpha must be in (0, 1); got {alpha!r}.")
     params["alpha"] = alpha
+    if method == "analytic" and (params["control_group"], params["base_period"],
+                                 params["anticipation"]) != ("never_treated", "varying", 0):
+        raise ParameterError(
+            "method='analytic' assumes never-treated controls, the varying base period and no "
+            f"anticipation; the estimator has control_group={params['control_group']!r}, "
+            f"base_period={params['base_period']!r}, anticipation={params['anticipation']!r}. "
+            "Use the simulated route (a pilot) for these settings.")
 
     rows = []
     for k in every:

@@ -255,6 +255,12 @@ def build_parser() -> argparse.ArgumentParser:
     score = sub.add_parser("score", help=score_config.HELP, description=score_config.DESCRIPTION)
     score_config.add_arguments(score)
     score.set_defaults(func=score_config.main_from_args)
+
+    from . import pipeline
+
+    study = sub.add_parser("run", help=pipeline.HELP, description=pipeline.DESCRIPTION)
+    pipeline.add_arguments(study)
+    study.set_defaults(func=pipeline.run)
     return parser
 
 

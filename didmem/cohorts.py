@@ -123,7 +123,7 @@ def cohort_from_step(step, checkpoints) -> np.ndarray:
     bad = train & ((steps < 1) | (np.mod(steps, 1) != 0))
     if bad.any():
         raise ParameterError(
-            f"Training steps must be positive integers; got {steps[bad][0]!r} "
+            f"Training steps must be positive integers; got {float(steps[bad][0]):g} "
             f"({int(bad.sum())} such)."
         )
     pos = np.searchsorted(grid, steps[train], side="left")

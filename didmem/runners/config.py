@@ -28,6 +28,14 @@ paths are read from the file's own directory::
     num_cpus = 1                         # ray only
     address = "auto"                     # ray only; --address overrides it
 
+    [design]                             # optional: which instances are treated when
+    kind = "order"                       # or "pythia"; see didmem.runners.design
+    file = "order.parquet"
+
+With a ``[design]`` table the run also writes ``OUT/panel.parquet`` (the scores with the
+cohorts and the instance covariates), and ``didmem run`` (:mod:`didmem.pipeline`) reads the
+same file plus its ``[estimate]`` and ``[report]`` tables.
+
 Every mistake is reported as one line naming the file and the key.
 """
 

@@ -319,7 +319,9 @@ def parse_design(table, path: Path, base: Path):
         raise ParameterError(f"config {path}: [design] must be a table.")
     kind = table.get("kind")
     if kind not in DESIGN_KINDS:
-        raise ParameterError(f"{where} kind must be one of {', '.join(DESIGN_KINDS)}; got {kind!r}.")
+        raise ParameterError(
+            f"{where} kind must be one of {', '.join(DESIGN_KINDS)}; got {kind!r}."
+        )
     allowed = _PYTHIA_KEYS if kind == "pythia" else _ORDER_KEYS
     unknown = sorted(set(table) - allowed)
     if unknown:
@@ -335,7 +337,9 @@ def parse_design(table, path: Path, base: Path):
         return OrderDesign(where, base / file, batch)
     for key in ("data", "validation"):
         if not isinstance(table.get(key), str):
-            raise ParameterError(f"{where} {key} must be a path (a string); got {table.get(key)!r}.")
+            raise ParameterError(
+                f"{where} {key} must be a path (a string); got {table.get(key)!r}."
+            )
     seed = table.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ParameterError(f"{where} seed must be a non-negative integer; got {seed!r}.")

@@ -261,6 +261,12 @@ def build_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help=cli_plan.HELP, description=cli_plan.DESCRIPTION)
     cli_plan.add_arguments(plan)
     plan.set_defaults(func=cli_plan.main_from_args)
+
+    from . import pipeline
+
+    study = sub.add_parser("run", help=pipeline.HELP, description=pipeline.DESCRIPTION)
+    pipeline.add_arguments(study)
+    study.set_defaults(func=pipeline.run)
     return parser
 
 

@@ -17,6 +17,7 @@ import pandas as pd
 
 from ._messages import MAX_LISTED as _MAX_LISTED
 from ._messages import listing as _listing
+from .cohorts import cohort_from_sequence_index
 from .errors import DataDroppedWarning, PanelError, ParameterError
 
 __all__ = ["Panel", "cohort_from_sequence_index", "PYTHIA_BATCH_SIZE", "PYTHIA_STEPS_PER_CHECKPOINT"]
@@ -439,52 +440,3 @@ def _readonly(array: np.ndarray) -> np.ndarray:
     array = np.ascontiguousarray(array)
     array.flags.writeable = False
     return array
-
-
-def cohort_from_sequence_index(
-    seq_idx,
-    batch_size: int = PYTHIA_BATCH_SIZE,
-    steps_per_checkpoint: int = PYTHIA_STEPS_PER_CHECKPOINT,
-) -> np.ndarray:
-    """Map training-sequence indices to their cohort (treatment checkpoint).
-
-    Sequence ``i`` is in batch ``b = i // batch_size``, trained at step ``b + 1``; checkpoint
-    ``stepN`` has seen batches ``0 .. N-1``. The cohort is the first checkpoint after training,
-
-    .. math:: g = (\\lfloor i / B \\rfloor // S + 1) \\cdot S,
-
-    with ``B = batch_size`` (1024 for Pythia) and ``S = steps_per_checkpoint`` (1000). All
-    batches between two checkpoints form one macro-batch, hence one cohort.
-
-    Parameters
-    ----------
-    seq_idx : array_like of int
-        Indices into the training order. Negative indices mark validation instances, which are
-        never treated and get ``inf``.
-    batch_size, steps_per_checkpoint : int
-        Sequences per batch and optimisation steps between checkpoints.
-
-    Returns
-    -------
-    numpy.ndarray of float
-        The cohort of each index (``inf`` for validation instances).
-
-    Examples
-    --------
-    >>> cohort_from_sequence_index([0, 1_023_999, 1_024_000, -1])
-    array([1000., 1000., 2000.,   inf])
-    """
-    if batch_size < 1 or steps_per_checkpoint < 1:
-        raise ParameterError(
-            f"batch_size and steps_per_checkpoint must be positive; got {batch_size} and "
-            f"{steps_per_checkpoint}."
-        )
-    idx = np.asarray(seq_idx)
-    if idx.dtype.kind not in "iu":
-        if idx.size and not np.all(np.equal(np.mod(idx, 1), 0)):
-            raise ParameterError("seq_idx must hold integers.")
-        idx = idx.astype(np.int64)
-    cohort = ((idx // batch_size) // steps_per_checkpoint + 1) * steps_per_checkpoint
-    cohort = cohort.astype(np.float64)
-    cohort[idx < 0] = np.inf
-    return cohort

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import PanelError, ParameterError
-from ..panel import cohort_from_sequence_index
+from ..cohorts import COHORT_RULES, PAPER_LAST_STEP, cohort_from_sequence_index, paper_first_epoch
 from ._instances import InstanceBatch, InstanceError, Instances, listing
 from .base import OutcomeBackend, check_checkpoint_times
 
@@ -47,6 +47,16 @@ class FrameBackend(OutcomeBackend):
     batch_size, steps_per_checkpoint : int
         For the paper's layout: sequences per batch (1024) and steps between checkpoints
         (1000), as in :func:`didmem.cohort_from_sequence_index`.
+    cohort_rule : {"didmem", "paper"}
+        For the paper's layout: how cohorts follow from ``seq_idx`` (see
+        :mod:`didmem.cohorts`). ``"paper"`` is the rule of the paper's code
+        (``batch = ceil(seq_idx / 1024)``, ``cohort = ceil(batch / 1000) * 1000``,
+        ``seq_idx <= 0`` is validation), and it also keeps only the rows with
+        ``cohort <= 95000`` and ``step <= 95000``, as the paper does (a
+        :class:`~didmem.errors.DataDroppedWarning` counts the rows left out), so that a
+        published panel gives the published numbers. The default ``"didmem"`` rule is the
+        correct one; they differ at macro-batch boundaries (``seq_idx = 1,024,000``: paper
+        1000, didmem 2000) and at ``seq_idx = 0``.
 
     Examples
     --------
@@ -73,7 +83,13 @@ class FrameBackend(OutcomeBackend):
         layout: str = "auto",
         batch_size: int = 1024,
         steps_per_checkpoint: int = 1000,
+        cohort_rule: str = "didmem",
     ) -> None:
+        if cohort_rule not in COHORT_RULES:
+            raise ParameterError(
+                f"The 'cohort_rule' parameter of FrameBackend must be one of "
+                f"{set(COHORT_RULES)}. Got {cohort_rule!r}."
+            )
         if layout not in _LAYOUTS:
             raise ParameterError(
                 f"The 'layout' parameter of FrameBackend must be one of {set(_LAYOUTS)}. "
@@ -111,12 +127,19 @@ class FrameBackend(OutcomeBackend):
         frame = pd.DataFrame({"unit": data[unit].to_numpy(), "time": data[time].to_numpy()})
         if layout == "paper" and cohort is None:
             frame["cohort"] = cohort_from_sequence_index(
-                data[unit].to_numpy(), batch_size, steps_per_checkpoint
+                data[unit].to_numpy(), batch_size, steps_per_checkpoint, rule=cohort_rule
             )
         elif cohort is not None:
             frame["cohort"] = data[cohort].to_numpy(dtype=np.float64, na_value=np.inf)
         for m in metrics:
             frame[m] = data[m].to_numpy()
+        if cohort_rule == "paper":
+            if "cohort" not in frame.columns:
+                raise ParameterError(
+                    "FrameBackend: cohort_rule='paper' needs the paper's layout or a cohort "
+                    "column."
+                )
+            frame = paper_first_epoch(frame, last=PAPER_LAST_STEP, where="FrameBackend")
         dup = frame.duplicated(["unit", "time"])
         if dup.any():
             pairs = list(zip(frame["unit"][dup], frame["time"][dup]))
@@ -126,6 +149,7 @@ class FrameBackend(OutcomeBackend):
             )
         self._checkpoints = check_checkpoint_times(pd.unique(frame["time"]), "FrameBackend")
         self.layout = layout
+        self.cohort_rule = cohort_rule
         self.default_metrics = metrics
         self._frame = frame.set_index(["unit", "time"]).sort_index()
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..cohorts import PAPER_LAST_STEP, cohort_from_step, step_from_sequence_index
 from ..errors import ParameterError
 
 __all__ = [
@@ -47,7 +48,7 @@ PYTHIA_MODEL_SIZES = ("14m", "31m", "70m", "160m", "410m", "1b", "1.4b", "2.8b",
 #: Last checkpoint of the first epoch of the deduplicated suite. Its models train for about 1.5
 #: epochs of the 207B-token deduplicated Pile, so data repeat after about step 95,000; the paper
 #: restricts cohorts and checkpoints to steps up to this one.
-DEDUPED_FIRST_EPOCH_END = 95_000
+DEDUPED_FIRST_EPOCH_END = PAPER_LAST_STEP
 
 
 def pythia_model_name(size: str, deduped: bool = True) -> str:
@@ -69,21 +70,24 @@ def _indices(seq_idx) -> np.ndarray:
 def training_step(seq_idx, batch_size: int = BATCH_SIZE) -> np.ndarray:
     """Optimisation step at which each training sequence is trained: ``seq_idx // B + 1``.
 
-    A checkpoint ``stepN`` has seen the sequence iff ``training_step(seq_idx) <= N``.
+    A checkpoint ``stepN`` has seen the sequence iff ``training_step(seq_idx) <= N``. See
+    :func:`didmem.cohorts.step_from_sequence_index`, which this calls.
     """
     idx = _indices(seq_idx)
     if (idx < 0).any():
         raise ParameterError(
             "Negative seq_idx marks validation sequences, which are never trained."
         )
-    return idx // batch_size + 1
+    return step_from_sequence_index(idx, batch_size).astype(np.int64)
 
 
 def treatment_checkpoint(seq_idx, checkpoints=PYTHIA_STEPS, batch_size: int = BATCH_SIZE):
     """Cohort of each sequence: the first of ``checkpoints`` that has seen it.
 
     Works for any checkpoint grid, including Pythia's log-spaced early steps. Negative
-    ``seq_idx`` (validation) gives ``inf``.
+    ``seq_idx`` (validation) gives ``inf``. The rule is :func:`didmem.cohorts.cohort_from_step`
+    applied to :func:`didmem.cohorts.step_from_sequence_index`; on a grid of checkpoints
+    every ``S`` steps it equals :func:`didmem.cohort_from_sequence_index`.
 
     Raises
     ------
@@ -91,19 +95,7 @@ def treatment_checkpoint(seq_idx, checkpoints=PYTHIA_STEPS, batch_size: int = BA
         A sequence is trained after the last checkpoint.
     """
     idx = _indices(seq_idx)
-    grid = np.sort(np.asarray(checkpoints, dtype=np.int64))
-    cohort = np.full(idx.shape, np.inf)
-    train = idx >= 0
-    step = idx[train] // batch_size + 1
-    pos = np.searchsorted(grid, step, side="left")
-    if (pos >= grid.size).any():
-        late = idx[train][pos >= grid.size]
-        raise ParameterError(
-            f"{late.size} sequences are trained after the last checkpoint {int(grid[-1])}, e.g. "
-            f"seq_idx {int(late[0])} at step {int(late[0] // batch_size + 1)}."
-        )
-    cohort[train] = grid[pos]
-    return cohort
+    return cohort_from_step(step_from_sequence_index(idx, batch_size), checkpoints)
 
 
 def first_epoch_checkpoints(steps=PYTHIA_STEPS, end: int = DEDUPED_FIRST_EPOCH_END) -> tuple:

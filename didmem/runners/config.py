@@ -28,6 +28,14 @@ paths are read from the file's own directory::
     num_cpus = 1                         # ray only
     address = "auto"                     # ray only; --address overrides it
 
+    [design]                             # optional: which instances are treated when
+    kind = "order"                       # or "pythia"; see didmem.runners.design
+    file = "order.parquet"
+
+With a ``[design]`` table the run also writes ``OUT/panel.parquet`` (the scores with the
+cohorts and the instance covariates), and ``didmem run`` (:mod:`didmem.pipeline`) reads the
+same file plus its ``[estimate]`` and ``[report]`` tables.
+
 Every mistake is reported as one line naming the file and the key.
 """
 
@@ -53,10 +61,13 @@ DESCRIPTION = (
     "Read a TOML or JSON configuration (backend and checkpoints, instances file, metrics, "
     "runner), build the scoring plan (one work item per checkpoint and shard), run it with the "
     "local runner or on Ray, and write OUT/scores.parquet beside the parts, manifest.json and "
-    "plan.json. A re-run with the same configuration skips finished parts. See docs/ray.rst."
+    "plan.json. A re-run with the same configuration skips finished parts. With a [design] table "
+    "(kind 'pythia' or 'order') it also writes OUT/panel.parquet with the cohorts and the "
+    "instance covariates, ready for 'didmem estimate'. See docs/ray.rst and docs/pythia.rst."
 )
 
-_TOP = {"model", "metrics", "out", "shard_size", "backend", "instances", "runner"}
+_TOP = {"model", "metrics", "out", "shard_size", "backend", "instances", "runner", "design",
+        "estimate", "report"}
 _INSTANCES = {"file", "units", "unit_column", "tokens_column"}
 _RUNNERS = {"local": {"kind", "max_retries"},
             "ray": {"kind", "max_retries", "num_workers", "num_gpus", "num_cpus", "address"}}
@@ -68,7 +79,7 @@ class ScoreConfig:
 
     path: Path
     backend: BackendSpec
-    instances_file: Path
+    instances_file: Path | None
     units_file: Path | None
     unit_column: str
     tokens_column: str
@@ -77,6 +88,9 @@ class ScoreConfig:
     out: Path | None
     shard_size: int | None
     runner: dict
+    design: object = None
+    estimate: dict | None = None
+    report: dict | None = None
 
     def load_instances(self):
         """Token ids and unit ids from the instances file."""
@@ -172,6 +186,29 @@ def _table(data: dict, key: str, path: Path, allowed: set | None) -> dict:
     return value
 
 
+def _optional_table(data: dict, key: str, path: Path) -> dict | None:
+    if key not in data:
+        return None
+    if not isinstance(data[key], dict):
+        raise ParameterError(f"config {path}: [{key}] must be a table.")
+    return data[key]
+
+
+def _instances(data: dict, path: Path, base: Path):
+    inst = _table(data, "instances", path, _INSTANCES)
+    if not isinstance(inst.get("file"), str):
+        raise ParameterError(f"config {path}: [instances] needs file = \"PATH.npy|.parquet\".")
+    file = base / inst["file"]
+    if file.suffix not in (".npy", ".parquet"):
+        raise ParameterError(
+            f"config {path}: [instances] file must be a .npy or .parquet file; got {inst['file']!r}."
+        )
+    units = inst.get("units")
+    if units is not None and file.suffix != ".npy":
+        raise ParameterError(f"config {path}: [instances] units goes with a .npy file only.")
+    return file, units, inst
+
+
 def load_config(path, *, runner: str | None = None, address: str | None = None) -> ScoreConfig:
     """Read and check a ``didmem score`` configuration file.
 
@@ -216,17 +253,20 @@ def load_config(path, *, runner: str | None = None, address: str | None = None) 
     except (ParameterError, TypeError) as exc:
         raise ParameterError(f"config {path}: [backend] {exc}") from None
 
-    inst = _table(data, "instances", path, _INSTANCES)
-    if not isinstance(inst.get("file"), str):
-        raise ParameterError(f"config {path}: [instances] needs file = \"PATH.npy|.parquet\".")
-    file = base / inst["file"]
-    if file.suffix not in (".npy", ".parquet"):
-        raise ParameterError(
-            f"config {path}: [instances] file must be a .npy or .parquet file; got {inst['file']!r}."
-        )
-    units = inst.get("units")
-    if units is not None and file.suffix != ".npy":
-        raise ParameterError(f"config {path}: [instances] units goes with a .npy file only.")
+    design = None
+    if "design" in data:
+        from .design import parse_design
+
+        design = parse_design(data["design"], path, base)
+    if getattr(design, "draws_instances", False):
+        if "instances" in data:
+            raise ParameterError(
+                f"config {path}: [instances] is not used with [design] kind = 'pythia', which "
+                "draws the instances from the data order; remove it."
+            )
+        file, units, inst = None, None, {}
+    else:
+        file, units, inst = _instances(data, path, base)
 
     run = dict(data.get("runner", {}))
     if not isinstance(run, dict):
@@ -272,6 +312,9 @@ def load_config(path, *, runner: str | None = None, address: str | None = None) 
         out=None if data.get("out") is None else base / data["out"],
         shard_size=shard,
         runner=run,
+        design=design,
+        estimate=_optional_table(data, "estimate", path),
+        report=_optional_table(data, "report", path),
     )
     try:  # runner settings are checked by the runner's constructor
         config.make_runner(None)
@@ -301,8 +344,11 @@ def main_from_args(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     config = load_config(args.config, runner=args.runner, address=args.address)
     out = Path(args.out) if args.out is not None else (config.out or Path("didmem-scores"))
-    tokens, units = config.load_instances()
     backend = config.backend.build()
+    if config.design is not None:
+        tokens, units = config.design.instances(config, backend.checkpoints, out)
+    else:
+        tokens, units = config.load_instances()
     runner = config.make_runner(out)
     if args.plan:
         plan = runner.plan(backend, tokens, unit_ids=units, metrics=config.metrics)
@@ -316,4 +362,7 @@ def main_from_args(args: argparse.Namespace) -> int:
     print(f"scored {frame['unit'].nunique()} instances at {frame['time'].nunique()} checkpoints "
           f"with the {config.runner['kind']} runner; wrote {path} "
           f"({time.perf_counter() - t0:.1f} s)", file=sys.stdout)
+    if config.design is not None:
+        panel = config.design.write_panel(frame, tokens, units, backend.checkpoints, out)
+        print(f"wrote {panel} (cohorts from [design], instance covariates)")
     return 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize, special
 
 from ._deltas import second_difference_map
 
@@ -13,9 +13,9 @@ def folded_normal_quantile(bias: float, alpha: float) -> float:
     b = abs(float(bias))
 
     def excess(c):
-        return stats.norm.cdf(c - b) - stats.norm.cdf(-c - b) - (1 - alpha)
+        return special.ndtr(c - b) - special.ndtr(-c - b) - (1 - alpha)
 
-    hi = b + stats.norm.ppf(1 - alpha / 2) + 1.0
+    hi = b + special.ndtri(1 - alpha / 2) + 1.0
     return float(optimize.brentq(excess, 0.0, hi, xtol=1e-12))
 
 
@@ -48,6 +48,35 @@ def _min_variance_given_bias(sigma, n_pre, l_post, t, k, m, bias_bound, start):
     res = optimize.minimize(var, start, jac=grad, constraints=cons, method="SLSQP",
                             options={"maxiter": 500, "ftol": 1e-14})
     return res.x
+
+
+def _polish(sigma, n_pre, l_post, t, k, m, alpha, v, h):
+    """A last SLSQP pass on the half-length itself, from the best point of the bias search."""
+    n_d = k.shape[1]
+    kp, kq = k[:n_pre].T, k[n_pre:].T @ l_post
+
+    def length(x):
+        w = np.concatenate([x[:n_pre], l_post])
+        sd = np.sqrt(w @ sigma @ w)
+        return sd * folded_normal_quantile(m * x[n_pre:].sum() / sd, alpha)
+
+    cons = [
+        {"type": "eq", "fun": lambda x: x[:n_pre] @ t[:n_pre] + l_post @ t[n_pre:]},
+        {"type": "ineq", "fun": lambda x: np.concatenate([x[n_pre:] - kp @ x[:n_pre] - kq,
+                                                           x[n_pre:] + kp @ x[:n_pre] + kq]),
+         "jac": lambda x: np.vstack([np.hstack([-kp, np.eye(n_d)]),
+                                     np.hstack([kp, np.eye(n_d)])])},
+    ]
+    x0 = np.concatenate([v[:n_pre], np.abs(k.T @ v)])
+    res = optimize.minimize(length, x0, constraints=cons, method="SLSQP",
+                            options={"maxiter": 300, "ftol": 1e-15})
+    if res.success and np.all(cons[1]["fun"](res.x) >= -1e-12) and res.fun < h:
+        w = np.concatenate([res.x[:n_pre], l_post])
+        sd = float(np.sqrt(w @ sigma @ w))
+        true = sd * folded_normal_quantile(m * float(np.abs(k.T @ w).sum()) / sd, alpha)
+        if true < h:
+            return true, w
+    return h, v
 
 
 def flci(beta, sigma, n_pre, l_post, m, alpha):
@@ -97,5 +126,6 @@ def flci(beta, sigma, n_pre, l_post, m, alpha):
         h, v = half_length(best.x)
         if vals[i] < h:
             h, v = half_length(grid[i])
+        h, v = _polish(sigma, n_pre, l_post, t, k, m, alpha, v, h)
     centre = float(v @ beta)
     return centre - h, centre + h

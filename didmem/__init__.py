@@ -32,11 +32,13 @@ from .estimators import (
 from .results import AggregateResult, CellResult, Estimate, GroupTimeResult, Pretest
 from .comparison import aligned_cells, compare, plot_comparison
 from .profiles import profile_correlation
+from .honest import SensitivityResult, sensitivity
 from .results_io import SavedResult, load_result
 from .planning import Assumptions, DesignPlan, plan_design
 from . import datasets, montecarlo, plotting, report  # matplotlib is imported lazily
 
 __all__ = [
+    "sensitivity", "SensitivityResult",
     "__version__",
     "Panel",
     "DiDEstimator",

@@ -18,7 +18,7 @@ from .aggregate import AggregationSpec, build_aggregation
 from .errors import InferenceWarning
 from .inference.bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
 from .inference.bootstrap import BootstrapDraws
-from .inference.linear import cell_covariance, combination_draws, combination_variance
+from .inference.linear import cell_covariance, combination_covariance, combination_draws
 
 __all__ = ["Estimate", "Pretest", "GroupTimeResult", "AggregateResult", "CellResult"]
 
@@ -352,12 +352,14 @@ class AggregateResult:
     band: str = "pointwise"
     options: Mapping[str, Any] = field(default_factory=dict, repr=False)
     draws: np.ndarray | None = field(default=None, repr=False)
+    covariance: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
     def _from_spec(cls, res: GroupTimeResult, spec: AggregationSpec) -> "AggregateResult":
         est = spec.weights @ np.asarray(res.estimates)
-        se = analytic_se(combination_variance(res.design, res.cells, res.stats, spec.weights,
-                                              spec.omega, res.influence))
+        cov = combination_covariance(res.design, res.cells, res.stats, spec.weights,
+                                     spec.omega, res.influence)
+        se = analytic_se(np.diag(cov).copy())
         z = normal_quantile(1 - res.alpha / 2)
         crit, band, draws = z, "pointwise", None
         if res.bootstrap is not None:
@@ -373,7 +375,31 @@ class AggregateResult:
                    overall=Estimate(float(est[-1]), float(se[-1]), float(lo), float(hi)),
                    critical_value=float(crit), band=band,
                    options=MappingProxyType(dict(spec.options)),
-                   draws=None if draws is None else _readonly(draws))
+                   draws=None if draws is None else _readonly(draws),
+                   covariance=_readonly(cov[:-1, :-1]))
+
+    def vcov(self) -> pd.DataFrame:
+        """The analytic covariance of the keys' estimates, labelled by key on both axes.
+
+        ``sum_i psi_i psi_i'`` of the same influence functions as the analytic standard
+        errors (of cluster sums when clustered), as R ``did``'s ``honest_did`` uses
+        (``IF'IF / n**2``); its diagonal is the analytic squared standard error. This is what
+        :func:`didmem.sensitivity` takes.
+
+        Raises
+        ------
+        ValueError
+            For ``simple`` (no keys) or a result loaded without its covariance.
+        """
+        if self.key_name is None:
+            raise ValueError(f"The {self.kind!r} aggregation has no keys, so no covariance "
+                             "matrix; aggregate by event_time, cohort or time.")
+        if self.covariance is None:
+            raise ValueError("This aggregation carries no covariance (it was loaded from a "
+                             "file written without it); aggregate the group-time result again.")
+        idx = pd.Index(self.keys, name=self.key_name)
+        return pd.DataFrame(np.array(self.covariance), index=idx,
+                            columns=pd.Index(self.keys, name=self.key_name))
 
     def to_frame(self) -> pd.DataFrame:
         """One row per key: the key column, estimate, std_error, ci_lower, ci_upper, significant.

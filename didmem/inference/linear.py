@@ -13,7 +13,7 @@ import numpy as np
 
 from . import kernels
 
-__all__ = ["combination_variance", "combination_draws", "cell_covariance"]
+__all__ = ["combination_variance", "combination_covariance", "combination_draws", "cell_covariance"]
 
 
 def _wif_constants(design, omega):
@@ -21,12 +21,12 @@ def _wif_constants(design, omega):
     return omega @ pg
 
 
-def combination_variance(design, cells, stats, weights, omega, influence=None) -> np.ndarray:
-    """``sum_i psi_i**2`` (or of cluster sums) for every row of ``weights`` / ``omega``.
+def _combination_psi(design, cells, stats, weights, omega, influence=None) -> np.ndarray:
+    """The units x rows influence functions of the linear combinations ``weights``/``omega``.
 
-    The units x keys influence functions come from per-block coefficients and one matrix
-    product per block or, on the generic route (``influence`` given, with covariates), from
-    the stored cell influence functions.
+    They come from per-block coefficients and one matrix product per block or, on the
+    generic route (``influence`` given, with covariates), from the stored cell influence
+    functions.
     """
     n = design.n_units
     if influence is not None:
@@ -35,7 +35,7 @@ def combination_variance(design, cells, stats, weights, omega, influence=None) -
             lo, hi = design.starts[j], design.starts[j + 1]
             psi[lo:hi] += design.w[lo:hi, None] * omega[:, j][None, :] / n
         psi -= _wif_constants(design, omega)[None, :] / n
-        return _sum_squares(design, psi)
+        return psi
     csc = weights.tocsc()
     n, n_time = design.y.shape
     n_keys, k = csc.shape[0], design.n_cohorts
@@ -51,7 +51,26 @@ def combination_variance(design, cells, stats, weights, omega, influence=None) -
         w = design.w[lo:hi, None]
         psi[lo:hi] = w * (design.y[lo:hi] @ coef[j] + beta[j])
     psi -= _wif_constants(design, omega)[None, :] / n
-    return _sum_squares(design, psi)
+    return psi
+
+
+def combination_variance(design, cells, stats, weights, omega, influence=None) -> np.ndarray:
+    """``sum_i psi_i**2`` (or of cluster sums) for every row of ``weights`` / ``omega``."""
+    return _sum_squares(design, _combination_psi(design, cells, stats, weights, omega, influence))
+
+
+def combination_covariance(design, cells, stats, weights, omega, influence=None) -> np.ndarray:
+    """``psi' psi`` (rows x rows) of the linear combinations; with clusters, of cluster sums.
+
+    The same influence functions as :func:`combination_variance`, whose values are its
+    diagonal. Divided by nothing: like the variances, it is on the scale of ``sum_i psi_i``.
+    """
+    psi = _combination_psi(design, cells, stats, weights, omega, influence)
+    if design.clusters is not None:
+        sums = np.zeros((design.n_clusters, psi.shape[1]))
+        np.add.at(sums, design.clusters, psi)
+        psi = sums
+    return psi.T @ psi
 
 
 def _sum_squares(design, psi):

@@ -23,6 +23,7 @@ __all__ = [
     "plot_profile_correlation",
     "plot_pretrends",
     "plot_plan",
+    "plot_result",
     "PLOTS",
 ]
 
@@ -402,3 +403,14 @@ PLOTS: dict[str, Callable] = {
     "pretrends": plot_pretrends,
 }
 """The single-result figures by name (``didmem plot --kind``)."""
+
+
+def plot_result(result, kind: str = "profile", **options):
+    """Draw the figure ``kind`` (a key of :data:`PLOTS`) of a fitted or saved result.
+
+    ``options`` (``ax=``, ``lr_schedule=``, ...) go to the plotting function; returns the
+    matplotlib Axes. This is what ``result.plot(kind)`` calls.
+    """
+    if kind not in PLOTS:
+        raise ParameterError(f"Unknown figure {kind!r}; choose from {sorted(PLOTS)}.")
+    return PLOTS[kind](result, **options)

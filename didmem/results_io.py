@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import DidmemError, ParameterError, optional_import
-from .results import AggregateResult, Estimate, Pretest, profile_matrix
+from ._results_common import AggregateResult, Estimate, Pretest, profile_matrix
 
 __all__ = ["save_result", "load_result", "SavedResult", "FORMAT_VERSION"]
 
@@ -231,9 +231,9 @@ class SavedResult:
 
     def plot(self, kind: str = "profile", **options):
         """Draw a figure of :mod:`didmem.plotting` (see :meth:`GroupTimeResult.plot`)."""
-        from .results import GroupTimeResult
+        from .plotting import plot_result
 
-        return GroupTimeResult.plot(self, kind, **options)
+        return plot_result(self, kind, **options)
 
     def save(self, path) -> Path:
         """Write the result to another parquet file."""

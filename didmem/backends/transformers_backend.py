@@ -10,6 +10,7 @@ import numpy as np
 from ..errors import ParameterError, optional_import
 from ._instances import CheckpointError, InstanceBatch, InstanceError, Instances, listing
 from ._parts import time_label
+from ._spec import BackendSpec, register_builder
 from .base import OutcomeBackend, check_checkpoint_times
 
 __all__ = ["TransformersBackend", "METRICS"]
@@ -188,10 +189,39 @@ class TransformersBackend(OutcomeBackend):
         name, revision = self._sources[checkpoint]
         return name if revision is None else f"{name}@{revision}"
 
+    @classmethod
+    def from_spec(cls, spec: BackendSpec) -> "TransformersBackend":
+        """The backend a :class:`~didmem.backends.BackendSpec` of kind ``"transformers"`` describes.
+
+        ``spec.params`` holds either ``checkpoints`` (step -> directory, or ``[hub name,
+        revision]``) or ``name`` and ``steps`` (hub revisions), plus any keyword of the
+        constructor. Nothing is loaded until the first checkpoint is scored.
+        """
+        params = dict(spec.params)
+        if "checkpoints" in params:
+            if "name" in params or "steps" in params:
+                raise ParameterError(
+                    "A transformers backend spec takes either 'checkpoints' (local directories) "
+                    "or 'name' and 'steps' (hub revisions), not both."
+                )
+            raw = params.pop("checkpoints")
+            if not isinstance(raw, dict):
+                raise ParameterError(
+                    "'checkpoints' of a transformers backend spec must map training steps to "
+                    f"directories, such as {{\"1000\": \"ckpt/step1000\"}}; got {type(raw).__name__}."
+                )
+            sources = {_step(k): tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+            return cls(sources, **params)
+        if "name" in params and "steps" in params:
+            name, steps = params.pop("name"), params.pop("steps")
+            return cls.from_pretrained_revisions(name, steps, **params)
+        raise ParameterError(
+            "A transformers backend spec needs 'checkpoints' (step -> directory) or 'name' and "
+            f"'steps' (hub revisions); got keys {sorted(params)}."
+        )
+
     def spec(self):
         """The :class:`~didmem.backends.BackendSpec` that rebuilds this backend elsewhere."""
-        from ._spec import BackendSpec
-
         checkpoints = {
             time_label(t): name if revision is None else [name, revision]
             for t, (name, revision) in self._sources.items()
@@ -381,3 +411,19 @@ class TransformersBackend(OutcomeBackend):
             parts.append(self.score_batch(checkpoint, sub, metrics))
             start = stop
         return {m: np.concatenate([p[m] for p in parts]) for m in metrics}
+
+
+def _step(key):
+    """A checkpoint step from a mapping key; JSON and TOML keys are strings."""
+    if isinstance(key, (int, float)) and not isinstance(key, bool):
+        return key
+    try:
+        value = float(key)
+    except (TypeError, ValueError):
+        raise ParameterError(
+            f"Checkpoint keys must be training steps (numbers); got {key!r}."
+        ) from None
+    return int(value) if value.is_integer() else value
+
+
+register_builder("transformers", TransformersBackend.from_spec)

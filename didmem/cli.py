@@ -14,9 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
+from ._cli_options import bootstrap_option, panel_column_options, seed_option
+from ._validation import add_option
+from .estimators import DiDEstimator, DifferenceEstimator
+from .report import render_report
 from .errors import DidmemError, ParameterError
 
 __all__ = ["main"]
+
+_ESTIMATORS = {"did": DiDEstimator, "difference": DifferenceEstimator}
 
 
 def _demo(args) -> int:
@@ -30,7 +36,7 @@ def _demo(args) -> int:
           + (" (quick scale)" if args.quick else "") + " ...", flush=True)
     lab = run(out / "lab", quick=args.quick, seed=args.seed, overwrite=args.overwrite)
     panel = didmem.Panel(lab.panel, unit="unit", time="time", cohort="cohort", outcome=metric)
-    res = didmem.DiDEstimator(n_bootstrap=args.draws, random_state=args.seed).fit(panel)
+    res = didmem.DiDEstimator(n_bootstrap=args.n_bootstrap, random_state=args.seed).fit(panel)
     truth = lab.truth[lab.truth["metric"] == metric][["cohort", "time", "tau"]]
     frame = res.to_frame().merge(truth, on=["cohort", "time"], how="left")
     cells_path = out / "cells.csv"
@@ -115,8 +121,8 @@ def _estimate(args) -> int:
     frame = _read_panel_frame(Path(args.panel))
     panel = didmem.Panel(frame, unit=args.unit, time=args.time, cohort=args.cohort,
                          outcome=args.outcome)
-    cls = {"did": didmem.DiDEstimator, "difference": didmem.DifferenceEstimator}[args.estimator]
-    res = cls(control_group=args.control, n_bootstrap=args.draws, random_state=args.seed,
+    cls = _ESTIMATORS[args.estimator]
+    res = cls(control_group=args.control_group, n_bootstrap=args.n_bootstrap, random_state=args.seed,
               lower_is_better=args.lower_is_better).fit(panel)
     print(res.summary())
     print(f"\nwrote {res.save(out)}")
@@ -185,8 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "'plot' extras.",
     )
     demo.add_argument("--out", default="didmem-demo", help="output directory (default: %(default)s)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
-    demo.add_argument("--draws", type=int, default=1000, help="bootstrap draws (default: %(default)s)")
+    seed_option(demo)
+    bootstrap_option(demo)
     demo.add_argument("--quick", action="store_true", help="the lab's quick scale (seconds)")
     demo.add_argument("--overwrite", action="store_true",
                       help="replace a different lab run found in --out")
@@ -203,19 +209,14 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("panel", help="the panel file (.parquet or .csv)")
     est.add_argument("--outcome", required=True, help="the outcome column")
     est.add_argument("--out", required=True, help="the results file to write (.parquet)")
-    est.add_argument("--estimator", choices=["did", "difference"], default="did",
+    est.add_argument("--estimator", choices=list(_ESTIMATORS), default="did",
                      help="difference-in-differences or the plain difference (default: %(default)s)")
-    est.add_argument("--control", choices=["never_treated", "not_yet_treated"],
-                     default="never_treated", help="control group (default: %(default)s)")
-    est.add_argument("--unit", default="unit", help="unit column (default: %(default)s)")
-    est.add_argument("--time", default="time", help="time / checkpoint column (default: %(default)s)")
-    est.add_argument("--cohort", default="cohort",
-                     help="cohort / treatment-step column, NaN or inf for never treated "
-                          "(default: %(default)s)")
+    add_option(est, DiDEstimator, "control_group", "--control", help="control group")
+    panel_column_options(est)
     est.add_argument("--lower-is-better", action="store_true",
                      help="the outcome is lower-is-better (surprisal, rank): flip its sign")
-    est.add_argument("--draws", type=int, default=1000, help="bootstrap draws (default: %(default)s)")
-    est.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    bootstrap_option(est)
+    seed_option(est)
     est.set_defaults(func=_estimate)
 
     plot = sub.add_parser(
@@ -241,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rep.add_argument("results", nargs="+", help="results file(s) (.parquet)")
     rep.add_argument("--out", default="report.html", help="HTML file (default: %(default)s)")
-    rep.add_argument("--title", default="didmem report", help="report title")
+    add_option(rep, render_report, "title", help="report title")
     rep.set_defaults(func=_report)
 
     from .lab import cli_args

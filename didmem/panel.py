@@ -17,6 +17,7 @@ import pandas as pd
 
 from ._messages import MAX_LISTED as _MAX_LISTED
 from ._messages import listing as _listing
+from ._validation import OneOf, check_all
 from .cohorts import cohort_from_sequence_index
 from .errors import DataDroppedWarning, PanelError, ParameterError
 
@@ -26,6 +27,7 @@ PYTHIA_BATCH_SIZE = 1024
 PYTHIA_STEPS_PER_CHECKPOINT = 1000
 
 _BALANCE_OPTIONS = ("error", "drop_incomplete_units")
+_CONSTRAINTS = {"balance": OneOf(*_BALANCE_OPTIONS)}
 
 
 def _to_python(value):
@@ -107,11 +109,7 @@ class Panel:
     ) -> None:
         if not isinstance(data, pd.DataFrame):
             raise PanelError(f"Panel needs a pandas DataFrame; got {type(data).__name__}.")
-        if balance not in _BALANCE_OPTIONS:
-            raise ParameterError(
-                f"The 'balance' parameter of Panel must be one of {set(_BALANCE_OPTIONS)}. "
-                f"Got {balance!r}."
-            )
+        check_all("Panel", {"balance": balance}, _CONSTRAINTS)
         outcomes = (outcome,) if isinstance(outcome, str) else tuple(outcome)
         if not outcomes:
             raise PanelError("Panel needs at least one outcome column; got none.")

@@ -35,6 +35,10 @@ def test_didmem_has_no_import_cycle(checker):
     assert checker.cycles(graph) == []
 
 
+def test_didmem_writes_no_default_twice(checker):
+    assert checker.main(["check_imports", str(ROOT / "didmem")]) == 0
+
+
 def test_a_cycle_through_an_import_inside_a_function_is_found(checker, tmp_path):
     root = _package(tmp_path, {
         "__init__.py": "",

@@ -36,7 +36,7 @@ def results_files(panel_files, tmp_path_factory):
     for i, panel in enumerate(panel_files):
         path = d / f"model{i}.parquet"
         assert main(["estimate", str(panel), "--outcome", "loglik", "--unit", "id",
-                     "--draws", "99", "--out", str(path)]) == 0
+                     "--n-bootstrap", "99", "--out", str(path)]) == 0
         out.append(path)
     return out
 
@@ -45,7 +45,7 @@ def test_estimate_writes_results_and_prints_summary(panel_files, tmp_path, capsy
     path = tmp_path / "r.parquet"
     assert main(["estimate", str(panel_files[1]), "--outcome", "loglik", "--unit", "id",
                  "--estimator", "difference", "--control", "not_yet_treated",
-                 "--lower-is-better", "--draws", "99", "--out", str(path)]) == 0
+                 "--lower-is-better", "--n-bootstrap", "99", "--out", str(path)]) == 0
     out = capsys.readouterr().out
     assert "DifferenceEstimator on outcome 'loglik' (sign flipped" in out and str(path) in out
     loaded = didmem.load_result(path)

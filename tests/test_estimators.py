@@ -28,8 +28,6 @@ def test_parameter_errors_have_one_shape(small_panel):
         DiDEstimator(n_bootstrap=-1).fit(small_panel)
     with pytest.raises(ParameterError, match="'alpha' parameter of DifferenceEstimator"):
         DifferenceEstimator(alpha=1.5).fit(small_panel)
-    with pytest.raises(TypeError, match="unexpected keyword argument"):
-        DiDEstimator(bootstrap=10)
     with pytest.raises(ParameterError, match="needs a didmem.Panel"):
         DiDEstimator().fit(pd.DataFrame())
 

@@ -200,18 +200,35 @@ def _signature_defaults(tree: ast.AST) -> dict[str, object]:
     return defaults
 
 
+def _function_defaults(tree: ast.AST) -> dict[str, object]:
+    """Literal keyword defaults of every function and method (compared with CLI options)."""
+    defaults: dict[str, object] = {}
+    for func in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+        args = func.args
+        positional = args.posonlyargs + args.args
+        pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+        for arg, default in pairs:
+            ok, value = _literal(default)
+            if ok and value is not None and not isinstance(value, bool):
+                defaults.setdefault(arg.arg, value)
+    return defaults
+
+
 def _same(node: ast.AST, default) -> bool:
     ok, value = _literal(node)
     return ok and type(value) is type(default) and value == default
 
 
-def repeated_defaults(path: Path, defaults: dict[str, object]) -> list[str]:
+def repeated_defaults(path: Path, defaults: dict[str, object],
+                      function_defaults: dict[str, object] | None = None) -> list[str]:
     """Places in ``path`` that write a signature default of the package a second time.
 
     Two shapes are found: a dict entry ``"name": default`` or ``"name": (default, ...)``
     (a hand-kept table of defaults) and an ``add_argument("--name", default=default)`` of
-    the command line.
+    the command line (compared also with the defaults of functions, ``function_defaults``).
     """
+    options = {**(function_defaults or {}), **defaults}
     tree = ast.parse(path.read_text(), filename=str(path))
     findings = []
     for node in ast.walk(tree):
@@ -230,10 +247,10 @@ def repeated_defaults(path: Path, defaults: dict[str, object]) -> list[str]:
               and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
             name = node.args[0].value.lstrip("-").replace("-", "_")
             for keyword in node.keywords:
-                if (keyword.arg == "default" and name in defaults
-                        and _same(keyword.value, defaults[name])):
+                if (keyword.arg == "default" and name in options
+                        and _same(keyword.value, options[name])):
                     findings.append(f"{path}:{keyword.value.lineno}: default of --{name} "
-                                    f"({defaults[name]!r}) written again (it lives in a signature)")
+                                    f"({options[name]!r}) written again (it lives in a signature)")
     return findings
 
 
@@ -246,10 +263,13 @@ def main(argv: list[str]) -> int:
         problems.append(f"import cycle among {', '.join(component)}: {path}")
     files = sorted(root.rglob("*.py"))
     defaults: dict[str, object] = {}
+    function_defaults: dict[str, object] = {}
     for path in files:
-        defaults.update(_signature_defaults(ast.parse(path.read_text(), filename=str(path))))
+        tree = ast.parse(path.read_text(), filename=str(path))
+        defaults.update(_signature_defaults(tree))
+        function_defaults.update(_function_defaults(tree))
     for path in files:
-        problems.extend(repeated_defaults(path, defaults))
+        problems.extend(repeated_defaults(path, defaults, function_defaults))
     for problem in problems:
         print(problem)
     if problems:

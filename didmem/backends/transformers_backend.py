@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._validation import Integral, OneOf, check_all
 from ..errors import ParameterError, optional_import
 from ._instances import CheckpointError, InstanceBatch, InstanceError, Instances, listing
 from ._parts import time_label
@@ -35,15 +36,6 @@ _ARCH_KEYS = (
 )
 _PICKLE_PATTERNS = ("pytorch_model*.bin", "*.pt", "*.pth", "*.ckpt", "*.bin")
 _DTYPES = ("auto", "float32", "bfloat16", "float16", "float64")
-
-
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ParameterError(
-            f"The {name!r} parameter of TransformersBackend must be a positive integer. "
-            f"Got {value!r}."
-        )
-    return int(value)
 
 
 class TransformersBackend(OutcomeBackend):
@@ -96,6 +88,13 @@ class TransformersBackend(OutcomeBackend):
     """
 
     default_metrics = ("sequence_loglik", "mean_token_loglik", "token_accuracy", "mean_token_rank")
+    _constraints = {
+        "batch_size": Integral(1),
+        "dtype": OneOf(*_DTYPES),
+        "prefix_length": Integral(1),
+        "suffix_length": Integral(1),
+        "chunk_tokens": Integral(1, allow_none=True),
+    }
 
     def __init__(
         self,
@@ -124,17 +123,14 @@ class TransformersBackend(OutcomeBackend):
             sources[time] = (str(name), revision)
         self._checkpoints = check_checkpoint_times(sources, "TransformersBackend")
         self._sources = {t: sources[t] for t in self._checkpoints}
-        if dtype not in _DTYPES:
-            raise ParameterError(
-                f"The 'dtype' parameter of TransformersBackend must be one of {set(_DTYPES)}. "
-                f"Got {dtype!r}."
-            )
-        self.batch_size = _positive_int(batch_size, "batch_size")
-        self.prefix_length = _positive_int(prefix_length, "prefix_length")
-        self.suffix_length = _positive_int(suffix_length, "suffix_length")
-        self.chunk_tokens = (
-            None if chunk_tokens is None else _positive_int(chunk_tokens, "chunk_tokens")
-        )
+        check_all("TransformersBackend", {
+            "batch_size": batch_size, "dtype": dtype, "prefix_length": prefix_length,
+            "suffix_length": suffix_length, "chunk_tokens": chunk_tokens,
+        }, self._constraints)
+        self.batch_size = int(batch_size)
+        self.prefix_length = int(prefix_length)
+        self.suffix_length = int(suffix_length)
+        self.chunk_tokens = None if chunk_tokens is None else int(chunk_tokens)
         self.dtype_name = dtype
         self.device_name = device
         if eos_token_id is not None:

@@ -12,15 +12,14 @@ from ._covariates import covariate_cells
 from ._design import prepare_design
 from .base import BaseEstimator, Instance, Integral, Interval, OneOf
 
-INFERENCE_PARAMETERS = {
-    "n_bootstrap": (1000, Integral(0)),
-    "multiplier": ("rademacher", OneOf("rademacher", "mammen")),
-    "alpha": (0.05, Interval(0, 1, closed="neither")),
-    "cband": (True, OneOf(True, False)),
-    "random_state": (None, Instance(int, np.random.Generator, allow_none=True,
-                                    description="None, an int or a numpy Generator")),
-    "outcome": (None, Instance(str, allow_none=True)),
-    "lower_is_better": (False, OneOf(True, False)),
+INFERENCE_CONSTRAINTS = {
+    "n_bootstrap": Integral(0),
+    "multiplier": OneOf("rademacher", "mammen"),
+    "alpha": Interval(0, 1, closed="neither"),
+    "cband": OneOf(True, False),
+    "random_state": Instance(int, np.random.Generator, allow_none=True, description="None, an int or a numpy Generator"),
+    "outcome": Instance(str, allow_none=True),
+    "lower_is_better": OneOf(True, False),
 }
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._design import did_cells
-from ._grouptime import INFERENCE_PARAMETERS, GroupTimeEstimator
+from ._grouptime import INFERENCE_CONSTRAINTS, GroupTimeEstimator
 from .base import Interval, OneOf
 
 __all__ = ["DiDEstimator"]
@@ -96,12 +96,12 @@ class DiDEstimator(GroupTimeEstimator):
     ['cohort', 'estimate', 'std_error', 'ci_lower', 'ci_upper', 'significant']
     """
 
-    _parameters = {
-        "control_group": ("never_treated", OneOf("never_treated", "not_yet_treated")),
-        "base_period": ("varying", OneOf("varying", "universal")),
-        "anticipation": (0, Interval(0, None)),
-        "est_method": ("dr", OneOf("dr", "ipw", "reg")),
-        **INFERENCE_PARAMETERS,
+    _constraints = {
+        "control_group": OneOf("never_treated", "not_yet_treated"),
+        "base_period": OneOf("varying", "universal"),
+        "anticipation": Interval(0, None),
+        "est_method": OneOf("dr", "ipw", "reg"),
+        **INFERENCE_CONSTRAINTS,
     }
 
     def __init__(self, *, control_group="never_treated", base_period="varying", anticipation=0,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._design import level_cells
-from ._grouptime import INFERENCE_PARAMETERS, GroupTimeEstimator
+from ._grouptime import INFERENCE_CONSTRAINTS, GroupTimeEstimator
 from .base import Interval, OneOf
 
 __all__ = ["DifferenceEstimator"]
@@ -38,10 +38,10 @@ class DifferenceEstimator(GroupTimeEstimator):
     differences are zero) are shared with :class:`DiDEstimator`.
     """
 
-    _parameters = {
-        "control_group": ("never_treated", OneOf("never_treated", "not_yet_treated")),
-        "anticipation": (0, Interval(0, None)),
-        **INFERENCE_PARAMETERS,
+    _constraints = {
+        "control_group": OneOf("never_treated", "not_yet_treated"),
+        "anticipation": Interval(0, None),
+        **INFERENCE_CONSTRAINTS,
     }
 
     def __init__(self, *, control_group="never_treated", anticipation=0, n_bootstrap=1000,

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 import pandas as pd
 
-from .inference.bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
-from .inference.linear import combination_covariance, combination_draws
+from ._arrays import readonly
 
 if TYPE_CHECKING:
     from .aggregate import AggregationSpec
@@ -27,12 +26,6 @@ SIGN_NOTE = (
     "Sign convention: an estimate is positive when training on the instances raised the "
     "outcome (memorisation under a higher-is-better metric)."
 )
-
-
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a = np.array(a, copy=True)
-    a.flags.writeable = False
-    return a
 
 
 @dataclass(frozen=True)
@@ -117,27 +110,21 @@ class AggregateResult:
 
     @classmethod
     def _from_spec(cls, res: GroupTimeResult, spec: AggregationSpec) -> "AggregateResult":
+        """The aggregation ``spec`` of a fitted result, with the result's own inference."""
         est = spec.weights @ np.asarray(res.estimates)
-        cov = combination_covariance(res.design, res.cells, res.stats, spec.weights,
-                                     spec.omega, res.influence)
-        se = analytic_se(np.diag(cov).copy())
-        z = normal_quantile(1 - res.alpha / 2)
-        crit, band, draws = z, "pointwise", None
-        if res.bootstrap is not None:
-            draws = combination_draws(res.design, res.bootstrap, spec.weights, spec.omega)
-            scale = res.n_units / np.sqrt(res.n_clusters or res.n_units)
-            se = bootstrap_se(draws, scale)
-            if res.band == "simultaneous" and spec.key_name is not None:
-                crit, band = simultaneous_band(draws[:, :-1], se[:-1], res.alpha, scale,
-                                               at_least_normal=True)
-        lo, hi = _interval(est[-1], se[-1], z)
-        return cls(kind=spec.kind, key_name=spec.key_name, keys=_readonly(spec.keys),
-                   estimates=_readonly(est[:-1]), std_errors=_readonly(se[:-1]),
+        inference = res.inference
+        combo = inference.combination(
+            spec.weights, spec.omega,
+            simultaneous=res.band == "simultaneous" and spec.key_name is not None)
+        se = combo.std_errors
+        lo, hi = _interval(est[-1], se[-1], inference.normal_critical_value)
+        return cls(kind=spec.kind, key_name=spec.key_name, keys=readonly(spec.keys),
+                   estimates=readonly(est[:-1]), std_errors=readonly(se[:-1]),
                    overall=Estimate(float(est[-1]), float(se[-1]), float(lo), float(hi)),
-                   critical_value=float(crit), band=band,
+                   critical_value=float(combo.band.critical_value), band=combo.band.kind,
                    options=MappingProxyType(dict(spec.options)),
-                   draws=None if draws is None else _readonly(draws),
-                   covariance=_readonly(cov[:-1, :-1]))
+                   draws=None if combo.draws is None else readonly(combo.draws),
+                   covariance=readonly(combo.covariance[:-1, :-1]))
 
     def vcov(self) -> pd.DataFrame:
         """The analytic covariance of the keys' estimates, labelled by key on both axes.

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ._arrays import readonly
 from ._messages import MAX_LISTED as _MAX_LISTED
 from ._messages import listing as _listing
 from ._validation import OneOf, check_all
@@ -279,11 +280,11 @@ class Panel:
         self.units = units[kept]
         self.times = np.asarray(times)
         self.times.flags.writeable = False
-        self.cohorts = _readonly(unit_cohort[kept])
-        self.weights = _readonly(unit_weights[kept])
+        self.cohorts = readonly(unit_cohort[kept], copy=False)
+        self.weights = readonly(unit_weights[kept], copy=False)
         self.has_weights = weights is not None
         if unit_cluster is not None:
-            self.clusters = _readonly(unit_cluster[kept])
+            self.clusters = readonly(unit_cluster[kept], copy=False)
             self.cluster_labels = cluster_labels
         else:
             self.clusters = None
@@ -432,9 +433,3 @@ class Panel:
             f"{n_never} never-treated units; outcomes={list(self.outcomes)}"
             + (f"; covariates={list(self.covariates)})" if self.covariates else ")")
         )
-
-
-def _readonly(array: np.ndarray) -> np.ndarray:
-    array = np.ascontiguousarray(array)
-    array.flags.writeable = False
-    return array

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
@@ -11,27 +10,23 @@ from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
-from scipy import linalg
-from scipy.special import chdtrc
 
+from ._arrays import readonly
 from ._results_common import (
     SIGN_NOTE,
     AggregateResult,
     Estimate,
     Pretest,
     _interval,
-    _readonly,
     _significant,
     profile_matrix,
 )
 from .aggregate import AggregationSpec, build_aggregation
-from .errors import InferenceWarning
-from .inference.bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
-from .inference.bootstrap import BootstrapDraws
-from .inference.linear import cell_covariance, combination_covariance, combination_draws
+from .inference.cell_inference import CellInference
 from .results_io import save_result
 
 __all__ = ["Estimate", "Pretest", "GroupTimeResult", "AggregateResult", "CellResult"]
+
 
 @dataclass(frozen=True, eq=False)
 class GroupTimeResult:
@@ -47,41 +42,64 @@ class GroupTimeResult:
     lower_is_better : bool
         True when the outcome's sign was flipped before estimation (surprisal, rank, ...),
         so that positive estimates mean memorisation.
+    inference : CellInference
+        The fit's inference (:class:`didmem.inference.cell_inference.CellInference`): scale,
+        bootstrap draws, alpha and the band rule, shared by the cells, every aggregation and
+        the pre-test. ``design``, ``cells``, ``stats``, ``influence``, ``bootstrap`` and
+        ``alpha`` are read from it.
     critical_value : float
         Multiplier of the standard errors in ``ci_lower`` / ``ci_upper``: the simultaneous
         sup-t value of the bootstrap, or the normal quantile for pointwise intervals.
     band : {"simultaneous", "pointwise"}
     n_units, n_clusters : int
-    influence : CellInfluence or None
-        With covariates, the per-unit influence functions of the cells
-        (:class:`didmem.inference.influence.CellInfluence`) from which standard errors,
-        bootstrap draws, aggregations and the pre-test are computed; None on the grouped-sum
-        route (no covariates).
     """
 
     estimator: str
     params: Mapping[str, Any]
     outcome: str
     lower_is_better: bool
-    design: Any = field(repr=False)
-    cells: Any = field(repr=False)
-    stats: Mapping[str, np.ndarray] = field(repr=False)
+    inference: CellInference = field(repr=False)
     estimates: np.ndarray = field(repr=False)
     std_errors: np.ndarray = field(repr=False)
     analytic_std_errors: np.ndarray = field(repr=False)
     critical_value: float = 1.959963984540054
     band: str = "pointwise"
-    alpha: float = 0.05
-    bootstrap: BootstrapDraws | None = field(default=None, repr=False)
-    influence: Any = field(default=None, repr=False)
 
     def __post_init__(self):
         for name in ("estimates", "std_errors", "analytic_std_errors"):
-            object.__setattr__(self, name, _readonly(getattr(self, name)))
+            object.__setattr__(self, name, readonly(getattr(self, name)))
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
-        object.__setattr__(self, "stats", MappingProxyType({k: _readonly(v) for k, v in self.stats.items()}))
 
     # ------------------------------------------------------------------ basics
+    @property
+    def design(self):
+        """The prepared panel the cells were estimated on."""
+        return self.inference.design
+
+    @property
+    def cells(self):
+        """The layout of the (cohort, time) cells."""
+        return self.inference.cells
+
+    @property
+    def stats(self) -> Mapping[str, np.ndarray]:
+        """The cells' grouped statistics (read-only)."""
+        return self.inference.stats
+
+    @property
+    def influence(self):
+        """Per-unit influence functions of the cells (covariates), else None."""
+        return self.inference.influence
+
+    @property
+    def bootstrap(self):
+        """The bootstrap draws, or None for analytic inference."""
+        return self.inference.bootstrap
+
+    @property
+    def alpha(self) -> float:
+        return self.inference.alpha
+
     @property
     def n_units(self) -> int:
         return self.design.n_units
@@ -186,23 +204,7 @@ class GroupTimeResult:
     def pretest(self) -> Pretest:
         """Wald pre-test of parallel trends over the pre-treatment cells (computed once)."""
         pre = (self.cohorts > self.times) & np.isfinite(self.analytic_std_errors)
-        which = np.flatnonzero(pre)
-        if which.size == 0:
-            return Pretest(np.nan, 0, np.nan, "no pre-treatment cells to test")
-        cov = cell_covariance(self.design, self.cells, self.stats, which, self.influence)
-        if not np.all(np.isfinite(cov)):
-            warnings.warn("Pre-test not computed: NaN in the pre-treatment covariance.",
-                          InferenceWarning, stacklevel=2)
-            return Pretest(np.nan, which.size, np.nan, "NaN in the covariance")
-        lu, piv = linalg.lu_factor(cov, check_finite=False)
-        rcond, _ = linalg.lapack.dgecon(lu, np.abs(cov).sum(axis=0).max(), norm="1")
-        if rcond <= np.finfo(float).eps:  # R: rcond(preV) <= .Machine$double.eps
-            warnings.warn("Pre-test not computed: the pre-treatment covariance is singular.",
-                          InferenceWarning, stacklevel=2)
-            return Pretest(np.nan, which.size, np.nan, "singular covariance")
-        est = np.asarray(self.estimates)[which]
-        stat = float(est @ linalg.lu_solve((lu, piv), est, check_finite=False))
-        return Pretest(stat, int(which.size), float(chdtrc(which.size, stat)))
+        return Pretest(*self.inference.pretest(np.asarray(self.estimates), np.flatnonzero(pre)))
 
     def plot(self, kind: str = "profile", **options):
         """Draw a figure of :mod:`didmem.plotting` (``kind`` is a key of ``PLOTS``).
@@ -225,11 +227,7 @@ class GroupTimeResult:
 
     # --------------------------------------------------------------- display
     def _inference_line(self) -> str:
-        if self.bootstrap is None:
-            return "analytic standard errors (influence function); pointwise intervals"
-        return (f"multiplier bootstrap, {self.bootstrap.n_draws} {self.bootstrap.multiplier} "
-                f"draws; {self.band} {100 * (1 - self.alpha):g}% band, critical value "
-                f"{self.critical_value:.3f}")
+        return self.inference.describe(self.critical_value, self.band)
 
     def summary(self) -> str:
         """A text summary: settings, significant cells, overall effect and the pre-test."""

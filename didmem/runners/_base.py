@@ -18,7 +18,7 @@ import pandas as pd
 from ..backends._instances import Instances
 from ..backends._parts import PartStore, WorkItem, time_label
 from ..backends.base import _progress_bar, normalise_frame
-from .._validation import Integral, check
+from .._validation import Integral, check, constraints_of
 from ..errors import DidmemError, ParameterError
 from ._plan import ScoringPlan
 
@@ -87,7 +87,7 @@ class Runner(abc.ABC):
         self.out_dir = None if out_dir is None else Path(out_dir)
         self.shard_size = shard_size
         self.max_retries = check(type(self).__name__, "max_retries", max_retries,
-                                 self._constraints["max_retries"])
+                                 constraints_of(type(self))["max_retries"])
         self.progress = progress
         self.model = model
 

@@ -1,0 +1,211 @@
+"""The one owner of a fit's inference: scale, bootstrap draws, alpha and the band rule.
+
+A group-time estimator builds one :class:`CellInference` per fit (drawing the multiplier
+bootstrap once) and hands it to its result. The result's cells, every aggregation, the
+pre-test and the covariances then ask this object, so the ``n / sqrt(G)`` scale, the
+pointwise-or-simultaneous rule and the draws are written and held in one place.
+
+Extensions plug in here: a small-sample correction of the band changes
+:meth:`CellInference.critical_value` (the only place a critical value is chosen), a
+calibrated pre-test becomes another method beside :meth:`CellInference.pretest`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import numpy as np
+from scipy import linalg
+from scipy.special import chdtrc
+
+from .._arrays import readonly
+from ..errors import InferenceWarning
+from .bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
+from .bootstrap import BootstrapDraws, bootstrap_cells, bootstrap_influence
+from .linear import cell_covariance, combination_covariance, combination_draws
+
+__all__ = ["CellInference", "Band", "Combination"]
+
+
+@dataclass(frozen=True)
+class Band:
+    """Standard errors and the critical value that multiplies them."""
+
+    std_errors: np.ndarray
+    critical_value: float
+    kind: str  # "simultaneous" or "pointwise"
+
+
+@dataclass(frozen=True)
+class Combination:
+    """Inference on linear combinations of the cells (the rows of an aggregation).
+
+    ``std_errors`` and ``draws`` have one column per row of the weights; ``covariance`` is
+    the analytic covariance of all rows; ``band`` covers the keyed rows (all but the last,
+    the overall value).
+    """
+
+    std_errors: np.ndarray
+    covariance: np.ndarray
+    draws: np.ndarray | None
+    band: Band
+
+
+@dataclass(frozen=True, eq=False)
+class CellInference:
+    """Inference of the group-time cells of one fit.
+
+    Parameters
+    ----------
+    design, cells, stats
+        The prepared panel, the cell layout and the cells' grouped statistics (``mu1``,
+        ``mu0``, ``w1``, ``w0``): what the analytic covariances and the bootstrap sums need.
+    influence : CellInfluence or None
+        Per-unit influence functions of the cells (covariate route), else None.
+    alpha : float
+        One minus the coverage of intervals and bands.
+    cband : bool
+        Ask for a simultaneous (sup-t) band over the cells.
+    bootstrap : BootstrapDraws or None
+        The multiplier-bootstrap draws (None: analytic standard errors, pointwise bands).
+    """
+
+    design: Any = field(repr=False)
+    cells: Any = field(repr=False)
+    stats: Mapping[str, np.ndarray] = field(repr=False)
+    influence: Any = field(repr=False)
+    alpha: float
+    cband: bool
+    bootstrap: BootstrapDraws | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        frozen = {name: readonly(value) for name, value in self.stats.items()}
+        object.__setattr__(self, "stats", MappingProxyType(frozen))
+
+    @classmethod
+    def draw(cls, design, cells, stats, influence, *, alpha: float, cband: bool,
+             n_bootstrap: int, multiplier: str, random_state) -> "CellInference":
+        """Draw the bootstrap (when ``n_bootstrap > 0``) and return the fit's inference."""
+        boot = None
+        if n_bootstrap > 0:
+            rng = np.random.default_rng(random_state)
+            if influence is None:
+                boot = bootstrap_cells(design, cells, stats, n_draws=n_bootstrap,
+                                       multiplier=multiplier, rng=rng)
+            else:
+                boot = bootstrap_influence(design, influence, n_draws=n_bootstrap,
+                                           multiplier=multiplier, rng=rng)
+        return cls(design=design, cells=cells, stats=stats, influence=influence, alpha=alpha,
+                   cband=cband, bootstrap=boot)
+
+    # ------------------------------------------------------------ settings
+    @property
+    def n_bootstrap(self) -> int:
+        """Number of bootstrap draws (0 without the bootstrap)."""
+        return 0 if self.bootstrap is None else self.bootstrap.n_draws
+
+    @property
+    def multiplier(self) -> str | None:
+        return None if self.bootstrap is None else self.bootstrap.multiplier
+
+    @property
+    def scale(self) -> float:
+        """``n / sqrt(G)``: turns sums of influence functions into standard errors (R's
+        ``bres`` scale), with ``G`` the clusters (the units when not clustered)."""
+        return self.design.n_units / np.sqrt(self.design.n_clusters or self.design.n_units)
+
+    @property
+    def normal_critical_value(self) -> float:
+        """The pointwise critical value ``z_{1 - alpha/2}``."""
+        return normal_quantile(1 - self.alpha / 2)
+
+    # ------------------------------------------------------------ the band rule
+    def critical_value(self, draws: np.ndarray | None, std_errors: np.ndarray, *,
+                       simultaneous: bool, at_least_normal: bool) -> tuple[float, str]:
+        """The critical value of a band, and whether it is ``"simultaneous"``.
+
+        Pointwise (the normal quantile) without draws or when a simultaneous band is not
+        asked for; otherwise the bootstrap sup-t value (see
+        :func:`~didmem.inference.bands.simultaneous_band`).
+        """
+        if draws is None or not simultaneous:
+            return self.normal_critical_value, "pointwise"
+        crit, kind = simultaneous_band(draws, std_errors, self.alpha, self.scale,
+                                       at_least_normal=at_least_normal)
+        return float(crit), kind
+
+    def cell_band(self, variance: np.ndarray) -> tuple[np.ndarray, Band]:
+        """Analytic standard errors of the cells from their variances, and the cells' band.
+
+        With the bootstrap, the band's standard errors come from the draws (NaN where the
+        analytic one is NaN, the reference cells); the band is simultaneous when ``cband``
+        and there are more than two times.
+        """
+        analytic = analytic_se(variance)
+        if self.bootstrap is None:
+            return analytic, Band(analytic, self.normal_critical_value, "pointwise")
+        boot_se = bootstrap_se(self.bootstrap.cells, self.scale)
+        se = np.where(np.isnan(analytic), np.nan, boot_se)
+        crit, kind = self.critical_value(self.bootstrap.cells, boot_se,
+                                         simultaneous=self.cband and self.design.times.size > 2,
+                                         at_least_normal=False)
+        return analytic, Band(se, crit, kind)
+
+    def combination(self, weights: np.ndarray, omega, *, simultaneous: bool) -> Combination:
+        """Inference on ``weights @ cells`` (rows: the keys, then the overall value).
+
+        ``omega`` carries the estimated-weights term of R's aggregations; ``simultaneous``
+        asks for a sup-t band over the keyed rows (given only when the cells' band is).
+        """
+        cov = combination_covariance(self.design, self.cells, self.stats, weights, omega,
+                                     self.influence)
+        se = analytic_se(np.diag(cov).copy())
+        draws = None
+        if self.bootstrap is not None:
+            draws = combination_draws(self.design, self.bootstrap, weights, omega)
+            se = bootstrap_se(draws, self.scale)
+        crit, kind = self.critical_value(None if draws is None else draws[:, :-1], se[:-1],
+                                         simultaneous=simultaneous, at_least_normal=True)
+        return Combination(std_errors=se, covariance=cov, draws=draws,
+                           band=Band(se[:-1], crit, kind))
+
+    # ------------------------------------------------------------ tests
+    def covariance(self, which: np.ndarray) -> np.ndarray:
+        """Analytic covariance of the cells ``which``."""
+        return cell_covariance(self.design, self.cells, self.stats, which, self.influence)
+
+    def pretest(self, estimates: np.ndarray, which: np.ndarray) -> tuple[float, int, float, str]:
+        """Wald test that the cells ``which`` are all zero (R ``did``'s pre-test).
+
+        Returns ``(statistic, df, pvalue, note)``: ``statistic = tau' V^-1 tau`` with the
+        analytic covariance ``V``, chi-squared with ``df = len(which)``; NaN, with a note and
+        an :class:`~didmem.InferenceWarning`, when ``V`` has a NaN or is singular (R:
+        ``rcond(V) <= .Machine$double.eps``).
+        """
+        if which.size == 0:
+            return np.nan, 0, np.nan, "no pre-treatment cells to test"
+        cov = self.covariance(which)
+        if not np.all(np.isfinite(cov)):
+            warnings.warn("Pre-test not computed: NaN in the pre-treatment covariance.",
+                          InferenceWarning, stacklevel=3)
+            return np.nan, int(which.size), np.nan, "NaN in the covariance"
+        lu, piv = linalg.lu_factor(cov, check_finite=False)
+        rcond, _ = linalg.lapack.dgecon(lu, np.abs(cov).sum(axis=0).max(), norm="1")
+        if rcond <= np.finfo(float).eps:
+            warnings.warn("Pre-test not computed: the pre-treatment covariance is singular.",
+                          InferenceWarning, stacklevel=3)
+            return np.nan, int(which.size), np.nan, "singular covariance"
+        est = np.asarray(estimates)[which]
+        stat = float(est @ linalg.lu_solve((lu, piv), est, check_finite=False))
+        return stat, int(which.size), float(chdtrc(which.size, stat)), ""
+
+    def describe(self, critical_value: float, kind: str) -> str:
+        """One line naming the inference and a band of it (printed in summaries)."""
+        if self.bootstrap is None:
+            return "analytic standard errors (influence function); pointwise intervals"
+        return (f"multiplier bootstrap, {self.n_bootstrap} {self.multiplier} "
+                f"draws; {kind} {100 * (1 - self.alpha):g}% band, critical value "
+                f"{critical_value:.3f}")

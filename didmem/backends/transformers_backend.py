@@ -135,10 +135,18 @@ class TransformersBackend(OutcomeBackend):
             )
         sources = {}
         for time, src in checkpoints.items():
-            if isinstance(src, tuple):
+            if isinstance(src, (tuple, list)) and len(src) == 2 and all(
+                isinstance(part, str) for part in src
+            ):
                 name, revision = src
-            else:
+            elif isinstance(src, (str, os.PathLike)):
                 name, revision = os.fspath(src), None
+            else:
+                raise ParameterError(
+                    "The 'checkpoints' parameter of TransformersBackend maps each training step "
+                    "to a directory (a path) or to a (hub name, revision) pair of strings; step "
+                    f"{time!r} has {type(src).__name__} {src!r}."
+                )
             sources[time] = (str(name), revision)
         self._checkpoints = check_checkpoint_times(sources, "TransformersBackend")
         self._sources = {t: sources[t] for t in self._checkpoints}
@@ -154,9 +162,21 @@ class TransformersBackend(OutcomeBackend):
             None if chunk_tokens is None else _positive_int(chunk_tokens, "chunk_tokens")
         )
         self.dtype_name = dtype
+        if device is not None and not isinstance(device, str):
+            raise ParameterError(
+                "The 'device' parameter of TransformersBackend must be a string such as 'cpu' "
+                f"or 'cuda:0', or None. Got {type(device).__name__}."
+            )
         self.device_name = device
         if eos_token_id is not None:
             eos_token_id = (eos_token_id,) if np.ndim(eos_token_id) == 0 else tuple(eos_token_id)
+            if not eos_token_id or not all(
+                isinstance(e, (int, np.integer)) and not isinstance(e, bool) for e in eos_token_id
+            ):
+                raise ParameterError(
+                    "The 'eos_token_id' parameter of TransformersBackend must be a token id or "
+                    f"a list of token ids (integers), or None. Got {eos_token_id!r}."
+                )
         self._eos_override = eos_token_id
         self._config = None
         self._model = None
@@ -177,7 +197,23 @@ class TransformersBackend(OutcomeBackend):
         **kwargs
             Passed to :class:`TransformersBackend`.
         """
-        steps = check_checkpoint_times(steps, "TransformersBackend.from_pretrained_revisions")
+        owner = "TransformersBackend.from_pretrained_revisions"
+        if not isinstance(name, str):
+            raise ParameterError(
+                f"The 'name' parameter of {owner} must be a hub repository id (a string). Got "
+                f"{type(name).__name__}."
+            )
+        if not isinstance(revision_format, str) or "{}" not in revision_format:
+            raise ParameterError(
+                f"The 'revision_format' parameter of {owner} must be a string with '{{}}' for "
+                f"the step, such as 'step{{}}'. Got {revision_format!r}."
+            )
+        if isinstance(steps, (str, bytes, dict)) or not hasattr(steps, "__iter__"):
+            raise ParameterError(
+                f"The 'steps' parameter of {owner} must be a list of training steps. Got "
+                f"{type(steps).__name__} {steps!r}."
+            )
+        steps = check_checkpoint_times(steps, owner)
         return cls({s: (name, revision_format.format(s)) for s in steps}, **kwargs)
 
     # ----------------------------------------------------------------- settings

@@ -127,6 +127,11 @@ class RayRunner(Runner):
         self.num_workers = _positive(num_workers, "num_workers")
         self.num_gpus = _positive(num_gpus, "num_gpus", allow_zero=True, real=True)
         self.num_cpus = _positive(num_cpus, "num_cpus", allow_zero=True, real=True)
+        if address is not None and not isinstance(address, str):
+            raise ParameterError(
+                "The 'address' parameter of RayRunner must be a string such as 'auto' or "
+                f"'ray://head:10001', or None. Got {type(address).__name__}."
+            )
         self.address = address
         self.init_kwargs = dict(init_kwargs or {})
         self.last_assignments: dict = {}

@@ -78,7 +78,9 @@ class RayRunner(Runner):
     before it loads another: a checkpoint no actor holds yet first, then it helps with the
     checkpoint that has most items left. The driver writes every returned part atomically,
     exactly as :class:`LocalRunner` does, so the two runners resume each other's runs and
-    return the same frame.
+    return the same frame: bitwise the same for the same work items scored with as many torch
+    threads as an actor has, and otherwise equal to floating-point tolerance (see
+    :class:`~didmem.backends.TransformersBackend` and ``docs/ray.rst``).
 
     Parameters
     ----------

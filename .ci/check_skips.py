@@ -75,7 +75,11 @@ def main(argv=None) -> int:
     if len(argv) != 1:
         print("usage: python .ci/check_skips.py JUNIT.xml", file=sys.stderr)
         return 2
-    found = skips(argv[0])
+    try:
+        found = skips(argv[0])
+    except (OSError, ET.ParseError) as exc:
+        print(f"check_skips: cannot read the JUnit report {argv[0]!r}: {exc}", file=sys.stderr)
+        return 2
     failures = 0
     print(f"{len(found)} skipped tests")
     for skip in found:

@@ -118,3 +118,8 @@ def test_the_command_line(tmp_path):
     usage = subprocess.run([sys.executable, str(ROOT / ".ci" / "check_skips.py")],
                            capture_output=True, text=True, check=False)
     assert usage.returncode == 2 and "usage" in usage.stderr
+    missing = subprocess.run([sys.executable, str(ROOT / ".ci" / "check_skips.py"),
+                              str(tmp_path / "none.xml")], capture_output=True, text=True,
+                             check=False)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+    assert "cannot read the JUnit report" in missing.stderr

@@ -12,7 +12,7 @@ import contextlib
 from collections import deque
 
 from ..backends._parts import time_label
-from .._validation import Integral, Interval, check_all
+from .._validation import Instance, Integral, Interval, check_all
 from ..errors import DidmemError, ParameterError, optional_import
 from ._base import Runner, error_text
 
@@ -62,7 +62,9 @@ class RayRunner(Runner):
     before it loads another: a checkpoint no actor holds yet first, then it helps with the
     checkpoint that has most items left. The driver writes every returned part atomically,
     exactly as :class:`LocalRunner` does, so the two runners resume each other's runs and
-    return the same frame.
+    return the same frame: bitwise the same for the same work items scored with as many torch
+    threads as an actor has, and otherwise equal to floating-point tolerance (see
+    :class:`~didmem.backends.TransformersBackend` and ``docs/ray.rst``).
 
     Parameters
     ----------
@@ -106,6 +108,8 @@ class RayRunner(Runner):
         "num_workers": Integral(1, allow_none=True),
         "num_gpus": Interval(0, None, allow_none=True),
         "num_cpus": Interval(0, None),
+        "address": Instance(str, allow_none=True,
+                            description="a string such as 'auto' or 'ray://head:10001', or None"),
     }
 
     def __init__(self, out_dir=None, *, num_workers: int | None = None,
@@ -115,7 +119,7 @@ class RayRunner(Runner):
         super().__init__(out_dir, shard_size=shard_size, max_retries=max_retries,
                          progress=progress, model=model)
         check_all("RayRunner", {"num_workers": num_workers, "num_gpus": num_gpus,
-                                "num_cpus": num_cpus}, self._constraints)
+                                "num_cpus": num_cpus, "address": address}, self._constraints)
         self.num_workers, self.num_gpus, self.num_cpus = num_workers, num_gpus, num_cpus
         self.address = address
         self.init_kwargs = dict(init_kwargs or {})

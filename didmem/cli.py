@@ -173,6 +173,20 @@ def _report(args) -> int:
     return 0
 
 
+def _subcommand_modules():
+    """The subcommands that live in their own module: (name, module, handler name).
+
+    Each module has ``HELP``, ``DESCRIPTION`` and ``add_arguments(parser)``; they are
+    imported when the parser is built, so ``import didmem.cli`` stays light.
+    """
+    from . import cli_plan, pipeline
+    from .lab import cli_args
+    from .runners import config as score_config
+
+    return (("lab", cli_args, "main_from_args"), ("score", score_config, "main_from_args"),
+            ("plan", cli_plan, "main_from_args"), ("run", pipeline, "run"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="didmem",
@@ -245,29 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_option(rep, render_report, "title", help="report title")
     rep.set_defaults(func=_report)
 
-    from .lab import cli_args
-
-    lab = sub.add_parser("lab", help=cli_args.HELP, description=cli_args.DESCRIPTION)
-    cli_args.add_arguments(lab)
-    lab.set_defaults(func=cli_args.main_from_args)
-
-    from .runners import config as score_config
-
-    score = sub.add_parser("score", help=score_config.HELP, description=score_config.DESCRIPTION)
-    score_config.add_arguments(score)
-    score.set_defaults(func=score_config.main_from_args)
-
-    from . import cli_plan
-
-    plan = sub.add_parser("plan", help=cli_plan.HELP, description=cli_plan.DESCRIPTION)
-    cli_plan.add_arguments(plan)
-    plan.set_defaults(func=cli_plan.main_from_args)
-
-    from . import pipeline
-
-    study = sub.add_parser("run", help=pipeline.HELP, description=pipeline.DESCRIPTION)
-    pipeline.add_arguments(study)
-    study.set_defaults(func=pipeline.run)
+    for name, module, handler in _subcommand_modules():
+        command = sub.add_parser(name, help=module.HELP, description=module.DESCRIPTION)
+        module.add_arguments(command)
+        command.set_defaults(func=getattr(module, handler))
     return parser
 
 

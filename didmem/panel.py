@@ -19,13 +19,11 @@ from ._arrays import readonly
 from ._messages import MAX_LISTED as _MAX_LISTED
 from ._messages import listing as _listing
 from ._validation import OneOf, check_all
-from .cohorts import cohort_from_sequence_index
+from .cohorts import PYTHIA_BATCH_SIZE, PYTHIA_STEPS_PER_CHECKPOINT, cohort_from_sequence_index
 from .errors import DataDroppedWarning, PanelError, ParameterError
 
 __all__ = ["Panel", "cohort_from_sequence_index", "PYTHIA_BATCH_SIZE", "PYTHIA_STEPS_PER_CHECKPOINT"]
 
-PYTHIA_BATCH_SIZE = 1024
-PYTHIA_STEPS_PER_CHECKPOINT = 1000
 
 _BALANCE_OPTIONS = ("error", "drop_incomplete_units")
 _CONSTRAINTS = {"balance": OneOf(*_BALANCE_OPTIONS)}

@@ -22,10 +22,15 @@ from ._results_common import (
     profile_matrix,
 )
 from .aggregate import AggregationSpec, build_aggregation
-from .inference.cell_inference import CellInference
+from .inference.cell_inference import CellInference, normal_quantile
 from .results_io import save_result
 
 __all__ = ["Estimate", "Pretest", "GroupTimeResult", "AggregateResult", "CellResult"]
+
+
+def _inferred(name: str, doc: str) -> property:
+    """A read-only attribute of the result that the fit's inference object holds."""
+    return property(lambda self: getattr(self.inference, name), doc=doc)
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,34 +76,12 @@ class GroupTimeResult:
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
 
     # ------------------------------------------------------------------ basics
-    @property
-    def design(self):
-        """The prepared panel the cells were estimated on."""
-        return self.inference.design
-
-    @property
-    def cells(self):
-        """The layout of the (cohort, time) cells."""
-        return self.inference.cells
-
-    @property
-    def stats(self) -> Mapping[str, np.ndarray]:
-        """The cells' grouped statistics (read-only)."""
-        return self.inference.stats
-
-    @property
-    def influence(self):
-        """Per-unit influence functions of the cells (covariates), else None."""
-        return self.inference.influence
-
-    @property
-    def bootstrap(self):
-        """The bootstrap draws, or None for analytic inference."""
-        return self.inference.bootstrap
-
-    @property
-    def alpha(self) -> float:
-        return self.inference.alpha
+    design = _inferred("design", "The prepared panel the cells were estimated on.")
+    cells = _inferred("cells", "The layout of the (cohort, time) cells.")
+    stats = _inferred("stats", "The cells' grouped statistics (read-only).")
+    influence = _inferred("influence", "Per-unit influence functions (covariates), else None.")
+    bootstrap = _inferred("bootstrap", "The bootstrap draws, or None for analytic inference.")
+    alpha = _inferred("alpha", "One minus the coverage of intervals and bands.")
 
     @property
     def n_units(self) -> int:
@@ -350,9 +333,12 @@ class CellResult:
             raise AttributeError(f"{self.estimator} has no per-instance estimates.")
         return self.units.copy()
 
-    def profile(self, value: str = "estimate") -> pd.DataFrame:
-        """The cohort x time matrix of one column of :meth:`to_frame`."""
-        return self.cells.pivot(index="cohort", columns="time", values=value)
+    def profile(self, value: str = "estimate", significant_only: bool = False) -> pd.DataFrame:
+        """The cohort x time matrix of one column of :meth:`to_frame` (NaN where no cell).
+
+        With ``significant_only``, cells whose interval covers zero are NaN.
+        """
+        return profile_matrix(self.to_frame(), value, significant_only)
 
     def summary(self) -> str:
         c = self.cells

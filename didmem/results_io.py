@@ -23,14 +23,14 @@ import numpy as np
 import pandas as pd
 
 from .errors import DidmemError, ParameterError, optional_import
+from .aggregate import ALIASES, KINDS
 from ._results_common import AggregateResult, Estimate, Pretest, profile_matrix
 
 __all__ = ["save_result", "load_result", "SavedResult", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 1
 META_KEY = b"didmem"
-SAVED_KINDS = ("simple", "group", "dynamic", "calendar", "instantaneous", "persistent", "residual")
-_ALIASES = {"overall": "simple", "cohort": "group", "checkpoint": "calendar", "event_time": "dynamic"}
+SAVED_KINDS = KINDS  # every aggregation, with default options
 
 
 class ResultFileError(DidmemError, ValueError):
@@ -216,7 +216,7 @@ class SavedResult:
                 f"A saved result keeps its aggregations with default options only; got "
                 f"{sorted(given)}. Refit the panel to aggregate with options."
             )
-        kind = _ALIASES.get(kind, kind)
+        kind = ALIASES.get(kind, kind)
         if kind not in self.aggregations:
             raise ParameterError(f"Unknown or unavailable aggregation {kind!r}; this result has "
                                  f"{sorted(self.aggregations)}.")

@@ -27,7 +27,7 @@ from .bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
 from .bootstrap import BootstrapDraws, bootstrap_cells, bootstrap_influence
 from .linear import cell_covariance, combination_covariance, combination_draws
 
-__all__ = ["CellInference", "Band", "Combination"]
+__all__ = ["CellInference", "Band", "Combination", "normal_quantile"]
 
 
 @dataclass(frozen=True)

@@ -130,14 +130,14 @@ def _estimate(args) -> int:
 
 
 def _load_all(paths):
-    from .results_io import load_result
+    from .results.saving import load_result
 
     return [load_result(p) for p in paths]
 
 
 def _plot(args) -> int:
     from . import plotting
-    from .profiles import profile_correlation
+    from .results.profiles import profile_correlation
 
     if args.kind == "correlation":
         if len(args.results) < 2:

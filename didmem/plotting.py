@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import ParameterError, optional_import
-from .profiles import profile_correlation
+from .results.profiles import profile_correlation
 
 __all__ = [
     "plot_profile",

@@ -153,7 +153,7 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
     str
     """
     from .plotting import PLOTS, plot_profile_correlation
-    from .profiles import profile_correlation
+    from .results.profiles import profile_correlation
 
     unknown = [f for f in figures if f not in PLOTS]
     if unknown:

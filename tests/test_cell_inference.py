@@ -85,6 +85,7 @@ def test_results_leave_inference_to_the_object():
     checker = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(checker)
     graph = checker.import_graph(root / "didmem")
-    for module in ("didmem.results", "didmem._results_common"):
+    for module in ("didmem.results.cells", "didmem.results.aggregations",
+                   "didmem.results._common", "didmem.results.saving"):
         inference = {m for m in graph[module] if m.startswith("didmem.inference")}
         assert inference <= {"didmem.inference.cell_inference"}, (module, inference)

@@ -11,19 +11,18 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from ._arrays import readonly
-from ._results_common import (
+from .._arrays import readonly
+from ..inference.cell_inference import CellInference, normal_quantile
+from ._common import (
     SIGN_NOTE,
-    AggregateResult,
     Estimate,
     Pretest,
     _interval,
     _significant,
     profile_matrix,
 )
-from .aggregate import AggregationSpec, build_aggregation
-from .inference.cell_inference import CellInference, normal_quantile
-from .results_io import save_result
+from .aggregations import AggregateResult, AggregationSpec, build_aggregation
+from .saving import save_result
 
 __all__ = ["Estimate", "Pretest", "GroupTimeResult", "AggregateResult", "CellResult"]
 
@@ -195,7 +194,7 @@ class GroupTimeResult:
         ``options`` (``ax=``, ``lr_schedule=``, ...) go to the plotting function; returns the
         matplotlib Axes.
         """
-        from .plotting import plot_result  # a face: imported when a figure is drawn
+        from ..plotting import plot_result  # a face: imported when a figure is drawn
 
         return plot_result(self, kind, **options)
 
@@ -203,7 +202,7 @@ class GroupTimeResult:
     def save(self, path):
         """Write the cells, aggregations, pre-test and settings to a parquet file.
 
-        Read it back with :func:`didmem.load_result` (see :mod:`didmem.results_io`); the
+        Read it back with :func:`didmem.load_result` (see :mod:`didmem.results.saving`); the
         result itself is not changed.
         """
         return save_result(self, path)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .errors import ParameterError, optional_import
+from ..errors import ParameterError, optional_import
 
 __all__ = ["compare", "plot_comparison", "aligned_cells"]
 

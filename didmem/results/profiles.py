@@ -6,7 +6,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from .errors import ParameterError
+from ..errors import ParameterError
 
 __all__ = ["profile_correlation"]
 

@@ -22,9 +22,9 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from .errors import DidmemError, ParameterError, optional_import
-from .aggregate import ALIASES, KINDS
-from ._results_common import AggregateResult, Estimate, Pretest, profile_matrix
+from ..errors import DidmemError, ParameterError, optional_import
+from ._common import Estimate, Pretest, profile_matrix
+from .aggregations import ALIASES, KINDS, AggregateResult
 
 __all__ = ["save_result", "load_result", "SavedResult", "FORMAT_VERSION"]
 
@@ -231,7 +231,7 @@ class SavedResult:
 
     def plot(self, kind: str = "profile", **options):
         """Draw a figure of :mod:`didmem.plotting` (see :meth:`GroupTimeResult.plot`)."""
-        from .plotting import plot_result
+        from ..plotting import plot_result
 
         return plot_result(self, kind, **options)
 

@@ -9,11 +9,12 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import METRICS, assert_same_scores, make_backend, scores_with
-from test_local_runner import _Interrupted, interrupt_after
 
 from didmem.backends import CallableBackend
 from didmem.runners import LocalRunner, RayRunner, ScoringError
+
+from .conftest import METRICS, assert_same_scores, make_backend, scores_with
+from .test_local_runner import _Interrupted, interrupt_after
 
 pytest.importorskip("torch")
 pytest.importorskip("pyarrow")

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import METRICS, make_backend
+from .conftest import METRICS, make_backend
 
 from didmem.cli import main
 from didmem.runners import LocalRunner

@@ -75,6 +75,39 @@ def profile_matrix(frame: pd.DataFrame, value: str, significant_only: bool) -> p
     return frame.pivot(index="cohort", columns="time", values=value)
 
 
+def _level(alpha: float) -> str:
+    """The coverage of an interval with level ``alpha`` as a label, e.g. ``"90%"``."""
+    return f"{100 * (1 - alpha):g}%"
+
+
+class _PicklableProxies:
+    """Pickling and deep copies of frozen results that hold read-only mappings.
+
+    ``MappingProxyType`` cannot be pickled, so the state carries plain dicts and the
+    proxies are rebuilt on loading; results then cross ``multiprocessing`` and joblib.
+    """
+
+    _proxies: tuple = ()
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        for name in self._proxies:
+            if isinstance(state.get(name), MappingProxyType):
+                state[name] = dict(state[name])
+        return state
+
+    def __setstate__(self, state):
+        for name, value in state.items():
+            if name in self._proxies and isinstance(value, dict):
+                for v in value.values():
+                    if isinstance(v, np.ndarray):
+                        v.flags.writeable = False
+                value = MappingProxyType(value)
+            elif isinstance(value, np.ndarray):
+                value.flags.writeable = False
+            object.__setattr__(self, name, value)
+
+
 def _interval(est, se, crit):
     with np.errstate(invalid="ignore"):
         return est - crit * se, est + crit * se
@@ -86,7 +119,7 @@ def _significant(lo, hi):
 
 
 @dataclass(frozen=True, eq=False)
-class GroupTimeResult:
+class GroupTimeResult(_PicklableProxies):
     """Group-time effects tau(g, c) of one estimator on one panel.
 
     Attributes
@@ -126,6 +159,8 @@ class GroupTimeResult:
     alpha: float = 0.05
     bootstrap: BootstrapDraws | None = field(default=None, repr=False)
     influence: Any = field(default=None, repr=False)
+
+    _proxies = ("params", "stats")
 
     def __post_init__(self):
         for name in ("estimates", "std_errors", "analytic_std_errors"):
@@ -286,7 +321,7 @@ class GroupTimeResult:
         if self.bootstrap is None:
             return "analytic standard errors (influence function); pointwise intervals"
         return (f"multiplier bootstrap, {self.bootstrap.n_draws} {self.bootstrap.multiplier} "
-                f"draws; {self.band} {100 * (1 - self.alpha):g}% band, critical value "
+                f"draws; {self.band} {_level(self.alpha)} band, critical value "
                 f"{self.critical_value:.3f}")
 
     def summary(self) -> str:
@@ -296,6 +331,8 @@ class GroupTimeResult:
         overall = self.aggregate("simple").overall
         pre = self.pretest
         p = dict(self.params)
+        if "outcome" in p:  # the outcome used, also when the panel's only one was implied
+            p["outcome"] = self.outcome
         lines = [
             f"{self.estimator} on outcome {self.outcome!r}"
             + (" (sign flipped: lower is better)" if self.lower_is_better else ""),
@@ -308,7 +345,7 @@ class GroupTimeResult:
             f"{int(post['significant'].sum())} post, "
             f"{int(frame.loc[~frame['post'], 'significant'].sum())} pre",
             f"  overall ATT (simple): {overall.estimate:.4g} (SE {overall.std_error:.3g}, "
-            f"95% CI [{overall.ci_lower:.4g}, {overall.ci_upper:.4g}])",
+            f"{_level(self.alpha)} CI [{overall.ci_lower:.4g}, {overall.ci_upper:.4g}])",
             (f"  pre-test of parallel trends: W = {pre.statistic:.4g}, df = {pre.df}, "
              f"p = {pre.pvalue:.4g}") if pre.df and np.isfinite(pre.statistic)
             else f"  pre-test: not available ({pre.note})",
@@ -327,7 +364,7 @@ class GroupTimeResult:
 
 
 @dataclass(frozen=True, eq=False)
-class AggregateResult:
+class AggregateResult(_PicklableProxies):
     """An aggregation of group-time effects: one value per key, and an overall value.
 
     Attributes
@@ -353,6 +390,9 @@ class AggregateResult:
     options: Mapping[str, Any] = field(default_factory=dict, repr=False)
     draws: np.ndarray | None = field(default=None, repr=False)
     covariance: np.ndarray | None = field(default=None, repr=False)
+    alpha: float = 0.05
+
+    _proxies = ("options",)
 
     @classmethod
     def _from_spec(cls, res: GroupTimeResult, spec: AggregationSpec) -> "AggregateResult":
@@ -376,7 +416,7 @@ class AggregateResult:
                    critical_value=float(crit), band=band,
                    options=MappingProxyType(dict(spec.options)),
                    draws=None if draws is None else _readonly(draws),
-                   covariance=_readonly(cov[:-1, :-1]))
+                   covariance=_readonly(cov[:-1, :-1]), alpha=float(res.alpha))
 
     def vcov(self) -> pd.DataFrame:
         """The analytic covariance of the keys' estimates, labelled by key on both axes.
@@ -419,7 +459,7 @@ class AggregateResult:
     def summary(self) -> str:
         o = self.overall
         head = (f"{self.kind} aggregation: overall {o.estimate:.4g} (SE {o.std_error:.3g}, "
-                f"95% CI [{o.ci_lower:.4g}, {o.ci_upper:.4g}])")
+                f"{_level(self.alpha)} CI [{o.ci_lower:.4g}, {o.ci_upper:.4g}])")
         if self.key_name is None:
             return head
         return head + f"\n{self.band} band, critical value {self.critical_value:.3f}\n" + \
@@ -434,7 +474,7 @@ _CELL_COLUMNS = ("cohort", "time", "event_time", "estimate", "std_error", "ci_lo
 
 
 @dataclass(frozen=True, eq=False)
-class CellResult:
+class CellResult(_PicklableProxies):
     """Estimates of one of the other memorisation estimators on the (cohort, time) grid.
 
     The architectural, extractable, influence-function and two-way fixed-effects estimators
@@ -472,6 +512,8 @@ class CellResult:
     units: pd.DataFrame | None = field(default=None, repr=False)
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
     alpha: float = 0.05
+
+    _proxies = ("params", "extra")
 
     def __post_init__(self):
         missing = [c for c in _CELL_COLUMNS if c not in self.cells.columns]

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
+from ..errors import InferenceWarning
 from ..inference import kernels
 from ..inference.bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
 from ..inference.bootstrap import bootstrap_cells, bootstrap_influence
 from ..results import GroupTimeResult
 from ._covariates import covariate_cells
 from ._design import prepare_design
-from .base import BaseEstimator, Instance, Integral, Interval, OneOf
+from .base import BaseEstimator, Instance, Integral, Interval, OneOf, Seed
 
 INFERENCE_PARAMETERS = {
     "n_bootstrap": (1000, Integral(0)),
     "multiplier": ("rademacher", OneOf("rademacher", "mammen")),
     "alpha": (0.05, Interval(0, 1, closed="neither")),
-    "cband": (True, OneOf(True, False)),
-    "random_state": (None, Instance(int, np.random.Generator, allow_none=True,
-                                    description="None, an int or a numpy Generator")),
+    "cband": (None, OneOf(None, True, False)),
+    "random_state": (None, Seed()),
     "outcome": (None, Instance(str, allow_none=True)),
     "lower_is_better": (False, OneOf(True, False)),
 }
@@ -68,9 +70,19 @@ class GroupTimeEstimator(BaseEstimator):
             scale = design.n_units / np.sqrt(design.n_clusters or design.n_units)
             boot_se = bootstrap_se(boot.cells, scale)
             se = np.where(np.isnan(analytic), np.nan, boot_se)
-            if params["cband"] and design.times.size > 2:
+            if params["cband"] is not False and design.times.size > 2:
                 crit, band = simultaneous_band(boot.cells, boot_se, alpha, scale,
                                                at_least_normal=False)
+            elif params["cband"]:
+                warnings.warn(
+                    f"{name}: cband=True, but the panel has only two periods (after "
+                    "pre-processing), so there is no band over periods to make simultaneous: "
+                    "the intervals are pointwise, as in R did.", InferenceWarning, stacklevel=3)
+        elif params["cband"]:
+            warnings.warn(
+                f"{name}: cband=True needs bootstrap draws for the simultaneous band, but "
+                "n_bootstrap=0: the intervals are pointwise. Pass n_bootstrap > 0, or leave "
+                "cband=None.", InferenceWarning, stacklevel=3)
         return GroupTimeResult(
             estimator=name, params=params, outcome=panel.resolve_outcome(params["outcome"]),
             lower_is_better=params["lower_is_better"], design=design, cells=cells, stats=stats,

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import ParameterError
 
-__all__ = ["BaseEstimator", "Interval", "Integral", "OneOf", "Instance"]
+__all__ = ["BaseEstimator", "Interval", "Integral", "OneOf", "Instance", "Seed"]
 
 
 class _Check:
@@ -74,6 +74,18 @@ class Instance(_Check):
 
     def __call__(self, value) -> bool:
         return (value is None and self.allow_none) or isinstance(value, self.types)
+
+
+class Seed(_Check):
+    """A random seed as numpy takes it: None, a non-negative integer or a Generator."""
+
+    description = "None, a non-negative int or a numpy Generator"
+
+    def __call__(self, value) -> bool:
+        if value is None or isinstance(value, np.random.Generator):
+            return True
+        return (isinstance(value, numbers.Integral) and not isinstance(value, bool)
+                and value >= 0)
 
 
 class BaseEstimator:

@@ -16,7 +16,7 @@ import pandas as pd
 from ..errors import EstimationError, ParameterError, optional_import
 from ..results import CellResult
 from ._instances import cell_means
-from .base import BaseEstimator, Instance, Integral, Interval, OneOf
+from .base import BaseEstimator, Instance, Integral, Interval, OneOf, Seed
 
 __all__ = ["InfluenceEstimator", "INFLUENCE_ASSUMPTION"]
 
@@ -132,8 +132,7 @@ class InfluenceEstimator(BaseEstimator):
         "exclude": ((), Instance(tuple)),
         "batch_size": (64, Integral(1)),
         "hessian_sample": (None, Instance(int, allow_none=True)),
-        "random_state": (None, Instance(int, np.random.Generator, allow_none=True,
-                                        description="None, an int or a numpy Generator")),
+        "random_state": (None, Seed()),
         "alpha": (0.05, Interval(0, 1, closed="neither")),
     }
 

@@ -49,6 +49,9 @@ class AggregationSpec:
     weights: sparse.csr_matrix  # (n_keys + 1) x n_cells
     omega: np.ndarray  # (n_keys + 1) x n_cohorts
     options: dict
+    #: True when the overall value is undefined (NaN), e.g. a dynamic window with only
+    #: pre-treatment event times, as R ``aggte`` and csdid report it
+    undefined_overall: bool = False
 
 
 def canonical_kind(kind: str) -> str:
@@ -127,7 +130,9 @@ class _Rows:
         self.omegas.append(omega + pg @ np.array(self.omegas) / total)
 
     def spec(self, kind, keys, options) -> AggregationSpec:
-        weights = sparse.csr_matrix(np.nan_to_num(np.array(self.rows)))
+        rows = np.array(self.rows)
+        undefined = bool(np.isnan(rows[-1]).all())
+        weights = sparse.csr_matrix(np.nan_to_num(rows))
         return AggregationSpec(
             kind=kind,
             key_name=KEY_NAMES[kind],
@@ -135,6 +140,7 @@ class _Rows:
             weights=weights,
             omega=np.array(self.omegas),
             options=options,
+            undefined_overall=undefined,
         )
 
 
@@ -145,6 +151,7 @@ def build_aggregation(design, cells, att, kind, *, min_e=-np.inf, max_e=np.inf,
     c = _Cells(design, cells, att)
     rows = _Rows(c)
     options = {"min_e": min_e, "max_e": max_e, "balance_e": balance_e, "time": time}
+    _check_options(kind, options)
     in_window = c.post & (c.event <= max_e)
 
     if kind == "simple":
@@ -197,6 +204,33 @@ def build_aggregation(design, cells, att, kind, *, min_e=-np.inf, max_e=np.inf,
         rows.weighted(np.flatnonzero((c.time == t1) & c.post))
     rows.mean_of(np.ones(len(keys), dtype=bool))
     return rows.spec(kind, keys, options)
+
+
+def _check_options(kind: str, options: dict) -> None:
+    """Refuse options that an aggregation would ignore (or honour in one direction only)."""
+    given = [name for name in ("min_e", "max_e") if np.isfinite(options[name])]
+    given += [name for name in ("balance_e", "time") if options[name] is not None]
+    if kind in ("instantaneous", "residual"):
+        ignored = [n for n in given if n != "time" or kind != "residual"]
+        what = ("one cell per cohort at event time 0" if kind == "instantaneous" else
+                "one cell per cohort at the final checkpoint (choose it with time=)")
+        hint = "'dynamic' or 'persistent'"
+    elif kind in ("simple", "group"):
+        ignored = [n for n in given if n in ("min_e", "balance_e", "time")]
+        what = "the post-treatment cells (limited by max_e only)"
+        hint = "'dynamic'"
+    else:
+        ignored = [n for n in given if n == "time"] + (
+            [n for n in given if n in ("min_e", "max_e", "balance_e")] if kind == "calendar"
+            else [])
+        what = "its own keys" if kind == "calendar" else "an event-time window"
+        hint = "'residual'" if ignored == ["time"] else "'dynamic'"
+    if ignored:
+        raise ParameterError(
+            f"The {kind!r} aggregation takes {what}; it does not use "
+            f"{', '.join(ignored)}. Leave {'it' if len(ignored) == 1 else 'them'} out, or use "
+            f"the {hint} aggregation."
+        )
 
 
 def _checked_time(design, time) -> float:

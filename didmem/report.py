@@ -200,8 +200,19 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
 
 
 def write_report(results, path, **options) -> Path:
-    """Write :func:`render_report` to ``path`` (UTF-8) and return the path."""
+    """Write :func:`render_report` to ``path`` (UTF-8) and return the path.
+
+    Raises
+    ------
+    ParameterError
+        When ``path`` does not end in ``.html`` or ``.htm``: the report is HTML only.
+    """
     path = Path(path)
+    if path.suffix.lower() not in (".html", ".htm"):
+        from .errors import ParameterError
+
+        raise ParameterError(f"The report is an HTML file: its name must end in '.html' (or "
+                             f"'.htm'); got {str(path)!r}. Print it to PDF from a browser.")
     text = render_report(results, **options)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

@@ -409,6 +409,8 @@ class AggregateResult(_PicklableProxies):
             if res.band == "simultaneous" and spec.key_name is not None:
                 crit, band = simultaneous_band(draws[:, :-1], se[:-1], res.alpha, scale,
                                                at_least_normal=True)
+        if spec.undefined_overall:  # e.g. only pre-treatment event times: NaN as in R
+            est[-1] = se[-1] = np.nan
         lo, hi = _interval(est[-1], se[-1], z)
         return cls(kind=spec.kind, key_name=spec.key_name, keys=_readonly(spec.keys),
                    estimates=_readonly(est[:-1]), std_errors=_readonly(se[:-1]),

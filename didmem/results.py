@@ -272,10 +272,14 @@ class GroupTimeResult(_PicklableProxies):
     @cached_property
     def pretest(self) -> Pretest:
         """Wald pre-test of parallel trends over the pre-treatment cells (computed once)."""
-        pre = (self.cohorts > self.times) & np.isfinite(self.analytic_std_errors)
+        before = self.cohorts > self.times
+        pre = before & np.isfinite(self.analytic_std_errors)
         which = np.flatnonzero(pre)
         if which.size == 0:
-            return Pretest(np.nan, 0, np.nan, "no pre-treatment cells to test")
+            n_before = int(before.sum())
+            return Pretest(np.nan, 0, np.nan, "no pre-treatment cells to test" if not n_before
+                           else f"none of the {n_before} pre-treatment cells has a standard "
+                                "error; their variance is zero: is the outcome constant?")
         cov = cell_covariance(self.design, self.cells, self.stats, which, self.influence)
         if not np.all(np.isfinite(cov)):
             warnings.warn("Pre-test not computed: NaN in the pre-treatment covariance.",

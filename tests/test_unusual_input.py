@@ -93,3 +93,47 @@ def test_everyone_treated_at_the_first_period(control):
     with pytest.raises(didmem.EstimationError,
                        match="every one of the 100 units is treated by the first period 1"):
         didmem.DiDEstimator(n_bootstrap=0, control_group=control).fit(panel)
+
+
+def test_constant_outcome_pretest_note_agrees_with_the_cell_count():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=3, units_per_cohort=20,
+                                           n_never_treated=40, seed=0)
+    panel = didmem.Panel(df.assign(c=1.0), unit="unit", time="time", cohort="cohort",
+                         outcome="c")
+    res = didmem.DiDEstimator(n_bootstrap=0).fit(panel)
+    n_pre = int((~res.to_frame()["post"]).sum())
+    assert n_pre == 3
+    assert res.pretest.df == 0
+    assert "no pre-treatment cells" not in res.pretest.note
+    assert f"none of the {n_pre} pre-treatment cells has a standard error" in res.pretest.note
+    ax = res.plot("pretrends")
+    title = ax.get_title()
+    plt.close(ax.figure)
+    assert f"{n_pre} pre-treatment cells" in title and f"none of the {n_pre}" in title
+    assert f"none of the {n_pre}" in res.summary()
+
+
+def test_pretrends_title_says_which_cells_the_pretest_leaves_out():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=3, units_per_cohort=20,
+                                           n_never_treated=40, seed=0)
+    df.loc[df["time"] <= 1, "y"] = 0.0  # every change from time 0 to 1 is zero
+    panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
+    res = didmem.DiDEstimator(n_bootstrap=0).fit(panel)
+    assert res.pretest.df == 1
+    ax = res.plot("pretrends")
+    title = ax.get_title()
+    plt.close(ax.figure)
+    assert "3 pre-treatment cells" in title and "df = 1" in title
+    assert "(2 cells without a standard error left out)" in title

@@ -124,3 +124,10 @@ def test_lab_directory_with_a_deleted_file_says_what_is_missing(tmp_path):
         lab.prepare(settings, overwrite=False)
     with pytest.raises(didmem.ParameterError, match=r"settings that differ: \['seed'\]"):
         lab.prepare({"seed": 1, "n_steps": 10}, overwrite=False)
+
+
+def test_plan_design_refuses_a_negative_seed():
+    from didmem.planning import plan_design
+
+    with pytest.raises(didmem.ParameterError, match="'random_state' parameter of plan_design"):
+        plan_design(_panel(), units_per_cohort=[10], n_simulations=10, random_state=-1)

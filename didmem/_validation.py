@@ -106,6 +106,18 @@ class Instance(Constraint):
         return (value is None and self.allow_none) or isinstance(value, self.types)
 
 
+class Seed(Constraint):
+    """A random seed as numpy takes it: None, a non-negative integer or a Generator."""
+
+    description = "None, a non-negative int or a numpy Generator"
+
+    def __call__(self, value) -> bool:
+        if value is None or isinstance(value, np.random.Generator):
+            return True
+        return (isinstance(value, numbers.Integral) and not isinstance(value, bool)
+                and value >= 0)
+
+
 def check(owner: str, name: str, value, constraint: Constraint | Callable[[Any], bool]):
     """Return ``value`` when it meets ``constraint``; raise :class:`ParameterError` otherwise.
 

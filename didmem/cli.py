@@ -17,8 +17,9 @@ import numpy as np
 from ._cli_options import bootstrap_option, panel_column_options, seed_option
 from ._validation import add_option
 from .estimators import DiDEstimator, DifferenceEstimator
+from .panel import Panel
 from .report import render_report
-from .errors import DidmemError, ParameterError
+from .errors import DidmemError, PanelError, ParameterError
 
 __all__ = ["main"]
 
@@ -102,14 +103,19 @@ def _read_panel_frame(path: Path):
 
     if not path.exists():
         raise FileNotFoundError(f"No panel file at {str(path)!r}.")
-    if path.suffix == ".csv":
-        return pd.read_csv(path)
+    if path.suffix not in (".csv", ".parquet"):
+        raise ParameterError(f"A panel file must end in '.csv' or '.parquet'; got {str(path)!r}.")
     if path.suffix == ".parquet":
         from .errors import optional_import
 
         optional_import("pyarrow", "plot")
-        return pd.read_parquet(path)
-    raise ParameterError(f"A panel file must end in '.csv' or '.parquet'; got {str(path)!r}.")
+    try:
+        return pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        # pyarrow's ArrowInvalid is a ValueError; a truncated file gives an OSError
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise PanelError(f"Could not read the panel file {str(path)!r} as "
+                         f"{path.suffix[1:]}: {reason}") from None
 
 
 def _estimate(args) -> int:
@@ -120,10 +126,11 @@ def _estimate(args) -> int:
         raise ParameterError(f"--out must name a '.parquet' file; got {args.out!r}.")
     frame = _read_panel_frame(Path(args.panel))
     panel = didmem.Panel(frame, unit=args.unit, time=args.time, cohort=args.cohort,
-                         outcome=args.outcome)
+                         outcome=args.outcome, never_treated=args.never_treated,
+                         balance=args.balance)
     cls = _ESTIMATORS[args.estimator]
     res = cls(control_group=args.control_group, n_bootstrap=args.n_bootstrap, random_state=args.seed,
-              lower_is_better=args.lower_is_better).fit(panel)
+              lower_is_better=args.lower_is_better, outcome=args.outcome).fit(panel)
     print(res.summary())
     print(f"\nwrote {res.save(out)}")
     return 0
@@ -145,6 +152,8 @@ def _plot(args) -> int:
     elif len(args.results) != 1:
         raise ParameterError(f"--kind {args.kind} draws one results file; got "
                              f"{len(args.results)}.")
+    if args.dpi <= 0:
+        raise ParameterError(f"--dpi must be a positive number of dots per inch; got {args.dpi}.")
     results = _load_all(args.results)
     out = Path(args.out) if args.out else Path(args.results[0]).with_name(
         Path(args.results[0]).stem + f"_{args.kind}.png")
@@ -227,6 +236,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="difference-in-differences or the plain difference (default: %(default)s)")
     add_option(est, DiDEstimator, "control_group", "--control", help="control group")
     panel_column_options(est)
+    est.add_argument("--never-treated", type=float, default=None, metavar="CODE",
+                     help="a cohort value that marks never-treated units, such as R did's 0 "
+                          "(NaN and inf always do)")
+    add_option(est, Panel, "balance",
+               help="what to do with units not observed at every time: stop with an "
+                    "error, or drop them with a warning")
     est.add_argument("--lower-is-better", action="store_true",
                      help="the outcome is lower-is-better (surprisal, rank): flip its sign")
     bootstrap_option(est)
@@ -266,14 +281,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: How the library's advice reads on the command line of ``didmem estimate``.
+_ESTIMATE_FLAGS = (
+    ("Pass balance='drop_incomplete_units' to drop those units.",
+     "Pass --balance drop_incomplete_units to drop those units."),
+    ("pass never_treated=0 to Panel (CLI: --never-treated 0)", "pass --never-treated 0"),
+    ("Use control_group='not_yet_treated'", "Use --control not_yet_treated"),
+    ("use control_group='not_yet_treated'", "use --control not_yet_treated"),
+    ("name the one to use with outcome=...", "name the one to use with --outcome"),
+)
+
+
+def _cli_message(command: str, exc: BaseException) -> str:
+    """The error's message on one line, with the library's advice in terms of CLI flags."""
+    message = " ".join(str(exc).split())
+    if isinstance(exc, KeyError) and len(exc.args) == 1:
+        message = str(exc.args[0])
+    if command == "estimate":
+        for api, flag in _ESTIMATE_FLAGS:
+            message = message.replace(api, flag)
+        if message.startswith("Missing columns:"):
+            message += " Name the columns with --unit, --time, --cohort and --outcome."
+    return message
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings on the command line: one line, without the package's file and source line."""
+    text = " ".join(str(message).split())
+    print(f"didmem: warning: {text}", file=sys.stderr if file is None else file)
+
+
 def main(argv=None) -> int:
+    import warnings
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except (DidmemError, FileNotFoundError, KeyError) as exc:
-        print(f"didmem {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            return args.func(args)
+        except (DidmemError, FileNotFoundError, KeyError) as exc:
+            print(f"didmem {args.command}: error: {_cli_message(args.command, exc)}",
+                  file=sys.stderr)
+            return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

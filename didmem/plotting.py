@@ -338,6 +338,8 @@ def plot_pretrends(result, *, ax=None, by: str = "auto", max_cells: int = 300,
     pt = result.pretest
     if pt.df and np.isfinite(pt.statistic):
         sub = f"Wald pre-test W = {pt.statistic:.3g}, df = {pt.df}, p = {pt.pvalue:.3g}"
+        if pt.df < len(pre):  # cells with zero variance have no standard error to test with
+            sub += f" ({len(pre) - pt.df} cells without a standard error left out)"
     else:
         sub = f"Wald pre-test not available ({pt.note})"
     n_sig = int(pre["significant"].sum())

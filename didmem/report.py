@@ -64,9 +64,11 @@ def _pretest_html(result) -> str:
             f"significant under the {html.escape(result.band)} band (0 expected under parallel "
             "trends).</p>")
     if pt.df and np.isfinite(pt.statistic):
-        cls = "ok" if pt.pvalue >= 0.05 else "warn"
-        verdict = ("no evidence against parallel trends at the 5% level" if pt.pvalue >= 0.05
-                   else "parallel trends rejected at the 5% level: read the profile with care")
+        alpha = float(result.alpha)
+        level = f"{100 * alpha:g}%"
+        cls = "ok" if pt.pvalue >= alpha else "warn"
+        verdict = (f"no evidence against parallel trends at the {level} level" if pt.pvalue >= alpha
+                   else f"parallel trends rejected at the {level} level: read the profile with care")
         caveat = ("" if pt.df < WALD_CAVEAT_DF else
                   f" <em>With {pt.df} pre-treatment cells the Wald test's covariance is nearly "
                   "singular and the test rejects too often even under parallel trends (see the "
@@ -101,7 +103,8 @@ def _aggregate_tables(result) -> str:
         o = agg.overall
         parts.append(
             f"<h3>{kind.capitalize()} memorisation — {html.escape(what)}</h3>"
-            f"<p>Overall {o.estimate:.4g} (SE {o.std_error:.3g}, 95% CI [{o.ci_lower:.4g}, "
+            f"<p>Overall {o.estimate:.4g} (SE {o.std_error:.3g}, "
+            f"{100 * (1 - agg.alpha):g}% CI [{o.ci_lower:.4g}, "
             f"{o.ci_upper:.4g}]); {agg.band} band, critical value {agg.critical_value:.3f}.</p>"
             + _table(agg.to_frame()))
     return "".join(parts)
@@ -197,8 +200,19 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
 
 
 def write_report(results, path, **options) -> Path:
-    """Write :func:`render_report` to ``path`` (UTF-8) and return the path."""
+    """Write :func:`render_report` to ``path`` (UTF-8) and return the path.
+
+    Raises
+    ------
+    ParameterError
+        When ``path`` does not end in ``.html`` or ``.htm``: the report is HTML only.
+    """
     path = Path(path)
+    if path.suffix.lower() not in (".html", ".htm"):
+        from .errors import ParameterError
+
+        raise ParameterError(f"The report is an HTML file: its name must end in '.html' (or "
+                             f"'.htm'); got {str(path)!r}. Print it to PDF from a browser.")
     text = render_report(results, **options)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

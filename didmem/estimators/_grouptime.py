@@ -9,14 +9,14 @@ from ..inference.cell_inference import CellInference
 from ..results import GroupTimeResult
 from ._covariates import covariate_cells
 from ._design import prepare_design
-from .base import BaseEstimator, Instance, Integral, Interval, OneOf
+from .base import BaseEstimator, Instance, Integral, Interval, OneOf, Seed
 
 INFERENCE_CONSTRAINTS = {
     "n_bootstrap": Integral(0),
     "multiplier": OneOf("rademacher", "mammen"),
     "alpha": Interval(0, 1, closed="neither"),
-    "cband": OneOf(True, False),
-    "random_state": Instance(int, np.random.Generator, allow_none=True, description="None, an int or a numpy Generator"),
+    "cband": OneOf(None, True, False),
+    "random_state": Seed(),
     "outcome": Instance(str, allow_none=True),
     "lower_is_better": OneOf(True, False),
 }
@@ -54,7 +54,7 @@ class GroupTimeEstimator(BaseEstimator):
         inference = CellInference.draw(
             design, cells, stats, influence, alpha=params["alpha"], cband=params["cband"],
             n_bootstrap=params["n_bootstrap"], multiplier=params["multiplier"],
-            random_state=params["random_state"])
+            random_state=params["random_state"], owner=name)
         analytic, band = inference.cell_band(var)
         return GroupTimeResult(
             estimator=name, params=params, outcome=panel.resolve_outcome(params["outcome"]),

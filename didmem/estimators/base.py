@@ -17,13 +17,14 @@ from .._validation import (
     Integral,
     Interval,
     OneOf,
+    Seed,
     check_all,
     constraints_of,
     defaults_of,
 )
 from ..errors import ParameterError
 
-__all__ = ["BaseEstimator", "Interval", "Integral", "OneOf", "Instance"]
+__all__ = ["BaseEstimator", "Interval", "Integral", "OneOf", "Instance", "Seed"]
 
 
 class BaseEstimator:

@@ -56,10 +56,13 @@ class DiDEstimator(GroupTimeEstimator):
         the docs' *Inference* page).
     alpha : float
         One minus the coverage of intervals and bands.
-    cband : bool
-        Simultaneous (sup-t) band over all cells (needs ``n_bootstrap > 0``); otherwise
-        pointwise.
-    random_state : None, int or numpy.random.Generator
+    cband : bool or None
+        Simultaneous (sup-t) band over all cells. None (the default): simultaneous whenever
+        there are bootstrap draws, pointwise otherwise. True asks for it and warns
+        (:class:`~didmem.InferenceWarning`) when it cannot be had: with ``n_bootstrap=0``,
+        and with only two periods (after pre-processing), where the intervals are
+        pointwise as in R ``did``. False: pointwise intervals.
+    random_state : None, non-negative int or numpy.random.Generator
         Seed of the bootstrap.
     outcome : str, optional
         Which of the panel's outcomes to use (needed when it has several).
@@ -105,7 +108,7 @@ class DiDEstimator(GroupTimeEstimator):
     }
 
     def __init__(self, *, control_group="never_treated", base_period="varying", anticipation=0,
-                 est_method="dr", n_bootstrap=1000, multiplier="rademacher", alpha=0.05, cband=True,
+                 est_method="dr", n_bootstrap=1000, multiplier="rademacher", alpha=0.05, cband=None,
                  random_state=None, outcome=None, lower_is_better=False):
         super().__init__(control_group=control_group, base_period=base_period,
                          anticipation=anticipation, est_method=est_method,

@@ -45,7 +45,7 @@ class DifferenceEstimator(GroupTimeEstimator):
     }
 
     def __init__(self, *, control_group="never_treated", anticipation=0, n_bootstrap=1000,
-                 multiplier="rademacher", alpha=0.05, cband=True, random_state=None,
+                 multiplier="rademacher", alpha=0.05, cband=None, random_state=None,
                  outcome=None, lower_is_better=False):
         super().__init__(control_group=control_group, anticipation=anticipation,
                          n_bootstrap=n_bootstrap, multiplier=multiplier, alpha=alpha,

@@ -16,7 +16,7 @@ import pandas as pd
 from ..errors import EstimationError, ParameterError, optional_import
 from ..results import CellResult
 from ._instances import cell_means
-from .base import BaseEstimator, Instance, Integral, Interval, OneOf
+from .base import BaseEstimator, Instance, Integral, Interval, OneOf, Seed
 
 __all__ = ["InfluenceEstimator", "INFLUENCE_ASSUMPTION"]
 
@@ -90,7 +90,7 @@ class InfluenceEstimator(BaseEstimator):
         Estimate the Hessian on this many training sequences drawn at random (without
         replacement; ``N`` stays the full training size). Speeds up the products on larger
         runs at the price of a noisier Hessian.
-    random_state : None, int or numpy.random.Generator
+    random_state : None, non-negative int or numpy.random.Generator
         Seed of ``hessian_sample`` and of the labels EK-FAC draws for its Fisher.
     alpha : float
         One minus the coverage of the cells' pointwise intervals (over instances).
@@ -132,7 +132,7 @@ class InfluenceEstimator(BaseEstimator):
         "exclude": Instance(tuple),
         "batch_size": Integral(1),
         "hessian_sample": Instance(int, allow_none=True),
-        "random_state": Instance(int, np.random.Generator, allow_none=True, description="None, an int or a numpy Generator"),
+        "random_state": Seed(),
         "alpha": Interval(0, 1, closed="neither"),
     }
 

@@ -67,7 +67,7 @@ class CellInference:
         Per-unit influence functions of the cells (covariate route), else None.
     alpha : float
         One minus the coverage of intervals and bands.
-    cband : bool
+    cband : bool or None
         Ask for a simultaneous (sup-t) band over the cells.
     bootstrap : BootstrapDraws or None
         The multiplier-bootstrap draws (None: analytic standard errors, pointwise bands).
@@ -78,7 +78,7 @@ class CellInference:
     stats: Mapping[str, np.ndarray] = field(repr=False)
     influence: Any = field(repr=False)
     alpha: float
-    cband: bool
+    cband: bool | None
     bootstrap: BootstrapDraws | None = field(default=None, repr=False)
 
     def __post_init__(self):
@@ -86,9 +86,25 @@ class CellInference:
         object.__setattr__(self, "stats", MappingProxyType(frozen))
 
     @classmethod
-    def draw(cls, design, cells, stats, influence, *, alpha: float, cband: bool,
-             n_bootstrap: int, multiplier: str, random_state) -> "CellInference":
-        """Draw the bootstrap (when ``n_bootstrap > 0``) and return the fit's inference."""
+    def draw(cls, design, cells, stats, influence, *, alpha: float, cband: bool | None,
+             n_bootstrap: int, multiplier: str, random_state,
+             owner: str = "estimator") -> "CellInference":
+        """Draw the bootstrap (when ``n_bootstrap > 0``) and return the fit's inference.
+
+        ``cband=None`` means a simultaneous band whenever there are draws; ``cband=True``
+        warns (:class:`~didmem.InferenceWarning`, naming ``owner``) when the band cannot be
+        simultaneous: without draws, or with two periods.
+        """
+        if cband and n_bootstrap == 0:
+            warnings.warn(
+                f"{owner}: cband=True needs bootstrap draws for the simultaneous band, but "
+                "n_bootstrap=0: the intervals are pointwise. Pass n_bootstrap > 0, or leave "
+                "cband=None.", InferenceWarning, stacklevel=4)
+        elif cband and design.times.size <= 2:
+            warnings.warn(
+                f"{owner}: cband=True, but the panel has only two periods (after "
+                "pre-processing), so there is no band over periods to make simultaneous: "
+                "the intervals are pointwise, as in R did.", InferenceWarning, stacklevel=4)
         boot = None
         if n_bootstrap > 0:
             rng = np.random.default_rng(random_state)
@@ -150,7 +166,7 @@ class CellInference:
         boot_se = bootstrap_se(self.bootstrap.cells, self.scale)
         se = np.where(np.isnan(analytic), np.nan, boot_se)
         crit, kind = self.critical_value(self.bootstrap.cells, boot_se,
-                                         simultaneous=self.cband and self.design.times.size > 2,
+                                         simultaneous=self.cband is not False and self.design.times.size > 2,
                                          at_least_normal=False)
         return analytic, Band(se, crit, kind)
 
@@ -177,15 +193,20 @@ class CellInference:
         """Analytic covariance of the cells ``which``."""
         return cell_covariance(self.design, self.cells, self.stats, which, self.influence)
 
-    def pretest(self, estimates: np.ndarray, which: np.ndarray) -> tuple[float, int, float, str]:
+    def pretest(self, estimates: np.ndarray, which: np.ndarray, *,
+                n_before: int | None = None) -> tuple[float, int, float, str]:
         """Wald test that the cells ``which`` are all zero (R ``did``'s pre-test).
 
         Returns ``(statistic, df, pvalue, note)``: ``statistic = tau' V^-1 tau`` with the
         analytic covariance ``V``, chi-squared with ``df = len(which)``; NaN, with a note and
         an :class:`~didmem.InferenceWarning`, when ``V`` has a NaN or is singular (R:
-        ``rcond(V) <= .Machine$double.eps``).
+        ``rcond(V) <= .Machine$double.eps``). ``n_before`` counts the pre-treatment cells
+        before those without a standard error were left out, for the note when none is left.
         """
         if which.size == 0:
+            if n_before:
+                return (np.nan, 0, np.nan, f"none of the {n_before} pre-treatment cells has a "
+                        "standard error; their variance is zero: is the outcome constant?")
             return np.nan, 0, np.nan, "no pre-treatment cells to test"
         cov = self.covariance(which)
         if not np.all(np.isfinite(cov)):

@@ -20,6 +20,7 @@ from scipy.stats import norm
 
 from ..errors import ParameterError
 from ..estimators import DiDEstimator
+from ..estimators.base import Seed
 from ._analytic import analytic_power, key_contrasts, key_covariance_parts, sup_t_critical
 from ._pilot import AGGREGATION, Pilot, centred, fit_quiet, pilot_from
 
@@ -264,6 +265,9 @@ def plan_design(source, *, units_per_cohort, n_validation=None, checkpoint_every
     estimator = DiDEstimator() if estimator is None else estimator
     if not isinstance(estimator, DiDEstimator):
         raise ParameterError(f"estimator must be a DiDEstimator; got {type(estimator).__name__}.")
+    if not Seed()(random_state):
+        raise ParameterError(f"The 'random_state' parameter of plan_design must be "
+                             f"{Seed.description}. Got {random_state!r}.")
     rng = np.random.default_rng(random_state)
 
     if isinstance(source, Assumptions):

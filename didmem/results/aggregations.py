@@ -24,7 +24,7 @@ from scipy import sparse
 
 from .._arrays import readonly
 from ..errors import EstimationError, ParameterError
-from ._common import Estimate, _interval, _significant
+from ._common import Estimate, PicklableProxies, _interval, _significant, level_label
 
 if TYPE_CHECKING:
     from .cells import GroupTimeResult
@@ -57,6 +57,9 @@ class AggregationSpec:
     weights: sparse.csr_matrix  # (n_keys + 1) x n_cells
     omega: np.ndarray  # (n_keys + 1) x n_cohorts
     options: dict
+    #: True when the overall value is undefined (NaN), e.g. a dynamic window with only
+    #: pre-treatment event times, as R ``aggte`` and csdid report it
+    undefined_overall: bool = False
 
 
 def canonical_kind(kind: str) -> str:
@@ -135,7 +138,9 @@ class _Rows:
         self.omegas.append(omega + pg @ np.array(self.omegas) / total)
 
     def spec(self, kind, keys, options) -> AggregationSpec:
-        weights = sparse.csr_matrix(np.nan_to_num(np.array(self.rows)))
+        rows = np.array(self.rows)
+        undefined = bool(np.isnan(rows[-1]).all())
+        weights = sparse.csr_matrix(np.nan_to_num(rows))
         return AggregationSpec(
             kind=kind,
             key_name=KEY_NAMES[kind],
@@ -143,6 +148,7 @@ class _Rows:
             weights=weights,
             omega=np.array(self.omegas),
             options=options,
+            undefined_overall=undefined,
         )
 
 
@@ -153,6 +159,7 @@ def build_aggregation(design, cells, att, kind, *, min_e=-np.inf, max_e=np.inf,
     c = _Cells(design, cells, att)
     rows = _Rows(c)
     options = {"min_e": min_e, "max_e": max_e, "balance_e": balance_e, "time": time}
+    _check_options(kind, options)
     in_window = c.post & (c.event <= max_e)
 
     if kind == "simple":
@@ -207,6 +214,33 @@ def build_aggregation(design, cells, att, kind, *, min_e=-np.inf, max_e=np.inf,
     return rows.spec(kind, keys, options)
 
 
+def _check_options(kind: str, options: dict) -> None:
+    """Refuse options that an aggregation would ignore (or honour in one direction only)."""
+    given = [name for name in ("min_e", "max_e") if np.isfinite(options[name])]
+    given += [name for name in ("balance_e", "time") if options[name] is not None]
+    if kind in ("instantaneous", "residual"):
+        ignored = [n for n in given if n != "time" or kind != "residual"]
+        what = ("one cell per cohort at event time 0" if kind == "instantaneous" else
+                "one cell per cohort at the final checkpoint (choose it with time=)")
+        hint = "'dynamic' or 'persistent'"
+    elif kind in ("simple", "group"):
+        ignored = [n for n in given if n in ("min_e", "balance_e", "time")]
+        what = "the post-treatment cells (limited by max_e only)"
+        hint = "'dynamic'"
+    else:
+        ignored = [n for n in given if n == "time"] + (
+            [n for n in given if n in ("min_e", "max_e", "balance_e")] if kind == "calendar"
+            else [])
+        what = "its own keys" if kind == "calendar" else "an event-time window"
+        hint = "'residual'" if ignored == ["time"] else "'dynamic'"
+    if ignored:
+        raise ParameterError(
+            f"The {kind!r} aggregation takes {what}; it does not use "
+            f"{', '.join(ignored)}. Leave {'it' if len(ignored) == 1 else 'them'} out, or use "
+            f"the {hint} aggregation."
+        )
+
+
 def _checked_time(design, time) -> float:
     if not np.any(design.times == time):
         raise ParameterError(
@@ -217,7 +251,7 @@ def _checked_time(design, time) -> float:
 
 
 @dataclass(frozen=True, eq=False)
-class AggregateResult:
+class AggregateResult(PicklableProxies):
     """An aggregation of group-time effects: one value per key, and an overall value.
 
     Attributes
@@ -243,6 +277,9 @@ class AggregateResult:
     options: Mapping[str, Any] = field(default_factory=dict, repr=False)
     draws: np.ndarray | None = field(default=None, repr=False)
     covariance: np.ndarray | None = field(default=None, repr=False)
+    alpha: float = 0.05
+
+    _proxies = ("options",)
 
     @classmethod
     def _from_spec(cls, res: GroupTimeResult, spec: AggregationSpec) -> "AggregateResult":
@@ -252,7 +289,9 @@ class AggregateResult:
         combo = inference.combination(
             spec.weights, spec.omega,
             simultaneous=res.band == "simultaneous" and spec.key_name is not None)
-        se = combo.std_errors
+        se = np.array(combo.std_errors, dtype=float)
+        if spec.undefined_overall:  # e.g. only pre-treatment event times: NaN as in R
+            est[-1] = se[-1] = np.nan
         lo, hi = _interval(est[-1], se[-1], inference.normal_critical_value)
         return cls(kind=spec.kind, key_name=spec.key_name, keys=readonly(spec.keys),
                    estimates=readonly(est[:-1]), std_errors=readonly(se[:-1]),
@@ -260,7 +299,8 @@ class AggregateResult:
                    critical_value=float(combo.band.critical_value), band=combo.band.kind,
                    options=MappingProxyType(dict(spec.options)),
                    draws=None if combo.draws is None else readonly(combo.draws),
-                   covariance=readonly(combo.covariance[:-1, :-1]))
+                   covariance=readonly(combo.covariance[:-1, :-1]),
+                   alpha=float(inference.alpha))
 
     def vcov(self) -> pd.DataFrame:
         """The analytic covariance of the keys' estimates, labelled by key on both axes.
@@ -303,7 +343,7 @@ class AggregateResult:
     def summary(self) -> str:
         o = self.overall
         head = (f"{self.kind} aggregation: overall {o.estimate:.4g} (SE {o.std_error:.3g}, "
-                f"95% CI [{o.ci_lower:.4g}, {o.ci_upper:.4g}])")
+                f"{level_label(self.alpha)} CI [{o.ci_lower:.4g}, {o.ci_upper:.4g}])")
         if self.key_name is None:
             return head
         return head + f"\n{self.band} band, critical value {self.critical_value:.3f}\n" + \

@@ -17,7 +17,9 @@ from ._common import (
     SIGN_NOTE,
     Estimate,
     Pretest,
+    PicklableProxies,
     _interval,
+    level_label,
     _significant,
     profile_matrix,
 )
@@ -33,7 +35,7 @@ def _inferred(name: str, doc: str) -> property:
 
 
 @dataclass(frozen=True, eq=False)
-class GroupTimeResult:
+class GroupTimeResult(PicklableProxies):
     """Group-time effects tau(g, c) of one estimator on one panel.
 
     Attributes
@@ -68,6 +70,8 @@ class GroupTimeResult:
     analytic_std_errors: np.ndarray = field(repr=False)
     critical_value: float = 1.959963984540054
     band: str = "pointwise"
+
+    _proxies = ("params",)
 
     def __post_init__(self):
         for name in ("estimates", "std_errors", "analytic_std_errors"):
@@ -185,8 +189,10 @@ class GroupTimeResult:
     @cached_property
     def pretest(self) -> Pretest:
         """Wald pre-test of parallel trends over the pre-treatment cells (computed once)."""
-        pre = (self.cohorts > self.times) & np.isfinite(self.analytic_std_errors)
-        return Pretest(*self.inference.pretest(np.asarray(self.estimates), np.flatnonzero(pre)))
+        before = self.cohorts > self.times
+        pre = before & np.isfinite(self.analytic_std_errors)
+        return Pretest(*self.inference.pretest(np.asarray(self.estimates), np.flatnonzero(pre),
+                                               n_before=int(before.sum())))
 
     def plot(self, kind: str = "profile", **options):
         """Draw a figure of :mod:`didmem.plotting` (``kind`` is a key of ``PLOTS``).
@@ -218,6 +224,8 @@ class GroupTimeResult:
         overall = self.aggregate("simple").overall
         pre = self.pretest
         p = dict(self.params)
+        if "outcome" in p:  # the outcome used, also when the panel's only one was implied
+            p["outcome"] = self.outcome
         lines = [
             f"{self.estimator} on outcome {self.outcome!r}"
             + (" (sign flipped: lower is better)" if self.lower_is_better else ""),
@@ -230,7 +238,7 @@ class GroupTimeResult:
             f"{int(post['significant'].sum())} post, "
             f"{int(frame.loc[~frame['post'], 'significant'].sum())} pre",
             f"  overall ATT (simple): {overall.estimate:.4g} (SE {overall.std_error:.3g}, "
-            f"95% CI [{overall.ci_lower:.4g}, {overall.ci_upper:.4g}])",
+            f"{level_label(self.alpha)} CI [{overall.ci_lower:.4g}, {overall.ci_upper:.4g}])",
             (f"  pre-test of parallel trends: W = {pre.statistic:.4g}, df = {pre.df}, "
              f"p = {pre.pvalue:.4g}") if pre.df and np.isfinite(pre.statistic)
             else f"  pre-test: not available ({pre.note})",
@@ -253,7 +261,7 @@ _CELL_COLUMNS = ("cohort", "time", "event_time", "estimate", "std_error", "ci_lo
 
 
 @dataclass(frozen=True, eq=False)
-class CellResult:
+class CellResult(PicklableProxies):
     """Estimates of one of the other memorisation estimators on the (cohort, time) grid.
 
     The architectural, extractable, influence-function and two-way fixed-effects estimators
@@ -291,6 +299,8 @@ class CellResult:
     units: pd.DataFrame | None = field(default=None, repr=False)
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
     alpha: float = 0.05
+
+    _proxies = ("params", "extra")
 
     def __post_init__(self):
         missing = [c for c in _CELL_COLUMNS if c not in self.cells.columns]

@@ -84,8 +84,34 @@ def aligned_cells(results: Mapping, truth=None, *, metric=None, cells="post") ->
     long = pd.concat(parts, ignore_index=True)
     long = long[["estimator", "cohort", "time", "estimate", "ci_lower", "ci_upper"]]
     if truth is not None:
-        long = long.merge(_truth_frame(truth, metric), on=["cohort", "time"], how="inner")
+        truth_frame = _truth_frame(truth, metric)
+        _check_outcomes(results, _truth_metric(truth, metric))
+        long = long.merge(truth_frame, on=["cohort", "time"], how="inner")
     return long
+
+
+def _truth_metric(truth: pd.DataFrame, metric):
+    """The metric the truth is of: ``metric``, or the single one in its column, or None."""
+    if metric is not None:
+        return metric
+    if "metric" in truth.columns and truth["metric"].nunique() == 1:
+        return truth["metric"].iloc[0]
+    return None
+
+
+def _check_outcomes(results: Mapping, metric) -> None:
+    """Refuse to score a result of one outcome against the truth of another metric."""
+    if metric is None:
+        return
+    wrong = {str(name): r.outcome for name, r in results.items()
+             if isinstance(getattr(r, "outcome", None), str) and r.outcome != metric}
+    if wrong:
+        raise ParameterError(
+            f"compare: the truth is of metric {metric!r}, but the results "
+            + ", ".join(f"{n!r} (outcome {o!r})" for n, o in wrong.items())
+            + " are of another outcome; compare each result with the truth of its own "
+            "outcome (metric=...)."
+        )
 
 
 def _scores(est, ref, lo, hi) -> dict:

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DidmemError, ParameterError, optional_import
-from ._common import Estimate, Pretest, profile_matrix
+from ._common import Estimate, PicklableProxies, Pretest, profile_matrix
 from .aggregations import ALIASES, KINDS, AggregateResult
 
 __all__ = ["save_result", "load_result", "SavedResult", "FORMAT_VERSION"]
@@ -61,7 +61,7 @@ def _aggregate_doc(agg: AggregateResult) -> dict:
     }
 
 
-def _aggregate_from(doc: dict) -> AggregateResult:
+def _aggregate_from(doc: dict, alpha: float) -> AggregateResult:
     def arr(name):
         a = np.array([np.nan if v is None else v for v in doc[name]], dtype=float)
         a.flags.writeable = False
@@ -71,7 +71,8 @@ def _aggregate_from(doc: dict) -> AggregateResult:
                            estimates=arr("estimates"), std_errors=arr("std_errors"),
                            overall=Estimate(*(math.nan if v is None else float(v)
                                               for v in doc["overall"])),
-                           critical_value=float(doc["critical_value"]), band=doc["band"])
+                           critical_value=float(doc["critical_value"]), band=doc["band"],
+                           alpha=float(alpha))
 
 
 def _pyarrow():
@@ -156,14 +157,14 @@ def load_result(path) -> "SavedResult":
         lower_is_better=meta["lower_is_better"], critical_value=meta["critical_value"],
         band=meta["band"], alpha=meta["alpha"], n_units=meta["n_units"],
         pretest=Pretest(nan if stat is None else stat, df, nan if pvalue is None else pvalue, note),
-        cells=table.to_pandas(), aggregations={k: _aggregate_from(v)
+        cells=table.to_pandas(), aggregations={k: _aggregate_from(v, meta["alpha"])
                                                for k, v in meta["aggregations"].items()},
         summary_text=meta["summary"], inference=meta["inference"], path=str(path),
     )
 
 
 @dataclass(frozen=True, eq=False)
-class SavedResult:
+class SavedResult(PicklableProxies):
     """A result read back from a results file: the cells, aggregations, pre-test and settings.
 
     It has the read-only interface of :class:`GroupTimeResult` that needs no panel, so
@@ -185,6 +186,8 @@ class SavedResult:
     summary_text: str = field(repr=False, default="")
     inference: str = field(repr=False, default="")
     path: str = ""
+
+    _proxies = ("params", "aggregations")
 
     def __post_init__(self):
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))

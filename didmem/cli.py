@@ -130,7 +130,8 @@ def _estimate(args) -> int:
                          balance=args.balance)
     cls = _ESTIMATORS[args.estimator]
     res = cls(control_group=args.control_group, n_bootstrap=args.n_bootstrap, random_state=args.seed,
-              lower_is_better=args.lower_is_better, outcome=args.outcome).fit(panel)
+              lower_is_better=args.lower_is_better, outcome=args.outcome,
+              small_sample=not args.r_inference).fit(panel)
     print(res.summary())
     print(f"\nwrote {res.save(out)}")
     return 0
@@ -245,6 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--lower-is-better", action="store_true",
                      help="the outcome is lower-is-better (surprisal, rank): flip its sign")
     bootstrap_option(est)
+    est.add_argument("--r-inference", action="store_true",
+                     help="R did's standard errors and band (small_sample=False) instead of "
+                          "the small-sample corrected ones")
     seed_option(est)
     est.set_defaults(func=_estimate)
 

@@ -13,12 +13,13 @@ from .base import BaseEstimator, Instance, Integral, Interval, OneOf, Seed
 
 INFERENCE_CONSTRAINTS = {
     "n_bootstrap": Integral(0),
-    "multiplier": OneOf("rademacher", "mammen"),
+    "multiplier": OneOf(None, "rademacher", "mammen", "normal"),
     "alpha": Interval(0, 1, closed="neither"),
     "cband": OneOf(None, True, False),
     "random_state": Seed(),
     "outcome": Instance(str, allow_none=True),
     "lower_is_better": OneOf(True, False),
+    "small_sample": OneOf(True, False),
 }
 
 
@@ -54,11 +55,13 @@ class GroupTimeEstimator(BaseEstimator):
         inference = CellInference.draw(
             design, cells, stats, influence, alpha=params["alpha"], cband=params["cband"],
             n_bootstrap=params["n_bootstrap"], multiplier=params["multiplier"],
-            random_state=params["random_state"], owner=name)
+            random_state=params["random_state"], small_sample=params["small_sample"],
+            variance=var, owner=name)
         analytic, band = inference.cell_band(var)
         return GroupTimeResult(
             estimator=name, params=params, outcome=panel.resolve_outcome(params["outcome"]),
             lower_is_better=params["lower_is_better"], inference=inference, estimates=att,
             std_errors=band.std_errors, analytic_std_errors=analytic,
             critical_value=band.critical_value, band=band.kind,
+            cell_critical_values=band.cell_critical_values,
         )

@@ -5,9 +5,10 @@ bootstrap once) and hands it to its result. The result's cells, every aggregatio
 pre-test and the covariances then ask this object, so the ``n / sqrt(G)`` scale, the
 pointwise-or-simultaneous rule and the draws are written and held in one place.
 
-Extensions plug in here: a small-sample correction of the band changes
-:meth:`CellInference.critical_value` (the only place a critical value is chosen), a
-calibrated pre-test becomes another method beside :meth:`CellInference.pretest`.
+The small-sample correction (:mod:`didmem.inference.small_sample`: Welch variances and
+degrees of freedom, t critical values at the sup-t band's pointwise level) is held here too,
+as :attr:`CellInference.correction`, and applied by :meth:`CellInference.cell_band` and
+:meth:`CellInference.combination`; ``small_sample=False`` leaves R ``did``'s rule.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from .._arrays import readonly
 from ..errors import InferenceWarning
 from .bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
 from .bootstrap import BootstrapDraws, bootstrap_cells, bootstrap_influence
-from .linear import cell_covariance, combination_covariance, combination_draws
+from .linear import (cell_covariance, combination_block_variances, combination_covariance,
+                     combination_draws)
+from .small_sample import (SmallSampleCells, block_welch, cluster_correction, normal_level,
+                           small_sample_cells, t_critical_values)
 
 __all__ = ["CellInference", "Band", "Combination", "normal_quantile"]
 
@@ -37,6 +41,9 @@ class Band:
     std_errors: np.ndarray
     critical_value: float
     kind: str  # "simultaneous" or "pointwise"
+    #: one multiplier per cell under the small-sample correction (``critical_value`` is then
+    #: the largest of them); None under R's rule
+    cell_critical_values: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,8 @@ class Combination:
     covariance: np.ndarray
     draws: np.ndarray | None
     band: Band
+    #: the pointwise multiplier of the overall value (the last row)
+    overall_critical_value: float = 1.959963984540054
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,6 +89,8 @@ class CellInference:
     alpha: float
     cband: bool | None
     bootstrap: BootstrapDraws | None = field(default=None, repr=False)
+    correction: SmallSampleCells | None = field(default=None, repr=False)
+    multiplier_choice: str = "rademacher"
 
     def __post_init__(self):
         frozen = {name: readonly(value) for name, value in self.stats.items()}
@@ -87,9 +98,15 @@ class CellInference:
 
     @classmethod
     def draw(cls, design, cells, stats, influence, *, alpha: float, cband: bool | None,
-             n_bootstrap: int, multiplier: str, random_state,
+             n_bootstrap: int, multiplier: str | None, random_state,
+             small_sample: bool = False, variance: np.ndarray | None = None,
              owner: str = "estimator") -> "CellInference":
         """Draw the bootstrap (when ``n_bootstrap > 0``) and return the fit's inference.
+
+        ``small_sample`` computes the Welch correction of the cells' ``variance`` (their
+        uncorrected influence-function variances); ``multiplier=None`` means Gaussian weights
+        with the correction (the sup-t value its t adjustment needs) and Rademacher (R's)
+        without.
 
         ``cband=None`` means a simultaneous band whenever there are draws; ``cband=True``
         warns (:class:`~didmem.InferenceWarning`, naming ``owner``) when the band cannot be
@@ -105,6 +122,10 @@ class CellInference:
                 f"{owner}: cband=True, but the panel has only two periods (after "
                 "pre-processing), so there is no band over periods to make simultaneous: "
                 "the intervals are pointwise, as in R did.", InferenceWarning, stacklevel=4)
+        multiplier = multiplier or ("normal" if small_sample else "rademacher")
+        correction = None
+        if small_sample:
+            correction = small_sample_cells(design, cells, stats, variance, influence)
         boot = None
         if n_bootstrap > 0:
             rng = np.random.default_rng(random_state)
@@ -115,7 +136,8 @@ class CellInference:
                 boot = bootstrap_influence(design, influence, n_draws=n_bootstrap,
                                            multiplier=multiplier, rng=rng)
         return cls(design=design, cells=cells, stats=stats, influence=influence, alpha=alpha,
-                   cband=cband, bootstrap=boot)
+                   cband=cband, bootstrap=boot, correction=correction,
+                   multiplier_choice=multiplier)
 
     # ------------------------------------------------------------ settings
     @property
@@ -156,19 +178,34 @@ class CellInference:
     def cell_band(self, variance: np.ndarray) -> tuple[np.ndarray, Band]:
         """Analytic standard errors of the cells from their variances, and the cells' band.
 
-        With the bootstrap, the band's standard errors come from the draws (NaN where the
-        analytic one is NaN, the reference cells); the band is simultaneous when ``cband``
-        and there are more than two times.
+        R's rule: with the bootstrap, the band's standard errors come from the draws (NaN
+        where the analytic one is NaN, the reference cells); the band is simultaneous unless
+        ``cband`` is False, when there are more than two times. With the small-sample
+        correction the standard errors are the Welch ones, the draws give only the band's
+        dependence between cells (the sup-t value of the draws studentised by the
+        uncorrected analytic standard errors), and each cell gets the t quantile with its
+        degrees of freedom at that value's pointwise level.
         """
         analytic = analytic_se(variance)
-        if self.bootstrap is None:
-            return analytic, Band(analytic, self.normal_critical_value, "pointwise")
-        boot_se = bootstrap_se(self.bootstrap.cells, self.scale)
-        se = np.where(np.isnan(analytic), np.nan, boot_se)
-        crit, kind = self.critical_value(self.bootstrap.cells, boot_se,
-                                         simultaneous=self.cband is not False and self.design.times.size > 2,
-                                         at_least_normal=False)
-        return analytic, Band(se, crit, kind)
+        se = analytic
+        if self.correction is not None:
+            se = np.where(np.isnan(analytic), np.nan, analytic_se(self.correction.variance))
+        crit, kind = self.normal_critical_value, "pointwise"
+        if self.bootstrap is not None:
+            boot_se = analytic
+            if self.correction is None:
+                boot_se = bootstrap_se(self.bootstrap.cells, self.scale)
+                se = np.where(np.isnan(analytic), np.nan, boot_se)
+            crit, kind = self.critical_value(
+                self.bootstrap.cells, boot_se,
+                simultaneous=self.cband is not False and self.design.times.size > 2,
+                at_least_normal=False)
+        cell_crit = None
+        if self.correction is not None:
+            cell_crit = readonly(t_critical_values(normal_level(crit), self.correction.df))
+            if np.isfinite(cell_crit).any():
+                crit = float(np.nanmax(cell_crit))
+        return analytic, Band(se, crit, kind, cell_crit)
 
     def combination(self, weights: np.ndarray, omega, *, simultaneous: bool) -> Combination:
         """Inference on ``weights @ cells`` (rows: the keys, then the overall value).
@@ -185,8 +222,41 @@ class CellInference:
             se = bootstrap_se(draws, self.scale)
         crit, kind = self.critical_value(None if draws is None else draws[:, :-1], se[:-1],
                                          simultaneous=simultaneous, at_least_normal=True)
+        overall = self.normal_critical_value
+        if self.correction is not None:
+            se, crit, overall = self._corrected_rows(weights, omega, cov, draws, kind, crit)
         return Combination(std_errors=se, covariance=cov, draws=draws,
-                           band=Band(se[:-1], crit, kind))
+                           band=Band(se[:-1], crit, kind), overall_critical_value=overall)
+
+    def _corrected_rows(self, weights, omega, cov, draws, kind, crit):
+        """Welch-corrected standard errors and t critical values of combinations' rows.
+
+        Each row's variance is corrected block by block (:func:`~didmem.inference.
+        small_sample.block_welch`; CR1 with clusters). A simultaneous band's normal-scale
+        sup-t value comes from the draws studentised by the uncorrected analytic standard
+        errors, and the keyed rows share the largest of their t quantiles at its pointwise
+        level. Returns the standard errors, the keys' critical value and the overall value's
+        (pointwise) one.
+        """
+        raw = np.diag(cov).copy()
+        if self.design.clusters is not None:
+            var, df = cluster_correction(raw, self.design.n_clusters)
+        else:
+            parts = combination_block_variances(self.design, self.cells, self.stats, weights,
+                                                omega, self.influence)
+            var, df = block_welch(parts, np.diff(self.design.starts))
+        raw_se = analytic_se(raw)
+        se = np.where(np.isnan(raw_se), np.nan, analytic_se(var))
+        overall = float(t_critical_values(1 - self.alpha / 2, df[-1:])[0])
+        level = 1 - self.alpha / 2
+        if kind == "simultaneous":
+            c_normal, _ = simultaneous_band(draws[:, :-1], raw_se[:-1], self.alpha, self.scale,
+                                            at_least_normal=True)
+            level = normal_level(c_normal)
+        keys_crit = t_critical_values(level, df[:-1])
+        if np.isfinite(keys_crit).any():
+            crit = float(np.nanmax(keys_crit))
+        return se, crit, overall
 
     # ------------------------------------------------------------ tests
     def covariance(self, which: np.ndarray) -> np.ndarray:
@@ -223,10 +293,19 @@ class CellInference:
         stat = float(est @ linalg.lu_solve((lu, piv), est, check_finite=False))
         return stat, int(which.size), float(chdtrc(which.size, stat)), ""
 
-    def describe(self, critical_value: float, kind: str) -> str:
+    def describe(self, critical_value: float, kind: str,
+                 cell_critical_values: np.ndarray | None = None) -> str:
         """One line naming the inference and a band of it (printed in summaries)."""
+        corrected = " with small-sample (Welch, t) correction" if self.correction else ""
         if self.bootstrap is None:
-            return "analytic standard errors (influence function); pointwise intervals"
+            return f"analytic standard errors (influence function){corrected}; pointwise intervals"
+        if cell_critical_values is not None:
+            crit = np.asarray(cell_critical_values)
+            crit = crit[np.isfinite(crit)]
+            lo_c, hi_c = (crit.min(), crit.max()) if crit.size else (np.nan, np.nan)
+            return (f"multiplier bootstrap, {self.n_bootstrap} {self.multiplier} draws; "
+                    f"{kind} {100 * (1 - self.alpha):g}% band{corrected}, critical values "
+                    f"{lo_c:.3f}-{hi_c:.3f}")
         return (f"multiplier bootstrap, {self.n_bootstrap} {self.multiplier} "
                 f"draws; {kind} {100 * (1 - self.alpha):g}% band, critical value "
                 f"{critical_value:.3f}")

@@ -292,7 +292,7 @@ class AggregateResult(PicklableProxies):
         se = np.array(combo.std_errors, dtype=float)
         if spec.undefined_overall:  # e.g. only pre-treatment event times: NaN as in R
             est[-1] = se[-1] = np.nan
-        lo, hi = _interval(est[-1], se[-1], inference.normal_critical_value)
+        lo, hi = _interval(est[-1], se[-1], combo.overall_critical_value)
         return cls(kind=spec.kind, key_name=spec.key_name, keys=readonly(spec.keys),
                    estimates=readonly(est[:-1]), std_errors=readonly(se[:-1]),
                    overall=Estimate(float(est[-1]), float(se[-1]), float(lo), float(hi)),

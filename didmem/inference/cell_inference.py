@@ -22,7 +22,7 @@ import numpy as np
 from scipy import linalg
 from scipy.special import chdtrc
 
-from .._arrays import readonly
+from .._arrays import PicklableProxies, readonly
 from ..errors import InferenceWarning
 from .bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
 from .bootstrap import BootstrapDraws, bootstrap_cells, bootstrap_influence
@@ -64,7 +64,7 @@ class Combination:
 
 
 @dataclass(frozen=True, eq=False)
-class CellInference:
+class CellInference(PicklableProxies):
     """Inference of the group-time cells of one fit.
 
     Parameters
@@ -91,6 +91,8 @@ class CellInference:
     bootstrap: BootstrapDraws | None = field(default=None, repr=False)
     correction: SmallSampleCells | None = field(default=None, repr=False)
     multiplier_choice: str = "rademacher"
+
+    _proxies = ("stats",)
 
     def __post_init__(self):
         frozen = {name: readonly(value) for name, value in self.stats.items()}

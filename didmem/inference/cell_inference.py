@@ -21,7 +21,7 @@ import numpy as np
 from scipy import linalg
 from scipy.special import chdtrc
 
-from .._arrays import readonly
+from .._arrays import PicklableProxies, readonly
 from ..errors import InferenceWarning
 from .bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
 from .bootstrap import BootstrapDraws, bootstrap_cells, bootstrap_influence
@@ -55,7 +55,7 @@ class Combination:
 
 
 @dataclass(frozen=True, eq=False)
-class CellInference:
+class CellInference(PicklableProxies):
     """Inference of the group-time cells of one fit.
 
     Parameters
@@ -80,6 +80,8 @@ class CellInference:
     alpha: float
     cband: bool | None
     bootstrap: BootstrapDraws | None = field(default=None, repr=False)
+
+    _proxies = ("stats",)
 
     def __post_init__(self):
         frozen = {name: readonly(value) for name, value in self.stats.items()}

@@ -7,10 +7,11 @@ Everything here is shared by fitted results (:mod:`.cells`), aggregations
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import MappingProxyType
 
 import numpy as np
 import pandas as pd
+
+from .._arrays import PicklableProxies
 
 __all__ = ["Estimate", "Pretest", "profile_matrix", "SIGN_NOTE", "level_label", "PicklableProxies"]
 
@@ -74,32 +75,3 @@ def _significant(lo, hi):
 def level_label(alpha: float) -> str:
     """The coverage of an interval with level ``alpha`` as a label, e.g. ``"90%"``."""
     return f"{100 * (1 - alpha):g}%"
-
-
-class PicklableProxies:
-    """Pickling and deep copies of frozen results that hold read-only mappings.
-
-    ``MappingProxyType`` cannot be pickled, so the state carries plain dicts and the
-    proxies are rebuilt on loading; results then cross ``multiprocessing`` and joblib.
-    Subclasses name their mapping fields in ``_proxies``.
-    """
-
-    _proxies: tuple = ()
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        for name in self._proxies:
-            if isinstance(state.get(name), MappingProxyType):
-                state[name] = dict(state[name])
-        return state
-
-    def __setstate__(self, state):
-        for name, value in state.items():
-            if name in self._proxies and isinstance(value, dict):
-                for v in value.values():
-                    if isinstance(v, np.ndarray):
-                        v.flags.writeable = False
-                value = MappingProxyType(value)
-            elif isinstance(value, np.ndarray):
-                value.flags.writeable = False
-            object.__setattr__(self, name, value)

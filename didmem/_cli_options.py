@@ -19,7 +19,7 @@ class _DeprecatedAlias(argparse.Action):
         super().__init__(option_strings, dest, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print(f"didmem: {option_string} is deprecated; use {self.new}", file=sys.stderr)
+        print(f"didmem: warning: {option_string} is deprecated; use {self.new}", file=sys.stderr)
         setattr(namespace, self.dest, values)
 
 

@@ -94,6 +94,8 @@ class CellInference(PicklableProxies):
 
     _proxies = ("stats",)
 
+    _proxies = ("stats",)
+
     def __post_init__(self):
         frozen = {name: readonly(value) for name, value in self.stats.items()}
         object.__setattr__(self, "stats", MappingProxyType(frozen))

@@ -112,7 +112,7 @@ def test_failed_items_are_reported_with_their_error(ray_cluster, two_checkpoints
 
 def test_score_command_on_ray(ray_cluster, two_checkpoints, instances, local_frame, tmp_path,
                               capsys):
-    from test_score_cli import write_config
+    from .test_score_cli import write_config
 
     from didmem.cli import main
 

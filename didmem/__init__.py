@@ -29,7 +29,7 @@ from .estimators import (
     InfluenceEstimator,
     TWFEEstimator,
 )
-from .results import AggregateResult, CellResult, Estimate, GroupTimeResult, Pretest
+from .results import AggregateResult, CellResult, Estimate, GroupTimeResult, Pretest, PretrendTest
 from .comparison import aligned_cells, compare, plot_comparison
 from .profiles import profile_correlation
 from .honest import SensitivityResult, sensitivity
@@ -55,6 +55,7 @@ __all__ = [
     "AggregateResult",
     "Estimate",
     "Pretest",
+    "PretrendTest",
     "profile_correlation",
     "plan_design",
     "Assumptions",

@@ -49,7 +49,9 @@ class DiDEstimator(GroupTimeEstimator):
         fast grouped-sum path is used.
     n_bootstrap : int
         Multiplier-bootstrap draws; 0 gives analytic standard errors and pointwise
-        intervals. With draws, standard errors and the band come from the bootstrap, as in R.
+        intervals. With draws and ``small_sample=False``, standard errors and the band come
+        from the bootstrap, as in R; with ``small_sample=True`` the draws give the band's
+        dependence between cells and the standard errors stay analytic (Welch).
     multiplier : {"rademacher", "mammen"}
         Distribution of the multiplier weights. Rademacher is R's choice; Mammen's weights
         cover slightly better with cohorts under about 60 units (see the coverage study in
@@ -66,6 +68,14 @@ class DiDEstimator(GroupTimeEstimator):
     lower_is_better : bool
         Flip the outcome's sign first (surprisal, rank, loss), so that memorisation is
         positive.
+    small_sample : bool
+        ``True`` (default): each cell's variance is Welch's (the plug-in variance of the
+        treated and the control mean times ``n / (n - 1)``; with clusters ``G / (G - 1)``)
+        and its interval uses the t distribution with Welch-Satterthwaite degrees of
+        freedom, at the pointwise level of the bootstrap's sup-t band
+        (:mod:`didmem.inference.small_sample`). The band then covers with 10-30 units per
+        cohort, where R's under-covers (see the docs' *Inference* page). ``False`` gives R
+        ``did``'s standard errors and band exactly. Aggregations are not corrected.
 
     Notes
     -----
@@ -105,14 +115,14 @@ class DiDEstimator(GroupTimeEstimator):
     }
 
     def __init__(self, *, control_group="never_treated", base_period="varying", anticipation=0,
-                 est_method="dr", n_bootstrap=1000, multiplier="rademacher", alpha=0.05, cband=True,
-                 random_state=None, outcome=None, lower_is_better=False):
+                 est_method="dr", n_bootstrap=1000, multiplier=None, alpha=0.05, cband=True,
+                 random_state=None, outcome=None, lower_is_better=False, small_sample=True):
         super().__init__(control_group=control_group, base_period=base_period,
                          anticipation=anticipation, est_method=est_method,
                          n_bootstrap=n_bootstrap,
                          multiplier=multiplier, alpha=alpha, cband=cband,
                          random_state=random_state, outcome=outcome,
-                         lower_is_better=lower_is_better)
+                         lower_is_better=lower_is_better, small_sample=small_sample)
 
     def _cells(self, design, params):
         return did_cells(design, base_period=params["base_period"],

@@ -73,7 +73,8 @@ def _draws(res):
     if res.bootstrap is not None:
         return res.bootstrap.cells
     rng = np.random.default_rng(res.params.get("random_state"))
-    multiplier = res.params.get("multiplier", "rademacher")
+    multiplier = res.params.get("multiplier") or (
+        "normal" if res.small_sample is not None else "rademacher")
     if res.influence is None:
         boot = bootstrap_cells(res.design, res.cells, res.stats, n_draws=_PRETEST_DRAWS,
                                multiplier=multiplier, rng=rng)

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import warnings
+
 import numpy as np
 from scipy import linalg
 from scipy.special import chdtrc, fdtrc
@@ -94,7 +96,9 @@ def _solve(cov: np.ndarray, est: np.ndarray) -> tuple[np.ndarray | None, str]:
     """``cov^-1 est``, or None with a reason when ``cov`` is not finite or is singular."""
     if not np.all(np.isfinite(cov)) or not np.all(np.isfinite(est)):
         return None, "NaN in the estimates or their covariance"
-    lu, piv = linalg.lu_factor(cov, check_finite=False)
+    with warnings.catch_warnings():  # an exactly singular matrix is reported below
+        warnings.simplefilter("ignore", linalg.LinAlgWarning)
+        lu, piv = linalg.lu_factor(cov, check_finite=False)
     rcond, _ = linalg.lapack.dgecon(lu, np.abs(cov).sum(axis=0).max(), norm="1")
     if rcond <= np.finfo(float).eps:
         return None, "singular covariance"

@@ -56,6 +56,20 @@ def _table(frame, digits: int = 4) -> str:
 WALD_CAVEAT_DF = 100
 
 
+def _calibrated_html(result) -> str:
+    """The calibrated pre-test (event-time Wald) first, with its stated power."""
+    if not hasattr(result, "pretrend_test"):  # a result loaded from a file
+        return ""
+    test = result.pretrend_test()
+    if not np.isfinite(test.statistic):
+        return f"<p>{html.escape(test.describe())}.</p>"
+    ok = test.pvalue >= 0.05
+    verdict = ("no evidence against parallel trends at the 5% level" if ok
+               else "parallel trends rejected at the 5% level: read the profile with care")
+    return (f"<p>{html.escape(test.describe())} — <span class='{'ok' if ok else 'warn'}'>"
+            f"{verdict}</span>.</p>")
+
+
 def _pretest_html(result) -> str:
     pt = result.pretest
     frame = result.to_frame()
@@ -63,18 +77,23 @@ def _pretest_html(result) -> str:
     band = (f"<p>{int(pre['significant'].sum())} of {len(pre)} pre-treatment cells are "
             f"significant under the {html.escape(result.band)} band (0 expected under parallel "
             "trends).</p>")
+    calibrated = _calibrated_html(result)
     if pt.df and np.isfinite(pt.statistic):
-        cls = "ok" if pt.pvalue >= 0.05 else "warn"
-        verdict = ("no evidence against parallel trends at the 5% level" if pt.pvalue >= 0.05
-                   else "parallel trends rejected at the 5% level: read the profile with care")
         caveat = ("" if pt.df < WALD_CAVEAT_DF else
                   f" <em>With {pt.df} pre-treatment cells the Wald test's covariance is nearly "
                   "singular and the test rejects too often even under parallel trends (see the "
-                  "user guide); trust the band count above and the pre-trends figure.</em>")
+                  "Inference page); the event-time test above is the calibrated one.</em>")
+        if calibrated:
+            return calibrated + band + (
+                f"<p>R did's Wald test over all pre-treatment cells: W = {pt.statistic:.4g}, "
+                f"df = {pt.df}, p = {pt.pvalue:.4g}.{caveat}</p>")
+        cls = "ok" if pt.pvalue >= 0.05 else "warn"
+        verdict = ("no evidence against parallel trends at the 5% level" if pt.pvalue >= 0.05
+                   else "parallel trends rejected at the 5% level: read the profile with care")
         return band + (f"<p>Wald pre-test of parallel trends over the pre-treatment cells: "
                        f"W = {pt.statistic:.4g}, df = {pt.df}, p = {pt.pvalue:.4g} — "
                        f"<span class='{cls}'>{verdict}</span>.{caveat}</p>")
-    return band + f"<p>Wald pre-test not available: {html.escape(pt.note)}.</p>"
+    return calibrated + band + f"<p>Wald pre-test not available: {html.escape(pt.note)}.</p>"
 
 
 def _settings_html(result) -> str:

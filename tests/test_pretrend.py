@@ -127,3 +127,11 @@ def test_pretests_hold_their_size(units, never, n_cohorts):
             rejected[m] += res.pretrend_test(m).pvalue < 0.05
     for m, k in rejected.items():
         assert 0.015 <= k / reps <= 0.09, (m, k / reps)
+
+
+def test_report_leads_with_the_calibrated_test(fitted):
+    from didmem.report import render_report
+
+    text = render_report({"m": fitted}, figures=[])
+    assert "event-time Wald" in text and "power" in text
+    assert text.index("event-time Wald") < text.index("Wald test over all pre-treatment cells")

@@ -8,6 +8,7 @@ the result by its attributes and never imports :mod:`didmem.results`.
 from __future__ import annotations
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from .aggregate import build_aggregation
 from .errors import ParameterError
@@ -49,8 +50,9 @@ def _event_test(res) -> PretrendTest:
     est = np.where(np.isfinite(res.estimates), np.asarray(res.estimates), 0.0)
     spec = build_aggregation(res.design, res.cells, est, "dynamic")
     keys = np.flatnonzero(spec.keys < 0)
-    cov = combination_covariance(res.design, res.cells, res.stats, spec.weights[keys],
-                                 spec.omega[keys], res.influence)
+    with threadpool_limits(limits=1, user_api="blas"):  # many small products: one thread
+        cov = combination_covariance(res.design, res.cells, res.stats, spec.weights[keys],
+                                     spec.omega[keys], res.influence)
     if res.small_sample is not None:  # per-unit plug-in covariance -> unbiased scale
         n = _n_obs(res)
         cov = cov * n / max(n - 1, 1)

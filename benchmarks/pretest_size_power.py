@@ -34,7 +34,14 @@ import didmem
 METHODS = ("event", "max_t", "wald")
 
 
-def one_panel(n_cohorts, units, n_never, n_times, drift, noise_sd, seed):
+def one_panel(n_cohorts, units, n_never, n_times, drift, noise_sd, seed, dgp="normal"):
+    if dgp == "hetero":  # AR(1), t(5), heteroskedastic: see small_sample_coverage.py
+        if drift:
+            raise ValueError("the hetero DGP is for the size only (--drift 0)")
+        from small_sample_coverage import simulate_hetero
+
+        df, _ = simulate_hetero(n_cohorts, units, n_never, n_times, seed)
+        return didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
     df, _ = didmem.datasets.simulate_panel(n_cohorts=n_cohorts, units_per_cohort=units,
                                            n_never_treated=n_never, n_times=n_times,
                                            noise_sd=noise_sd, seed=seed)
@@ -56,8 +63,11 @@ def main(argv=None):
     parser.add_argument("--noise", type=float, default=0.5)
     parser.add_argument("--reps", type=int, default=100)
     parser.add_argument("--drift", type=float, nargs="+", default=[0.0, 0.25])
-    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--draws", type=int, default=1000,
+                        help="bootstrap draws of the fit (0: max_t draws 999 of its own)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dgp", default="normal", choices=("normal", "hetero"))
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--json", help="write the rows to this JSON file")
     args = parser.parse_args(argv)
     n_times = args.times or args.cohorts + 2
@@ -65,27 +75,27 @@ def main(argv=None):
     out = []
     for drift in args.drift:
         rng = np.random.default_rng([args.seed, args.cohorts, int(drift * 1000)])
-        rejected = {m: 0 for m in METHODS}
-        stats = {m: [] for m in METHODS}
+        methods = args.methods
+        rejected = {m: 0 for m in methods}
+        stats = {m: [] for m in methods}
         stated_power = []
         n_pre = 0
         t0 = time.perf_counter()
         for _ in range(args.reps):
             panel = one_panel(args.cohorts, args.units, args.never, n_times, drift, args.noise,
-                              int(rng.integers(2**62)))
+                              int(rng.integers(2**62)), args.dgp)
             res = didmem.DiDEstimator(n_bootstrap=args.draws,
                                       random_state=int(rng.integers(2**62))).fit(panel)
-            for m in METHODS:
+            for m in methods:
                 test = res.pretrend_test(m)
                 rejected[m] += test.pvalue < 0.05
                 stats[m].append(test.statistic / (test.df or 1.0))
                 if m == "event":
                     stated_power.append(test.power)
-                if m == "wald":
-                    n_pre = test.n_restrictions
-        for m in METHODS:
+                n_pre = int((res.cohorts > res.times).sum())
+        for m in methods:
             p = rejected[m] / args.reps
-            row = {"method": m, "drift_se_per_period": drift, "cohorts": args.cohorts,
+            row = {"method": m, "dgp": args.dgp, "drift_se_per_period": drift, "cohorts": args.cohorts,
                    "times": n_times, "units_per_cohort": args.units, "never_treated": args.never,
                    "pre_cells": n_pre, "reps": args.reps, "rejection_rate": round(p, 4),
                    "mc_se": round(float(np.sqrt(p * (1 - p) / args.reps)), 4),

@@ -117,7 +117,8 @@ def _estimate(args) -> int:
                          outcome=args.outcome)
     cls = {"did": didmem.DiDEstimator, "difference": didmem.DifferenceEstimator}[args.estimator]
     res = cls(control_group=args.control, n_bootstrap=args.draws, random_state=args.seed,
-              lower_is_better=args.lower_is_better).fit(panel)
+              lower_is_better=args.lower_is_better,
+              small_sample=not args.r_inference).fit(panel)
     print(res.summary())
     print(f"\nwrote {res.save(out)}")
     return 0
@@ -216,6 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the outcome is lower-is-better (surprisal, rank): flip its sign")
     est.add_argument("--draws", type=int, default=1000, help="bootstrap draws (default: %(default)s)")
     est.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    est.add_argument("--r-inference", action="store_true",
+                     help="R did's standard errors and band (small_sample=False) instead of "
+                          "the small-sample corrected ones")
     est.set_defaults(func=_estimate)
 
     plot = sub.add_parser(

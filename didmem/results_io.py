@@ -12,6 +12,7 @@ need the panel: refit for those.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import DidmemError, ParameterError, optional_import
+from .inference.pretrend import PretrendTest
 from .results import AggregateResult, Estimate, Pretest, profile_matrix
 
 __all__ = ["save_result", "load_result", "SavedResult", "FORMAT_VERSION"]
@@ -113,6 +115,7 @@ def save_result(result, path) -> Path:
         "alpha": float(result.alpha), "n_units": int(result.n_units),
         "inference": result._inference_line(),
         "pretest": [_float(pre.statistic), int(pre.df), _float(pre.pvalue), pre.note],
+        "pretrend_test": _pretrend_doc(result.pretrend_test()),
         "summary": result.summary(), "aggregations": aggregations,
     }
     table = pa.Table.from_pandas(result.to_frame(), preserve_index=False)
@@ -159,7 +162,25 @@ def load_result(path) -> "SavedResult":
         cells=table.to_pandas(), aggregations={k: _aggregate_from(v)
                                                for k, v in meta["aggregations"].items()},
         summary_text=meta["summary"], inference=meta["inference"], path=str(path),
+        calibrated_pretest=_pretrend_from(meta.get("pretrend_test")),
     )
+
+
+def _pretrend_doc(test: PretrendTest) -> dict:
+    doc = dataclasses.asdict(test)
+    for key in ("statistic", "pvalue", "power", "drift"):
+        doc[key] = None if doc[key] is None else _float(doc[key])
+    return doc
+
+
+def _pretrend_from(doc) -> PretrendTest | None:
+    """The stored calibrated pre-test (None in files written before it was saved)."""
+    if doc is None:
+        return None
+    doc = dict(doc)
+    for key in ("statistic", "pvalue"):
+        doc[key] = math.nan if doc[key] is None else doc[key]
+    return PretrendTest(**doc)
 
 
 @dataclass(frozen=True, eq=False)
@@ -185,6 +206,26 @@ class SavedResult:
     summary_text: str = field(repr=False, default="")
     inference: str = field(repr=False, default="")
     path: str = ""
+    calibrated_pretest: PretrendTest | None = field(repr=False, default=None)
+
+    def pretrend_test(self, method: str | None = None) -> PretrendTest:
+        """The stored pre-test: the calibrated default (``None``) or R's ``"wald"``.
+
+        The other methods need the panel: fit it again and call
+        :meth:`GroupTimeResult.pretrend_test`.
+        """
+        if method == "wald":
+            p = self.pretest
+            return PretrendTest("wald", p.statistic, p.pvalue, df=float(p.df),
+                                n_restrictions=int(p.df), note=p.note)
+        if method is None or (self.calibrated_pretest is not None
+                              and method == self.calibrated_pretest.method):
+            if self.calibrated_pretest is None:
+                raise ValueError(f"{self.path!r} was saved without the calibrated pre-test; "
+                                 "fit the panel again.")
+            return self.calibrated_pretest
+        raise ValueError(f"A results file stores the default and the 'wald' pre-tests only; "
+                         f"for {method!r} fit the panel again.")
 
     def __post_init__(self):
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))

@@ -51,6 +51,16 @@ def test_estimate_writes_results_and_prints_summary(panel_files, tmp_path, capsy
     loaded = didmem.load_result(path)
     assert loaded.params["control_group"] == "not_yet_treated" and loaded.lower_is_better
     assert len(pd.read_parquet(path)) == len(loaded.to_frame())
+    assert out.index("event-time Wald") < out.index("R did's Wald")  # calibrated test first
+    assert loaded.params["small_sample"] is True
+
+
+def test_estimate_r_inference_flag(panel_files, tmp_path, capsys):
+    path = tmp_path / "r.parquet"
+    assert main(["estimate", str(panel_files[1]), "--outcome", "loglik", "--unit", "id",
+                 "--draws", "99", "--r-inference", "--out", str(path)]) == 0
+    loaded = didmem.load_result(path)
+    assert loaded.params["small_sample"] is False and "rademacher" in loaded.inference
 
 
 @pytest.mark.parametrize("kind", ["profile", "instantaneous", "persistent", "residual",

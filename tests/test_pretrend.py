@@ -135,3 +135,12 @@ def test_report_leads_with_the_calibrated_test(fitted):
     text = render_report({"m": fitted}, figures=[])
     assert "event-time Wald" in text and "power" in text
     assert text.index("event-time Wald") < text.index("Wald test over all pre-treatment cells")
+
+
+def test_saved_result_keeps_the_calibrated_test(fitted, tmp_path):
+    pytest.importorskip("pyarrow")
+    loaded = didmem.load_result(fitted.save(tmp_path / "r.parquet"))
+    assert loaded.pretrend_test() == fitted.pretrend_test()
+    assert loaded.pretrend_test("wald").statistic == fitted.pretest.statistic
+    with pytest.raises(ValueError, match="fit the panel again"):
+        loaded.pretrend_test("max_t")

@@ -52,10 +52,12 @@ class DiDEstimator(GroupTimeEstimator):
         intervals. With draws and ``small_sample=False``, standard errors and the band come
         from the bootstrap, as in R; with ``small_sample=True`` the draws give the band's
         dependence between cells and the standard errors stay analytic (Welch).
-    multiplier : {"rademacher", "mammen"}
-        Distribution of the multiplier weights. Rademacher is R's choice; Mammen's weights
-        cover slightly better with cohorts under about 60 units (see the coverage study in
-        the docs' *Inference* page).
+    multiplier : {None, "rademacher", "mammen", "normal"}
+        Distribution of the multiplier weights. ``None`` (default): ``"normal"`` with
+        ``small_sample=True`` (Gaussian weights: a draw is exactly normal given the data, so
+        the sup-t value is the Gaussian one the t adjustment needs; a few units' sign flips
+        would bound the draws' tails), ``"rademacher"`` (R's choice) with
+        ``small_sample=False``. Mammen's weights have third moment 1 as well.
     alpha : float
         One minus the coverage of intervals and bands.
     cband : bool

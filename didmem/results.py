@@ -18,7 +18,9 @@ from .aggregate import AggregationSpec, build_aggregation
 from .errors import InferenceWarning
 from .inference.bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
 from .inference.bootstrap import BootstrapDraws
-from .inference.linear import cell_covariance, combination_covariance, combination_draws
+from .inference.linear import (cell_covariance, combination_block_variances,
+                               combination_covariance, combination_draws)
+from .inference.small_sample import block_welch, cluster_correction, normal_level, t_critical_values
 from .inference.pretrend import PretrendTest
 from .results_pretrend import pretrend_test as _pretrend_test
 
@@ -75,6 +77,37 @@ def profile_matrix(frame: pd.DataFrame, value: str, significant_only: bool) -> p
         frame = frame.copy()
         frame.loc[~frame["significant"], value] = np.nan
     return frame.pivot(index="cohort", columns="time", values=value)
+
+
+def _small_sample_aggregate(res, spec, cov, draws, band, crit):
+    """Welch-corrected standard errors and t critical values of an aggregation's rows.
+
+    Each row's variance is corrected block by block (:func:`~didmem.inference.small_sample.
+    block_welch`; CR1 with clusters); the band's normal-scale sup-t value comes from the
+    draws studentised by the uncorrected analytic standard errors, and the keys share the
+    largest of their t quantiles at its level. Returns the standard errors, the keys'
+    critical value and the overall value's (pointwise) one.
+    """
+    raw = np.diag(cov).copy()
+    if res.design.clusters is not None:
+        var, df = cluster_correction(raw, res.n_clusters)
+    else:
+        parts = combination_block_variances(res.design, res.cells, res.stats, spec.weights,
+                                            spec.omega, res.influence)
+        var, df = block_welch(parts, np.diff(res.design.starts))
+    se = np.where(np.isnan(analytic_se(raw)), np.nan, analytic_se(var))
+    z_overall = float(t_critical_values(1 - res.alpha / 2, df[-1:])[0])
+    if band == "simultaneous":
+        raw_se = analytic_se(raw)
+        scale = res.n_units / np.sqrt(res.n_clusters or res.n_units)
+        c_normal, _ = simultaneous_band(draws[:, :-1], raw_se[:-1], res.alpha, scale,
+                                        at_least_normal=True)
+        level = normal_level(c_normal)
+    else:
+        level = 1 - res.alpha / 2
+    keys_crit = t_critical_values(level, df[:-1])
+    crit = float(np.nanmax(keys_crit)) if np.isfinite(keys_crit).any() else crit
+    return se, crit, z_overall
 
 
 def _interval(est, se, crit):
@@ -435,7 +468,10 @@ class AggregateResult:
             if res.band == "simultaneous" and spec.key_name is not None:
                 crit, band = simultaneous_band(draws[:, :-1], se[:-1], res.alpha, scale,
                                                at_least_normal=True)
-        lo, hi = _interval(est[-1], se[-1], z)
+        z_overall = z
+        if res.small_sample is not None:
+            se, crit, z_overall = _small_sample_aggregate(res, spec, cov, draws, band, crit)
+        lo, hi = _interval(est[-1], se[-1], z_overall)
         return cls(kind=spec.kind, key_name=spec.key_name, keys=_readonly(spec.keys),
                    estimates=_readonly(est[:-1]), std_errors=_readonly(se[:-1]),
                    overall=Estimate(float(est[-1]), float(se[-1]), float(lo), float(hi)),
@@ -449,8 +485,9 @@ class AggregateResult:
 
         ``sum_i psi_i psi_i'`` of the same influence functions as the analytic standard
         errors (of cluster sums when clustered), as R ``did``'s ``honest_did`` uses
-        (``IF'IF / n**2``); its diagonal is the analytic squared standard error. This is what
-        :func:`didmem.sensitivity` takes.
+        (``IF'IF / n**2``); its diagonal is the analytic squared standard error of R's rule
+        (``small_sample=False``; the default's standard errors are Welch-corrected, see
+        :mod:`didmem.inference.small_sample`). This is what :func:`didmem.sensitivity` takes.
 
         Raises
         ------

@@ -152,3 +152,19 @@ def test_multiplier_choice_is_validated(small_panel):
     res = didmem.DiDEstimator(n_bootstrap=50, multiplier="rademacher", random_state=0).fit(
         small_panel)
     assert res.bootstrap.multiplier == "rademacher"
+
+
+def test_aggregations_are_corrected_alike(small_panel):
+    from didmem.inference.small_sample import block_welch
+
+    res = didmem.DiDEstimator(n_bootstrap=300, random_state=4).fit(small_panel)
+    inst = res.aggregate("instantaneous")
+    f = res.to_frame()
+    cells = f[f["time"] == f["cohort"]].set_index("cohort")
+    # a single-cell key is its cell, with the cell's Welch standard error
+    np.testing.assert_allclose(inst.std_errors, cells.loc[inst.keys, "std_error"], rtol=1e-10)
+    r = didmem.DiDEstimator(n_bootstrap=300, random_state=4, small_sample=False).fit(small_panel)
+    assert inst.critical_value > r.aggregate("instantaneous").critical_value
+    # block_welch by hand: parts 2/3 and 4/5 with 3 and 5 units, as welch_correction
+    v, df = block_welch(np.array([[2 / 3], [0.8]]), np.array([3, 5]))
+    assert v[0] == pytest.approx(2.0) and df[0] == pytest.approx(16 / 3)

@@ -32,7 +32,7 @@ import numpy as np
 from scipy.special import ndtr, ndtri, stdtr, stdtrit
 
 __all__ = ["SmallSampleCells", "treated_variance", "welch_correction", "cluster_correction",
-           "t_critical_values", "t_to_normal", "small_sample_cells"]
+           "block_welch", "t_critical_values", "t_to_normal", "small_sample_cells"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,33 @@ def welch_correction(treated: np.ndarray, control: np.ndarray, n_treated: np.nda
                  + np.where(n0 > 1, b**2 / np.maximum(n0 - 1, 1), 0.0))
         df = np.where(denom > 0, (a + b) ** 2 / denom, np.nan)
     return a + b, df
+
+
+def block_welch(parts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Welch's correction of a linear combination of block means, block by block.
+
+    Parameters
+    ----------
+    parts : ndarray (n_blocks, n_rows)
+        Each block's plug-in part ``sum_{i in b} psi_i**2`` of each row's variance.
+    counts : ndarray (n_blocks,)
+        Units per block.
+
+    Returns
+    -------
+    variance, df : ndarray (n_rows,)
+        ``sum_b a_b`` with ``a_b = parts_b n_b / (n_b - 1)``, and the Welch-Satterthwaite
+        ``(sum_b a_b)**2 / sum_b a_b**2 / (n_b - 1)`` (blocks of one unit add no term). For a
+        single cell against the never-treated block it is :func:`welch_correction`.
+    """
+    parts = np.maximum(np.asarray(parts, dtype=np.float64), 0.0)
+    counts = np.asarray(counts, dtype=np.float64)[:, None]
+    a = parts * _factor(counts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        denom = np.where(counts > 1, a**2 / np.maximum(counts - 1, 1), 0.0).sum(axis=0)
+        total = a.sum(axis=0)
+        df = np.where(denom > 0, total**2 / denom, np.nan)
+    return total, df
 
 
 def cluster_correction(variance: np.ndarray, n_clusters: int) -> tuple[np.ndarray, np.ndarray]:

@@ -95,7 +95,8 @@ def main(argv=None):
                 n_pre = int((res.cohorts > res.times).sum())
         for m in methods:
             p = rejected[m] / args.reps
-            row = {"method": m, "dgp": args.dgp, "drift_se_per_period": drift, "cohorts": args.cohorts,
+            row = {"method": m, "dgp": args.dgp, "drift_se_per_period": drift,
+                   "cohorts": args.cohorts,
                    "times": n_times, "units_per_cohort": args.units, "never_treated": args.never,
                    "pre_cells": n_pre, "reps": args.reps, "rejection_rate": round(p, 4),
                    "mc_se": round(float(np.sqrt(p * (1 - p) / args.reps)), 4),

@@ -24,7 +24,8 @@ from .inference.small_sample import block_welch, cluster_correction, normal_leve
 from .inference.pretrend import PretrendTest
 from .results_pretrend import pretrend_test as _pretrend_test
 
-__all__ = ["Estimate", "Pretest", "PretrendTest", "GroupTimeResult", "AggregateResult", "CellResult"]
+__all__ = ["Estimate", "Pretest", "PretrendTest", "GroupTimeResult", "AggregateResult",
+           "CellResult"]
 
 SIGN_NOTE = (
     "Sign convention: an estimate is positive when training on the instances raised the "

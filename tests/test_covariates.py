@@ -39,7 +39,8 @@ def test_matches_csdid_on_mpdta(mpdta, mpdta_lpop, est_method, control_group):
     ref = att_gt.ATTgt(yname="lemp", tname="year", idname="countyreal", gname="first.treat",
                        data=mpdta, control_group=CONTROLS[control_group],
                        xformla="lemp~lpop").fit(est_method=est_method, bstrap=False)
-    res = didmem.DiDEstimator(small_sample=False, est_method=est_method, control_group=control_group,
+    res = didmem.DiDEstimator(small_sample=False,
+                              est_method=est_method, control_group=control_group,
                               n_bootstrap=0).fit(mpdta_lpop)
     frame = res.to_frame()
     np.testing.assert_allclose(frame["cohort"], ref.results["group"])
@@ -72,7 +73,8 @@ def test_time_varying_covariate_matches_csdid(mpdta, est_method, control_group, 
                                                    base_period=base_period)
     panel = didmem.Panel(df, unit="countyreal", time="year", cohort="first.treat",
                          outcome="lemp", never_treated=0, covariates=["lpop_tv"])
-    res = didmem.DiDEstimator(small_sample=False, est_method=est_method, control_group=control_group,
+    res = didmem.DiDEstimator(small_sample=False,
+                              est_method=est_method, control_group=control_group,
                               base_period=base_period, n_bootstrap=0).fit(panel)
     frame = res.to_frame()
     np.testing.assert_allclose(frame["estimate"], ref.results["att"], rtol=0, atol=1e-6)
@@ -87,8 +89,10 @@ def test_time_invariant_covariate_versions_agree(mpdta):
     df["lpop2"] = df["lpop"] + np.where(df["year"] == 2007, 5.0, 0.0)  # 2007 is never a base
     kw = dict(unit="countyreal", time="year", cohort="first.treat", outcome="lemp",
               never_treated=0)
-    a = didmem.DiDEstimator(small_sample=False, n_bootstrap=0).fit(didmem.Panel(df, covariates=["lpop"], **kw))
-    b = didmem.DiDEstimator(small_sample=False, n_bootstrap=0).fit(didmem.Panel(df, covariates=["lpop2"], **kw))
+    a = didmem.DiDEstimator(small_sample=False,
+                            n_bootstrap=0).fit(didmem.Panel(df, covariates=["lpop"], **kw))
+    b = didmem.DiDEstimator(small_sample=False,
+                            n_bootstrap=0).fit(didmem.Panel(df, covariates=["lpop2"], **kw))
     np.testing.assert_allclose(a.estimates, b.estimates, atol=1e-12)
 
 
@@ -199,7 +203,8 @@ def _conditional_trends_panel(seed=0, n_per=150, n_never=600, n_t=6, effect=1.0)
 def test_conditional_parallel_trends_recovered():
     df = _conditional_trends_panel()
     kw = dict(unit="unit", time="time", cohort="cohort", outcome="y")
-    plain = didmem.DiDEstimator(small_sample=False, n_bootstrap=0).fit(didmem.Panel(df, **kw)).to_frame()
+    plain = didmem.DiDEstimator(small_sample=False,
+                                n_bootstrap=0).fit(didmem.Panel(df, **kw)).to_frame()
     cond = didmem.DiDEstimator(small_sample=False, n_bootstrap=0, est_method="dr").fit(
         didmem.Panel(df, covariates=["x"], **kw)).to_frame()
     post = (plain["time"] >= plain["cohort"]).to_numpy()
@@ -210,7 +215,8 @@ def test_conditional_parallel_trends_recovered():
 
 
 def test_est_method_irrelevant_without_covariates(small_panel):
-    ests = [didmem.DiDEstimator(small_sample=False, est_method=m, n_bootstrap=0).fit(small_panel) for m in METHODS]
+    ests = [didmem.DiDEstimator(small_sample=False,
+                                est_method=m, n_bootstrap=0).fit(small_panel) for m in METHODS]
     for r in ests[1:]:
         assert np.array_equal(r.estimates, ests[0].estimates)
         assert np.array_equal(r.analytic_std_errors, ests[0].analytic_std_errors)
@@ -368,7 +374,8 @@ def test_sampling_weights_match_csdid(mpdta, est_method):
                        weights_name="w").fit(est_method=est_method, bstrap=False)
     panel = didmem.Panel(df, unit="countyreal", time="year", cohort="first.treat",
                          outcome="lemp", never_treated=0, covariates=["lpop"], weights="w")
-    res = didmem.DiDEstimator(small_sample=False, est_method=est_method, control_group="not_yet_treated",
+    res = didmem.DiDEstimator(small_sample=False,
+                              est_method=est_method, control_group="not_yet_treated",
                               n_bootstrap=0).fit(panel)
     frame = res.to_frame()
     np.testing.assert_allclose(frame["estimate"], ref.results["att"], rtol=0, atol=1e-6)

@@ -101,7 +101,8 @@ def test_treated_variance_by_hand_and_on_the_influence_route():
         assert got[c] == pytest.approx(float((psi**2).sum()), rel=1e-9)
     # generic route (a covariate): the cohort's rows of the dense influence matrix
     frame["x"] = np.repeat(np.random.default_rng(1).normal(size=90), 5)
-    cov = didmem.DiDEstimator(n_bootstrap=0, est_method="reg").fit(panel_of(frame, covariates=["x"]))
+    cov = didmem.DiDEstimator(n_bootstrap=0, est_method="reg").fit(
+        panel_of(frame, covariates=["x"]))
     dense = cov.influence.dense()
     expect = np.array([np.sum(dense[cov.design.starts[k]:cov.design.starts[k + 1], c] ** 2)
                        for c, k in enumerate(cov.cells.k)])

@@ -65,7 +65,8 @@ class GroupTimeEstimator(BaseEstimator):
         crit, band, boot = normal_quantile(1 - alpha / 2), "pointwise", None
         if params["n_bootstrap"] > 0:
             rng = np.random.default_rng(params["random_state"])
-            multiplier = params["multiplier"] or ("normal" if correction is not None else "rademacher")
+            default = "normal" if correction is not None else "rademacher"
+            multiplier = params["multiplier"] or default
             if influence is None:
                 boot = bootstrap_cells(design, cells, stats, n_draws=params["n_bootstrap"],
                                        multiplier=multiplier, rng=rng)

@@ -75,7 +75,8 @@ def treated_variance(design, cells, stats, influence=None) -> np.ndarray:
             continue
         lo, hi = design.starts[k], design.starts[k + 1]
         y = design.y[lo:hi]
-        change = y[:, cells.t[sel]] - np.where(cells.b[sel] >= 0, y[:, np.maximum(cells.b[sel], 0)], 0.0)
+        base = np.where(cells.b[sel] >= 0, y[:, np.maximum(cells.b[sel], 0)], 0.0)
+        change = y[:, cells.t[sel]] - base
         psi = design.w[lo:hi, None] * (change - stats["mu1"][sel]) / stats["w1"][sel]
         out[sel] = np.einsum("ij,ij->j", psi, psi)
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from didmem import DiDEstimator
 from didmem.inference.bands import bootstrap_se, normal_quantile, simultaneous_band
@@ -13,6 +14,13 @@ from didmem.inference.linear import cell_covariance, combination_draws
 
 @pytest.fixture(scope="module")
 def fitted(small_panel):
+    """R's rule (small_sample=False): bootstrap standard errors and the plain sup-t band."""
+    return DiDEstimator(n_bootstrap=199, random_state=3, small_sample=False).fit(small_panel)
+
+
+@pytest.fixture(scope="module")
+def corrected(small_panel):
+    """The default: Welch standard errors, t critical values at the sup-t's level."""
     return DiDEstimator(n_bootstrap=199, random_state=3).fit(small_panel)
 
 
@@ -54,7 +62,7 @@ def test_aggregations_use_the_same_draws_and_rule(fitted):
 
 
 def test_without_draws_everything_is_pointwise(small_panel):
-    res = DiDEstimator(n_bootstrap=0, alpha=0.1).fit(small_panel)
+    res = DiDEstimator(n_bootstrap=0, alpha=0.1, small_sample=False).fit(small_panel)
     assert res.inference.bootstrap is None and res.inference.n_bootstrap == 0
     z = normal_quantile(0.95)
     assert res.band == "pointwise" and res.critical_value == pytest.approx(z)
@@ -62,6 +70,38 @@ def test_without_draws_everything_is_pointwise(small_panel):
     assert agg.band == "pointwise" and agg.critical_value == pytest.approx(z)
     assert agg.draws is None
     assert "pointwise" in res.inference.describe(res.critical_value, res.band)
+
+
+def test_corrected_cells_take_t_quantiles_at_the_sup_t_level(corrected):
+    inf = corrected.inference
+    assert inf.multiplier == "normal" and inf.correction is not None
+    analytic = np.asarray(corrected.analytic_std_errors)
+    c_normal, kind = simultaneous_band(inf.bootstrap.cells, analytic, inf.alpha, inf.scale,
+                                       at_least_normal=False)
+    assert kind == corrected.band == "simultaneous"
+    level = stats.norm.cdf(c_normal)
+    finite = np.isfinite(analytic)
+    df = inf.correction.df[finite]
+    expected = stats.t.ppf(level, df)
+    np.testing.assert_allclose(np.asarray(corrected.cell_critical_values)[finite], expected,
+                               rtol=1e-9)
+    assert corrected.critical_value == pytest.approx(expected.max(), rel=1e-9)
+    np.testing.assert_allclose(np.asarray(corrected.std_errors)[finite],
+                               np.sqrt(inf.correction.variance[finite]), rtol=1e-12)
+    # every interval uses its own cell's multiplier
+    frame = corrected.to_frame()
+    half = (frame["ci_upper"] - frame["estimate"]).to_numpy()[finite]
+    np.testing.assert_allclose(half, expected * frame["std_error"].to_numpy()[finite],
+                               rtol=1e-9)
+
+
+def test_corrected_aggregation_overall_is_a_t_interval(small_panel):
+    res = DiDEstimator(n_bootstrap=0).fit(small_panel)
+    agg = res.aggregate("simple")
+    o = agg.overall
+    z = normal_quantile(0.975)
+    half = o.ci_upper - o.estimate
+    assert half / o.std_error > z  # t quantile with finite degrees of freedom
 
 
 def test_pretest_is_the_wald_statistic_of_the_pre_cells(fitted):

@@ -33,8 +33,10 @@ def test_round_trip(res, tmp_path):
     text = loaded.summary()
     assert text.startswith("DiDEstimator on outcome 'y'")
     assert f"overall ATT (simple): {overall.estimate:.4g} (SE {overall.std_error:.3g}" in text
-    assert f"W = {loaded.pretest.statistic:.4g}, df = {loaded.pretest.df}" in text
-    assert f"critical value {loaded.critical_value:.3f}" in text
+    assert (f"all {loaded.pretest.df} pre-treatment cells; over-rejects with many cells): "
+            f"W = {loaded.pretest.statistic:.4g}") in text
+    assert loaded.pretrend_test().describe() in text
+    assert f"-{loaded.critical_value:.3f}" in text  # the largest of the cells' multipliers
     assert loaded.critical_value == res.critical_value and loaded.band == res.band
     pd.testing.assert_frame_equal(loaded.profile(significant_only=True),
                                   res.profile(significant_only=True))

@@ -28,10 +28,14 @@ from .bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
 from .bootstrap import BootstrapDraws, bootstrap_cells, bootstrap_influence
 from .linear import (cell_covariance, combination_block_variances, combination_covariance,
                      combination_draws)
+from .pretrend import PretrendTest
+from .pretrend_cells import (DEFAULT_PRETREND, PRETREND_METHODS, event_time_test,
+                             max_t_cells_test)
 from .small_sample import (SmallSampleCells, block_welch, cluster_correction, normal_level,
                            small_sample_cells, t_critical_values)
 
-__all__ = ["CellInference", "Band", "Combination", "normal_quantile"]
+__all__ = ["CellInference", "Band", "Combination", "PretrendTest", "PRETREND_METHODS",
+           "normal_quantile"]
 
 
 @dataclass(frozen=True)
@@ -296,6 +300,23 @@ class CellInference(PicklableProxies):
         est = np.asarray(estimates)[which]
         stat = float(est @ linalg.lu_solve((lu, piv), est, check_finite=False))
         return stat, int(which.size), float(chdtrc(which.size, stat)), ""
+
+    def pretrend_test(self, method: str | None, *, estimates, std_errors, analytic_std_errors,
+                      which: np.ndarray, event_rows, random_state) -> PretrendTest:
+        """The calibrated pre-tests of parallel trends (``"event"``, the default, or
+        ``"max_t"``) over the pre-treatment cells ``which``.
+
+        ``event_rows`` is ``(weights, omega)`` of the dynamic aggregation's rows at negative
+        event times (only read by ``"event"``); ``random_state`` seeds the draws of the max-|t|
+        test when the fit has none. R's Wald test is :meth:`pretest`.
+        """
+        method = DEFAULT_PRETREND if method is None else method
+        if method == "event":
+            weights, omega = event_rows
+            return event_time_test(self, estimates, std_errors, which, weights, omega)
+        if method == "max_t":
+            return max_t_cells_test(self, estimates, analytic_std_errors, which, random_state)
+        raise ValueError(f"unknown pre-test {method!r}; one of {PRETREND_METHODS}")
 
     def describe(self, critical_value: float, kind: str,
                  cell_critical_values: np.ndarray | None = None) -> str:

@@ -195,7 +195,10 @@ def plan_design(source, *, units_per_cohort, n_validation=None, checkpoint_every
         ``"simulated"`` (the default with a pilot): resample the pilot's units, fit the real
         estimator, count significance under its band. ``"analytic"`` (the only choice with
         assumptions): the closed-form covariance of the keys and a Gaussian sup-t critical
-        value; with a pilot, the outcome covariance is estimated from it.
+        value; with a pilot, the outcome covariance is estimated from it. It ignores the
+        estimator's small-sample correction (Welch variances, t critical values), so with
+        cohorts of under about 30 units it overstates the power of the default band: plan
+        such designs with the simulated route.
     pool : {"all", "cohort"}
         Simulated route: where a new unit's deviation from its group's mean comes from:
         any pilot unit (``"all"``, the default: training and validation instances are

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from .._arrays import readonly
-from ..inference.cell_inference import CellInference, normal_quantile
+from ..errors import ParameterError
+from ..inference.cell_inference import PRETREND_METHODS, CellInference, PretrendTest, normal_quantile
 from ._common import (
     SIGN_NOTE,
     Estimate,
@@ -24,7 +25,6 @@ from ._common import (
     profile_matrix,
 )
 from .aggregations import AggregateResult, AggregationSpec, build_aggregation
-from .pretrend import PretrendTest, pretrend_test
 from .saving import save_result
 
 __all__ = ["Estimate", "Pretest", "PretrendTest", "GroupTimeResult", "AggregateResult",
@@ -245,7 +245,25 @@ class GroupTimeResult(PicklableProxies):
         calibrated however many cells there are (Chernozhukov, Chetverikov & Kato 2013) and
         detects a few large deviations. Sizes and powers: the docs' *Inference* page.
         """
-        return pretrend_test(self, method)
+        if method is not None and method not in PRETREND_METHODS:
+            raise ParameterError(f"The 'method' of pretrend_test must be one of "
+                                 f"{set(PRETREND_METHODS)} or None. Got {method!r}.")
+        if method == "wald":
+            pre = self.pretest
+            return PretrendTest("wald", pre.statistic, pre.pvalue, df=float(pre.df),
+                                n_restrictions=int(pre.df), note=pre.note)
+        which = np.flatnonzero((self.cohorts > self.times)
+                               & np.isfinite(np.asarray(self.analytic_std_errors)))
+        rows = None
+        if method in (None, "event") and which.size:
+            est = np.where(np.isfinite(self.estimates), np.asarray(self.estimates), 0.0)
+            spec = build_aggregation(self.design, self.cells, est, "dynamic")
+            keys = np.flatnonzero(spec.keys < 0)
+            rows = (spec.weights[keys], spec.omega[keys])
+        return self.inference.pretrend_test(
+            method, estimates=self.estimates, std_errors=self.std_errors,
+            analytic_std_errors=self.analytic_std_errors, which=which, event_rows=rows,
+            random_state=self.params.get("random_state"))
 
     def plot(self, kind: str = "profile", **options):
         """Draw a figure of :mod:`didmem.plotting` (``kind`` is a key of ``PLOTS``).

@@ -312,7 +312,7 @@ class CellInference(PicklableProxies):
         """
         method = DEFAULT_PRETREND if method is None else method
         if method == "event":
-            weights, omega = event_rows
+            weights, omega = event_rows if event_rows is not None else (None, None)
             return event_time_test(self, estimates, std_errors, which, weights, omega)
         if method == "max_t":
             return max_t_cells_test(self, estimates, analytic_std_errors, which, random_state)

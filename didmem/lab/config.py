@@ -136,7 +136,7 @@ class LabConfig:
     n_names: int = 24
     secret_digits: int = 10
     n_domains: int = 1
-    domain_contrast: float = 0.6
+    domain_contrast: float = 0.9
     validation_mix: float | None = None
     seq_len: int = 32
     # design

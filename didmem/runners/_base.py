@@ -108,6 +108,10 @@ class Runner(abc.ABC):
             checkpoints=None) -> pd.DataFrame:
         """Score every instance at every checkpoint; the same frame as ``backend.score``.
 
+        The values are bitwise those of ``backend.score`` with the same ``shard_size`` in a
+        process with the same device and threads; other shard sizes cut other batches and
+        agree to floating-point tolerance (see ``docs/ray.rst``, "Values").
+
         Parameters
         ----------
         backend : OutcomeBackend

@@ -78,7 +78,9 @@ class RayRunner(Runner):
     before it loads another: a checkpoint no actor holds yet first, then it helps with the
     checkpoint that has most items left. The driver writes every returned part atomically,
     exactly as :class:`LocalRunner` does, so the two runners resume each other's runs and
-    return the same frame.
+    return the same frame: bitwise the same for the same work items scored with as many torch
+    threads as an actor has, and otherwise equal to floating-point tolerance (see
+    :class:`~didmem.backends.TransformersBackend` and ``docs/ray.rst``).
 
     Parameters
     ----------
@@ -127,6 +129,11 @@ class RayRunner(Runner):
         self.num_workers = _positive(num_workers, "num_workers")
         self.num_gpus = _positive(num_gpus, "num_gpus", allow_zero=True, real=True)
         self.num_cpus = _positive(num_cpus, "num_cpus", allow_zero=True, real=True)
+        if address is not None and not isinstance(address, str):
+            raise ParameterError(
+                "The 'address' parameter of RayRunner must be a string such as 'auto' or "
+                f"'ray://head:10001', or None. Got {type(address).__name__}."
+            )
         self.address = address
         self.init_kwargs = dict(init_kwargs or {})
         self.last_assignments: dict = {}

@@ -48,7 +48,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     from didmem.lab import quick_config, replicate
-    from didmem.lab.replicate import default_estimators
+    from didmem.lab.replication import default_estimators
 
     pd.set_option("display.width", 160)
     print(f"{platform.processor() or platform.machine()}, python {platform.python_version()}; "

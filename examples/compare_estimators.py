@@ -4,9 +4,11 @@ Every memorisation estimator against the lab's truth
 
 Every memorisation estimator on a lab run, scored against the run's known truth.
 
-Trains two quick lab runs (tiny GPT-NeoX models on this CPU, each with a counterfactual twin
-that gives the truth tau(g, c)): one with validation data from the training distribution,
-and one whose validation data are shifted (``validation_shift=0.5``). On each it fits
+Trains two quick lab runs (tiny GPT-NeoX models on this CPU, each with one counterfactual run
+per cohort that gives the exact truth tau(g, c)): one with validation data from the training
+distribution, and one whose validation data are shifted (``validation_shift=0.5``). For
+mean errors with Monte Carlo errors over many runs, see ``benchmarks/lab_replication.py``
+and ``didmem.lab.replicate``. On each it fits
 
 * ``DiDEstimator`` and ``DifferenceEstimator`` on the main model's panel,
 * ``TWFEEstimator`` (event-study regression with unit and time fixed effects),
@@ -103,7 +105,7 @@ def main(argv=None):
     for label, run in runs.items():
         results, extractable = all_estimators(run, with_influence=label == "same distribution")
         first = first or (results, run)
-        print(f"\n== {label}: {METRIC}, post-treatment cells against the twin's truth")
+        print(f"\n== {label}: {METRIC}, post-treatment cells against the exact truth")
         print(didmem.compare(results, truth=run.truth, metric=METRIC).to_string(index=False))
         if "influence" in results:
             print("   (influence: residual cells (g, T) only)")

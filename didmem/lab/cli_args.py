@@ -16,21 +16,24 @@ __all__ = ["HELP", "DESCRIPTION", "add_arguments", "config_changes", "main_from_
 HELP = "train tiny language models with counterfactual twins (the true memorisation profile)"
 DESCRIPTION = (
     "Generate a seeded corpus, train a tiny GPT-NeoX once over it with a recorded data order, "
-    "train a twin without the analysed instances, score both with the transformers backend, "
-    "and write DIR/panel.parquet and DIR/truth.parquet (the true tau(g, c))."
+    "train for every cohort a run without only its analysed instances (and a twin without all "
+    "of them), score them with the transformers backend, and write DIR/panel.parquet and "
+    "DIR/truth.parquet (the exact tau(g, c)). With --replicate N, repeat over N seeds and "
+    "score estimators against the truth."
 )
 
 
 def _cohort_list(text: str) -> tuple:
-    if text == "auto":
-        return "auto"
+    if text in ("all", "auto"):
+        return text
     if text.strip() in ("", "none"):
         return ()
     try:
         return tuple(int(part) for part in text.split(","))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(
-            f"expected 'auto', 'none' or comma-separated steps such as 96,192; got {text!r}"
+            f"expected 'all', 'auto', 'none' or comma-separated steps such as 96,192; "
+            f"got {text!r}"
         ) from exc
 
 
@@ -43,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a different run, or other files, in DIR")
     parser.add_argument("--exact-cohorts", type=_cohort_list, default=None, metavar="STEPS",
-                        help="cohorts of the exact check: 'auto', 'none' or e.g. 96,192")
+                        help="cohorts with an exact counterfactual run: 'all' (default), 'auto', "
+                             "'none' or e.g. 96,192")
     parser.add_argument("--subset-models", type=int, default=None, metavar="M",
                         help="also train M (even) subset models for the architectural estimator")
     parser.add_argument("--validation-shift", type=float, default=None, metavar="S",
@@ -99,7 +103,7 @@ def main_from_args(args: argparse.Namespace) -> int:
 def _replicate_from_args(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .replicate import replicate
+    from .replication import replicate
 
     rep = replicate(args.out, n_seeds=args.replicate, first_seed=args.seed, quick=args.quick,
                     overwrite=args.overwrite, **config_changes(args))

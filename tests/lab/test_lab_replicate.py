@@ -6,7 +6,7 @@ import pytest
 from scipy import stats
 
 from didmem.errors import ParameterError
-from didmem.lab.replicate import summarise_cells
+from didmem.lab.replication import summarise_cells
 
 
 def _cells(errors_by_seed, width=0.5):

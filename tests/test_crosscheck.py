@@ -141,6 +141,7 @@ def _didmem_result(df: pd.DataFrame, control_group: str, base_period: str = "var
     frame = df.assign(cohort=df["cohort"].where(df["cohort"] > 0, np.inf))
     panel = didmem.Panel(frame, unit="unit", time="time", cohort="cohort", outcome="y")
     return didmem.DiDEstimator(
+        small_sample=False,
         control_group=control_group, base_period=base_period, anticipation=anticipation,
         n_bootstrap=0, random_state=0,
     ).fit(panel)

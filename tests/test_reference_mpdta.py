@@ -28,7 +28,8 @@ SCENARIOS = {"mpdta_nev_dr": "never_treated", "mpdta_nyt_dr": "not_yet_treated"}
 @pytest.fixture(scope="module", params=sorted(SCENARIOS))
 def fitted(request, mpdta_panel):
     scenario = request.param
-    res = didmem.DiDEstimator(control_group=SCENARIOS[scenario], base_period="varying",
+    res = didmem.DiDEstimator(small_sample=False,
+                              control_group=SCENARIOS[scenario], base_period="varying",
                               anticipation=0, n_bootstrap=0, random_state=0).fit(mpdta_panel)
     return scenario, res
 
@@ -101,8 +102,9 @@ def test_bootstrap_near_analytic_and_band_between_pointwise_and_3(mpdta_panel):
     """R's printed bootstrap output (seed 09152024) has ATT(2004,2006) SE 0.0384 and a
     simultaneous critical value near 2.7; ours must land near the analytic SEs within Monte
     Carlo error and give a critical value between 1.96 and about 3."""
-    ana = didmem.DiDEstimator(n_bootstrap=0).fit(mpdta_panel)
-    boot = didmem.DiDEstimator(n_bootstrap=4000, random_state=9152024).fit(mpdta_panel)
+    ana = didmem.DiDEstimator(small_sample=False, n_bootstrap=0).fit(mpdta_panel)
+    boot = didmem.DiDEstimator(small_sample=False,
+                               n_bootstrap=4000, random_state=9152024).fit(mpdta_panel)
     ratio = boot.std_errors / ana.std_errors
     # IQR-based scale from 4000 draws: relative MC error of about 2.5%
     assert np.all(np.abs(ratio - 1) < 0.1), ratio

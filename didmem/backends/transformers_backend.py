@@ -7,10 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .._validation import Integral, OneOf, check_all
 from ..errors import ParameterError, optional_import
 from ._instances import (CheckpointError, DeviceMemoryError, InstanceBatch, InstanceError,
                          Instances, listing)
 from ._parts import time_label
+from ._spec import BackendSpec, register_builder
 from .base import OutcomeBackend, check_checkpoint_times
 
 __all__ = ["TransformersBackend", "METRICS"]
@@ -35,15 +37,6 @@ _ARCH_KEYS = (
 )
 _PICKLE_PATTERNS = ("pytorch_model*.bin", "*.pt", "*.pth", "*.ckpt", "*.bin")
 _DTYPES = ("auto", "float32", "bfloat16", "float16", "float64")
-
-
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ParameterError(
-            f"The {name!r} parameter of TransformersBackend must be a positive integer. "
-            f"Got {value!r}."
-        )
-    return int(value)
 
 
 class TransformersBackend(OutcomeBackend):
@@ -114,6 +107,13 @@ class TransformersBackend(OutcomeBackend):
     """
 
     default_metrics = ("sequence_loglik", "mean_token_loglik", "token_accuracy", "mean_token_rank")
+    _constraints = {
+        "batch_size": Integral(1),
+        "dtype": OneOf(*_DTYPES),
+        "prefix_length": Integral(1),
+        "suffix_length": Integral(1),
+        "chunk_tokens": Integral(1, allow_none=True),
+    }
 
     def __init__(
         self,
@@ -150,17 +150,14 @@ class TransformersBackend(OutcomeBackend):
             sources[time] = (str(name), revision)
         self._checkpoints = check_checkpoint_times(sources, "TransformersBackend")
         self._sources = {t: sources[t] for t in self._checkpoints}
-        if dtype not in _DTYPES:
-            raise ParameterError(
-                f"The 'dtype' parameter of TransformersBackend must be one of {set(_DTYPES)}. "
-                f"Got {dtype!r}."
-            )
-        self.batch_size = _positive_int(batch_size, "batch_size")
-        self.prefix_length = _positive_int(prefix_length, "prefix_length")
-        self.suffix_length = _positive_int(suffix_length, "suffix_length")
-        self.chunk_tokens = (
-            None if chunk_tokens is None else _positive_int(chunk_tokens, "chunk_tokens")
-        )
+        check_all("TransformersBackend", {
+            "batch_size": batch_size, "dtype": dtype, "prefix_length": prefix_length,
+            "suffix_length": suffix_length, "chunk_tokens": chunk_tokens,
+        }, self._constraints)
+        self.batch_size = int(batch_size)
+        self.prefix_length = int(prefix_length)
+        self.suffix_length = int(suffix_length)
+        self.chunk_tokens = None if chunk_tokens is None else int(chunk_tokens)
         self.dtype_name = dtype
         if device is not None and not isinstance(device, str):
             raise ParameterError(
@@ -243,10 +240,39 @@ class TransformersBackend(OutcomeBackend):
         name, revision = self._sources[checkpoint]
         return name if revision is None else f"{name}@{revision}"
 
+    @classmethod
+    def from_spec(cls, spec: BackendSpec) -> "TransformersBackend":
+        """The backend a :class:`~didmem.backends.BackendSpec` of kind ``"transformers"`` describes.
+
+        ``spec.params`` holds either ``checkpoints`` (step -> directory, or ``[hub name,
+        revision]``) or ``name`` and ``steps`` (hub revisions), plus any keyword of the
+        constructor. Nothing is loaded until the first checkpoint is scored.
+        """
+        params = dict(spec.params)
+        if "checkpoints" in params:
+            if "name" in params or "steps" in params:
+                raise ParameterError(
+                    "A transformers backend spec takes either 'checkpoints' (local directories) "
+                    "or 'name' and 'steps' (hub revisions), not both."
+                )
+            raw = params.pop("checkpoints")
+            if not isinstance(raw, dict):
+                raise ParameterError(
+                    "'checkpoints' of a transformers backend spec must map training steps to "
+                    f"directories, such as {{\"1000\": \"ckpt/step1000\"}}; got {type(raw).__name__}."
+                )
+            sources = {_step(k): tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+            return cls(sources, **params)
+        if "name" in params and "steps" in params:
+            name, steps = params.pop("name"), params.pop("steps")
+            return cls.from_pretrained_revisions(name, steps, **params)
+        raise ParameterError(
+            "A transformers backend spec needs 'checkpoints' (step -> directory) or 'name' and "
+            f"'steps' (hub revisions); got keys {sorted(params)}."
+        )
+
     def spec(self):
         """The :class:`~didmem.backends.BackendSpec` that rebuilds this backend elsewhere."""
-        from ._spec import BackendSpec
-
         checkpoints = {
             time_label(t): name if revision is None else [name, revision]
             for t, (name, revision) in self._sources.items()
@@ -452,3 +478,19 @@ class TransformersBackend(OutcomeBackend):
         if len(parts) == 1:
             return parts[0]
         return {m: np.concatenate([p[m] for p in parts]) for m in metrics}
+
+
+def _step(key):
+    """A checkpoint step from a mapping key; JSON and TOML keys are strings."""
+    if isinstance(key, (int, float)) and not isinstance(key, bool):
+        return key
+    try:
+        value = float(key)
+    except (TypeError, ValueError):
+        raise ParameterError(
+            f"Checkpoint keys must be training steps (numbers); got {key!r}."
+        ) from None
+    return int(value) if value.is_integer() else value
+
+
+register_builder("transformers", TransformersBackend.from_spec)

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import argparse
 
+from .._validation import add_option
+from .config import LabConfig
+
 __all__ = ["HELP", "DESCRIPTION", "add_arguments", "config_changes", "main_from_args"]
 
 HELP = "train tiny language models with counterfactual twins (the true memorisation profile)"
@@ -42,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--quick", action="store_true",
                         help="the quick scale (seconds) instead of the demo scale (about a minute)")
-    parser.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
+    add_option(parser, LabConfig, "seed", help="master seed")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a different run, or other files, in DIR")
     parser.add_argument("--exact-cohorts", type=_cohort_list, default=None, metavar="STEPS",

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import ClassVar
 
+from .._validation import Integral, Interval, OneOf, check_all
 from ..errors import ParameterError
 
 __all__ = ["LabConfig", "demo_config", "quick_config", "PLACEMENTS", "DEFAULT_METRICS"]
@@ -172,6 +174,28 @@ class LabConfig:
     threads: int = 1
     text_files: tuple = field(default_factory=tuple)
 
+    _constraints: ClassVar[dict] = {
+        **{name: Integral(1) for name in (
+            "n_words", "n_successors", "n_names", "seq_len", "batch_size", "n_steps",
+            "checkpoint_every", "n_analysed", "n_validation", "hidden_size", "n_layers",
+            "n_heads", "intermediate_size", "max_positions", "score_batch_size", "threads",
+            "extractable_suffix", "n_domains")},
+        **{name: Integral(0) for name in (
+            "secret_digits", "warmup_steps", "n_subset_models", "seed", "burn_in")},
+        "domain_contrast": Interval(0, 1, closed="left"),
+        "validation_mix": Interval(0, 1, allow_none=True),
+        "duplicate_copies": Integral(2),
+        "markov_weight": Interval(0, 1),
+        "validation_shift": Interval(0, 1),
+        "duplicate_fraction": Interval(0, 1, closed="left"),
+        "min_lr_ratio": Interval(0, 1),
+        "zipf_exponent": Interval(0, None, closed="neither"),
+        "learning_rate": Interval(0, None, closed="neither"),
+        "weight_decay": Interval(0, None),
+        "grad_clip": Interval(0, None),
+        "placement": OneOf(*PLACEMENTS),
+    }
+
     def __post_init__(self):
         for name in ("exact_cohorts", "metrics", "text_files"):
             value = getattr(self, name)
@@ -188,51 +212,14 @@ class LabConfig:
                 _fail("exact_cohorts", '"all", "auto" or a sequence of cohort steps',
                       self.exact_cohorts)
             object.__setattr__(self, "exact_cohorts", cohorts)
-        positive = (
-            "n_words", "n_successors", "n_names", "seq_len", "batch_size", "n_steps",
-            "checkpoint_every", "n_analysed", "n_validation", "hidden_size", "n_layers",
-            "n_heads", "intermediate_size", "max_positions", "score_batch_size", "threads",
-            "extractable_suffix", "n_domains",
-        )
-        for name in positive:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                _fail(name, "a positive integer", value)
-        for name in ("secret_digits", "warmup_steps", "n_subset_models", "seed", "burn_in"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                _fail(name, "a non-negative integer", value)
-        if self.duplicate_copies < 2:
-            _fail("duplicate_copies", "at least 2", self.duplicate_copies)
-        if not 0.0 <= self.markov_weight <= 1.0:
-            _fail("markov_weight", "in [0, 1]", self.markov_weight)
-        if not 0.0 <= self.validation_shift <= 1.0:
-            _fail("validation_shift", "in [0, 1]", self.validation_shift)
-        if not 0.0 <= self.domain_contrast < 1.0:
-            _fail("domain_contrast", "in [0, 1)", self.domain_contrast)
-        if self.validation_mix is not None:
-            if isinstance(self.validation_mix, bool) or not isinstance(
-                    self.validation_mix, (int, float)) or not 0.0 <= self.validation_mix <= 1.0:
-                _fail("validation_mix", "None or a share in [0, 1]", self.validation_mix)
-            if self.n_domains < 2:
-                raise ParameterError(
-                    f"validation_mix={self.validation_mix} needs a corpus of several domains; "
-                    f"set n_domains to 2 or more (it is {self.n_domains}).")
+        check_all("LabConfig", dataclasses.asdict(self), self._constraints)
+        if self.validation_mix is not None and self.n_domains < 2:
+            raise ParameterError(
+                f"validation_mix={self.validation_mix} needs a corpus of several domains; "
+                f"set n_domains to 2 or more (it is {self.n_domains}).")
         if self.n_domains > 1 and self.text_files:
             raise ParameterError("n_domains > 1 needs the generated language; it is not "
                                  "available with text_files.")
-        if not 0.0 <= self.duplicate_fraction < 1.0:
-            _fail("duplicate_fraction", "in [0, 1)", self.duplicate_fraction)
-        if not 0.0 <= self.min_lr_ratio <= 1.0:
-            _fail("min_lr_ratio", "in [0, 1]", self.min_lr_ratio)
-        for name in ("zipf_exponent", "learning_rate"):
-            if not getattr(self, name) > 0:
-                _fail(name, "positive", getattr(self, name))
-        for name in ("weight_decay", "grad_clip"):
-            if not getattr(self, name) >= 0:
-                _fail(name, "non-negative", getattr(self, name))
-        if self.placement not in PLACEMENTS:
-            _fail("placement", f"one of {set(PLACEMENTS)}", self.placement)
         if not self.metrics:
             _fail("metrics", "a non-empty sequence of metric names", self.metrics)
         self._check_design()

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from backend_helpers import EOS, MAX_POSITIONS, VOCAB
+from .backend_helpers import EOS, MAX_POSITIONS, VOCAB
 
 from didmem.backends import METRICS, TransformersBackend
 

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends"))
-from backend_helpers import VOCAB, build_checkpoints
+from ..backends.backend_helpers import VOCAB, build_checkpoints
 
 METRICS = ["sequence_loglik", "mean_token_loglik", "token_accuracy", "extractable"]
 

@@ -7,11 +7,12 @@ import shutil
 
 import pandas as pd
 import pytest
-from conftest import METRICS, assert_same_scores, make_backend, scores_with
 
 from didmem.backends import BackendSpec, PartStore
 from didmem.errors import ParameterError
 from didmem.runners import LocalRunner, ScoringError, ScoringPlan
+
+from .conftest import METRICS, assert_same_scores, make_backend, scores_with
 
 pytest.importorskip("torch")
 pytest.importorskip("pyarrow")
@@ -159,7 +160,7 @@ import numpy as np
 import torch
 torch.set_num_threads({threads})  # the parent's, so that both compute the same bits
 sys.path.insert(0, {helpers!r})
-from conftest import METRICS, assert_same_scores, make_backend, scores_with
+from tests.runners.conftest import METRICS, assert_same_scores, make_backend, scores_with
 from didmem.backends import PartStore
 from didmem.runners import LocalRunner
 
@@ -191,7 +192,7 @@ def test_sigkilled_run_resumes(two_checkpoints, instances, tmp_path, monkeypatch
     import torch
 
     script = _KILLED_RUN.format(
-        threads=torch.get_num_threads(), helpers=str(Path(__file__).parent), tokens=str(tmp_path / "tokens.npy"), out=str(out),
+        threads=torch.get_num_threads(), helpers=str(Path(__file__).resolve().parents[2]), tokens=str(tmp_path / "tokens.npy"), out=str(out),
         c0=str(two_checkpoints[0]), c1=str(two_checkpoints[1000]),
     )
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).parents[2])

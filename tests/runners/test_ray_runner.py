@@ -9,11 +9,12 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import METRICS, assert_same_scores, make_backend, scores_with
-from test_local_runner import _Interrupted, interrupt_after
 
 from didmem.backends import CallableBackend
 from didmem.runners import LocalRunner, RayRunner, ScoringError
+
+from .conftest import METRICS, assert_same_scores, make_backend, scores_with
+from .test_local_runner import _Interrupted, interrupt_after
 
 pytest.importorskip("torch")
 pytest.importorskip("pyarrow")
@@ -111,7 +112,7 @@ def test_failed_items_are_reported_with_their_error(ray_cluster, two_checkpoints
 
 def test_score_command_on_ray(ray_cluster, two_checkpoints, instances, local_frame, tmp_path,
                               capsys):
-    from test_score_cli import write_config
+    from .test_score_cli import write_config
 
     from didmem.cli import main
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import METRICS, make_backend
+from .conftest import METRICS, make_backend
 
 from didmem.cli import main
 from didmem.runners import LocalRunner
@@ -88,7 +88,7 @@ def test_score_plan_prints_and_saves(two_checkpoints, instances, tmp_path, capsy
         ({"tables": ["[runner]", "num_workers = 2"]},
          "[runner] key 'num_workers' is not a setting of the local runner"),
         ({"tables": ["[runner]", 'kind = "ray"', "num_workers = 0"]},
-         "'num_workers' parameter of RayRunner must be a positive integer"),
+         "'num_workers' parameter of RayRunner must be an integer in [1, inf] or none"),
     ],
 )
 def test_bad_configs_exit_2_with_one_line(two_checkpoints, instances, tmp_path, capsys,

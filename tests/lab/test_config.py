@@ -65,7 +65,8 @@ def test_other_impossible_settings():
         quick_config(placement="middle")
     with pytest.raises(ParameterError, match="too short for a secret"):
         quick_config(seq_len=10, secret_digits=8)
-    with pytest.raises(ParameterError, match="positive integer"):
+    with pytest.raises(ParameterError, match=r"'batch_size' parameter of LabConfig must be an "
+                                             r"integer in \[1, inf\]. Got 0"):
         quick_config(batch_size=0)
     with pytest.raises(ParameterError, match="multiple of n_heads"):
         quick_config(hidden_size=30, n_heads=4)

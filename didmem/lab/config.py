@@ -345,22 +345,20 @@ def demo_config(seed: int = 0, **changes) -> LabConfig:
 
 def quick_config(seed: int = 0, **changes) -> LabConfig:
     """The quick scale for tests: 4 cohorts of 192 analysed instances after one burn-in
-    macro-batch, exact truth for every cohort, in seconds."""
+    macro-batch, exact truth for every cohort, in seconds (batch size, burn-in and learning
+    rate as the demo's)."""
     settings = {
         "seed": seed,
         "n_words": 96,
         "n_names": 12,
         "secret_digits": 8,
         "seq_len": 24,
-        "batch_size": 16,
         "n_steps": 60,
         "checkpoint_every": 12,
-        "burn_in": 1,
         "n_analysed": 192,
         "n_validation": 384,
         "intermediate_size": 128,
         "max_positions": 32,
-        "learning_rate": 2e-2,
         "warmup_steps": 4,
     }
     settings.update(changes)

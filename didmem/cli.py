@@ -33,7 +33,7 @@ def _demo(args) -> int:
     t0 = time.perf_counter()
     out = Path(args.out)
     metric = "mean_token_loglik"
-    print(f"didmem demo: training a tiny language model and its counterfactual twin in {out / 'lab'}"
+    print(f"didmem demo: training a tiny language model and its counterfactual runs in {out / 'lab'}"
           + (" (quick scale)" if args.quick else "") + " ...", flush=True)
     lab = run(out / "lab", quick=args.quick, seed=args.seed, overwrite=args.overwrite)
     panel = didmem.Panel(lab.panel, unit="unit", time="time", cohort="cohort", outcome=metric)
@@ -54,10 +54,10 @@ def _demo(args) -> int:
     print(res.summary())
     print(f"\nsignificant post-treatment cells: {int(post['significant'].sum())} of {len(post)}")
     print(f"instantaneous memorisation of {metric} by cohort (treatment step), with the truth "
-          "from the twin:")
+          "from the exact counterfactual runs:")
     print(inst.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     print(f"truth vs estimate: RMSE {rmse:.4f} over {len(post)} post-treatment cells; the band "
-          f"covers the twin's truth in {int(covered.sum())} of them")
+          f"covers the exact truth in {int(covered.sum())} of them")
     written = [cells_path, inst_path, res.save(out / "results.parquet")]
     written += _demo_figures(res, lab.config, out)
     print("\nwrote:\n" + "\n".join(f"  {p}" for p in written))
@@ -205,9 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
         "demo",
-        help="the main job on the embedded default: lab model, twin truth, DiD profile",
+        help="the main job on the embedded default: lab model, exact truth, DiD profile",
         description="Train a tiny language model on a generated corpus together with its "
-                    "counterfactual twin (the memorisation lab), score every checkpoint, "
+                    "counterfactual runs (the memorisation lab), score every checkpoint, "
                     "estimate the memorisation profile with a simultaneous bootstrap band, "
                     "print the summary and the truth-vs-estimate error, and write the tables "
                     "to --out with the figures (profile.png, instantaneous.png, "

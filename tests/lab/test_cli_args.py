@@ -29,6 +29,43 @@ def test_options_map_to_config_fields():
         "exact_cohorts": ()}
 
 
+def test_domain_options():
+    assert config_changes(_parse("--out", "d", "--validation-mix", "0.9")) == {
+        "validation_mix": 0.9, "n_domains": 2}
+    assert config_changes(_parse("--out", "d", "--domains", "3", "--validation-mix", "0.5")) == {
+        "validation_mix": 0.5, "n_domains": 3}
+    assert config_changes(_parse("--out", "d", "--exact-cohorts", "all")) == {
+        "exact_cohorts": "all"}
+
+
+def test_replicate_option_runs_replicate(tmp_path, monkeypatch, capsys):
+    import pandas as pd
+
+    import didmem.lab.replication as rep_module
+    from didmem.lab import quick_config
+
+    seen = {}
+
+    def fake(out_dir, n_seeds, **kwargs):
+        seen.update(kwargs, out_dir=out_dir, n_seeds=n_seeds)
+        cells = pd.DataFrame({"seed": [0, 0, 1, 1], "estimator": "did", "cohort": 1.0,
+                              "time": [1.0, 2.0, 1.0, 2.0], "estimate": [0.1, 0.3, 0.2, 0.1],
+                              "ci_lower": 0.0, "ci_upper": 0.5, "tau": [0.1, 0.2, 0.1, 0.2]})
+        summary, runs = rep_module.summarise_cells(cells)
+        return rep_module.Replication(summary, runs, cells, quick_config(), "m", "post", "tau")
+
+    monkeypatch.setattr(rep_module, "replicate", fake)
+    args = _parse("--out", str(tmp_path), "--quick", "--seed", "4", "--replicate", "2",
+                  "--validation-mix", "0.8")
+    assert main_from_args(args) == 0
+    assert seen == {"out_dir": str(tmp_path), "n_seeds": 2, "first_seed": 4, "quick": True,
+                    "overwrite": False, "validation_mix": 0.8, "n_domains": 2}
+    table = pd.read_csv(tmp_path / "replication.csv")
+    assert table.loc[0, "mean_error"] == pytest.approx(0.025)  # runs: 0.05 and 0.0
+    assert len(pd.read_csv(tmp_path / "replication_runs.csv")) == 2
+    assert "mc_se" in capsys.readouterr().out
+
+
 def test_bad_cohort_list():
     with pytest.raises(SystemExit):
         _parse("--out", "d", "--exact-cohorts", "x,y")

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from scipy import optimize, stats
+from threadpoolctl import threadpool_limits
 
 from ..results import AggregateResult
-from ._flci import flci
+from ._flci import SmoothnessProblem
 
 __all__ = ["sensitivity", "SensitivityResult"]
 
@@ -176,28 +177,38 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     theta = float(l_post @ beta[n_pre:])
     sd = float(np.sqrt(l_post @ sigma[n_pre:, n_pre:] @ l_post))
     original = (theta - z * sd, theta + z * sd)
-    rows = [flci(beta, sigma, n_pre, l_post, float(mi), alpha) for mi in ms]
+    # the problems are small and dense: several BLAS threads only contend on a busy machine
+    with threadpool_limits(limits=1, user_api="blas"):
+        problem = SmoothnessProblem(sigma, n_pre, l_post, alpha)
+        rows = [problem.interval(beta, float(mi)) for mi in ms]
+        breakdown = _breakdown(problem, beta, sd)
     frame = pd.DataFrame({"m": ms, "lower": [r[0] for r in rows], "upper": [r[1] for r in rows],
                           "method": "FLCI"})
     return SensitivityResult(restriction=restriction, target=target, original=original,
-                             intervals=frame, breakdown=_breakdown(beta, sigma, n_pre, l_post,
-                                                                   alpha, sd),
+                             intervals=frame, breakdown=breakdown,
                              alpha=alpha)
 
 
-def _breakdown(beta, sigma, n_pre, l_post, alpha, sd):
-    def covers_zero(mi):
-        lo, hi = flci(beta, sigma, n_pre, l_post, mi, alpha)
-        return lo <= 0 <= hi
+def _breakdown(problem, beta, sd):
+    """The smallest ``M`` whose FLCI contains zero: a root of the end point nearest zero.
 
-    if covers_zero(0.0):
+    The end point is continuous in ``M``; the root is bracketed by doubling from ``M = 0`` and
+    found by Brent's method, each evaluation warm-started from the previous solution.
+    """
+    lo, hi = problem.interval(beta, 0.0)
+    if lo <= 0 <= hi:
         return 0.0
-    hi = sd
-    for _ in range(40):
-        if covers_zero(hi):
+    sign = 1.0 if lo > 0 else -1.0
+
+    def gap(mi):  # positive while zero is outside the interval
+        lower, upper = problem.interval(beta, mi)
+        return lower if sign > 0 else -upper
+
+    left, right = 0.0, sd
+    for _ in range(60):
+        if gap(right) <= 0:
             break
-        hi *= 2
+        left, right = right, 2 * right
     else:
         return float("inf")
-    return float(optimize.brentq(lambda mi: (0.5 if covers_zero(mi) else -0.5), 0.0, hi,
-                                 xtol=1e-6 * hi))
+    return float(optimize.brentq(gap, left, right, xtol=1e-10 * right, rtol=1e-10))

@@ -11,10 +11,12 @@ from threadpoolctl import threadpool_limits
 
 from ..results import AggregateResult
 from ._flci import SmoothnessProblem
+from ._relative import RelativeMagnitudes
 
 __all__ = ["sensitivity", "SensitivityResult"]
 
-_RESTRICTIONS = ("smoothness",)
+_RESTRICTIONS = ("smoothness", "relative_magnitudes")
+_METHODS = ("C-LF", "conditional")
 
 
 @dataclass(frozen=True)
@@ -24,7 +26,8 @@ class SensitivityResult:
     Attributes
     ----------
     restriction : str
-        The restriction on the violations (``"smoothness"``: ``Delta^SD(M)``).
+        The restriction on the violations (``"smoothness"``: ``Delta^SD(M)``;
+        ``"relative_magnitudes"``: ``Delta^RM(Mbar)``).
     target : pandas.Series
         Weights on the post-treatment event times that define the target.
     original : tuple of float
@@ -124,7 +127,8 @@ def _target(event_time, post_times):
 
 
 def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *,
-                alpha: float = 0.05) -> SensitivityResult:
+                alpha: float = 0.05, method: str = "C-LF", grid_points: int = 1000,
+                simulations: int = 1000, seed: int = 0) -> SensitivityResult:
     """Confidence intervals robust to restricted violations of parallel trends.
 
     Parameters
@@ -134,16 +138,28 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
         ``base_period="universal"``), or estimates by event time (reference period -1 left
         out) and their covariance labelled by event time on both axes, as R ``HonestDiD``
         takes them.
-    restriction : {"smoothness"}
+    restriction : {"smoothness", "relative_magnitudes"}
         ``"smoothness"``: ``Delta^SD(M)``, the slope of the violation changes by at most ``M``
         per period; intervals are the FLCI of Rambachan & Roth (2023, Section 4.1).
+        ``"relative_magnitudes"``: ``Delta^RM(Mbar)``, every post-treatment first difference
+        of the violation is at most ``Mbar`` times the largest pre-treatment one; intervals
+        invert the ARP test over a grid of the target (Section 4.2).
     m : sequence of float
-        The values of ``M`` (non-negative).
+        The values of ``M`` or ``Mbar`` (non-negative).
     event_time : float or mapping
         The target: one post-treatment event time, or weights by post-treatment event time
         (an average of effects).
     alpha : float
         One minus the coverage.
+    method : {"C-LF", "conditional"}
+        Relative magnitudes only: the conditional-least-favourable hybrid of Andrews, Roth &
+        Pakes (``kappa = alpha / 10``; R's default) or their conditional test.
+    grid_points : int
+        Relative magnitudes only: points of the grid of the target over which the test is
+        inverted (the identified set at the estimates, 20 standard errors beyond each end,
+        widened while an end point is accepted); the interval's end points are grid points.
+    simulations, seed : int
+        ``"C-LF"`` only: draws and seed of the Monte Carlo least-favourable critical value.
 
     Returns
     -------
@@ -156,6 +172,12 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     second differences to the violation path; ``v`` is orthogonal to linear trends) and
     ``cv_alpha(b)`` the ``1 - alpha`` quantile of ``|N(b, 1)|``; ``v_pre`` minimises the
     half-length. It is computed exactly (no Monte Carlo quantile, unlike R).
+
+    Under relative magnitudes the set is the union over the pre-treatment difference that
+    attains the maximum, and its sign, of polyhedra; each is tested by the linear-programming
+    statistic of Andrews, Roth & Pakes (2023) on its post-treatment rows, with the
+    post-treatment effects other than the target as nuisance parameters. The breakdown value
+    bisects on ``Mbar`` with the test of ``theta = 0`` itself (no grid).
 
     References
     ----------
@@ -170,6 +192,9 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     ms = np.atleast_1d(np.asarray(m, dtype=float))
     if ms.size == 0 or np.any(~np.isfinite(ms)) or np.any(ms < 0):
         raise ValueError(f"m must be finite non-negative numbers; got {list(ms)}.")
+    if method not in _METHODS:
+        raise ValueError(f"The 'method' parameter of sensitivity must be one of "
+                         f"{set(_METHODS)}. Got {method!r}.")
     beta, sigma, e, n_pre = _as_estimates(data)
     target = _target(event_time, e[e >= 0])
     l_post = target.to_numpy()
@@ -179,11 +204,20 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     original = (theta - z * sd, theta + z * sd)
     # the problems are small and dense: several BLAS threads only contend on a busy machine
     with threadpool_limits(limits=1, user_api="blas"):
-        problem = SmoothnessProblem(sigma, n_pre, l_post, alpha)
-        rows = [problem.interval(beta, float(mi)) for mi in ms]
-        breakdown = _breakdown(problem, beta, sd)
+        if restriction == "smoothness":
+            problem = SmoothnessProblem(sigma, n_pre, l_post, alpha)
+            rows = [problem.interval(beta, float(mi)) for mi in ms]
+            breakdown = _breakdown(problem, beta, sd)
+            label = "FLCI"
+        else:
+            rm = RelativeMagnitudes(beta, sigma, n_pre, l_post, alpha,
+                                    hybrid=method == "C-LF", grid_points=grid_points,
+                                    simulations=simulations, seed=seed)
+            rows = [rm.interval(float(mi)) for mi in ms]
+            breakdown = _breakdown_rm(rm, original)
+            label = method
     frame = pd.DataFrame({"m": ms, "lower": [r[0] for r in rows], "upper": [r[1] for r in rows],
-                          "method": "FLCI"})
+                          "method": label})
     return SensitivityResult(restriction=restriction, target=target, original=original,
                              intervals=frame, breakdown=breakdown,
                              alpha=alpha)
@@ -212,3 +246,27 @@ def _breakdown(problem, beta, sd):
     else:
         return float("inf")
     return float(optimize.brentq(gap, left, right, xtol=1e-10 * right, rtol=1e-10))
+
+
+def _breakdown_rm(rm, original, rtol=1e-4):
+    """The smallest ``Mbar`` whose confidence set accepts ``theta = 0``, by bisection.
+
+    The set grows with ``Mbar`` (the restriction is nested), so acceptance of zero is
+    bracketed by doubling from ``Mbar = 1`` and bisected to ``rtol``.
+    """
+    if rm.covers_zero(0.0):
+        return 0.0
+    left, right = 0.0, 1.0
+    for _ in range(30):
+        if rm.covers_zero(right):
+            break
+        left, right = right, 2 * right
+    else:
+        return float("inf")
+    while right - left > rtol * right:
+        mid = 0.5 * (left + right)
+        if rm.covers_zero(mid):
+            right = mid
+        else:
+            left = mid
+    return float(right)

@@ -12,6 +12,9 @@ least-favourable critical value at level ``kappa`` and then runs the conditional
 
 from __future__ import annotations
 
+from itertools import combinations
+from math import comb
+
 import numpy as np
 from scipy import optimize, special, stats
 
@@ -142,6 +145,9 @@ def least_favourable_cv(x, sigma, kappa, simulations, seed):
     chol = np.linalg.cholesky(sigma + 1e-14 * np.trace(sigma) / n * np.eye(n))
     draws = rng.standard_normal((simulations, n)) @ chol.T
     w = np.column_stack([sd, x])
+    vertices = dual_vertices(w)
+    if vertices is not None:
+        return float(np.quantile((vertices @ draws.T).max(axis=0), 1 - kappa))
     eta = np.full(simulations, np.nan)
     bases = []
     for i in range(simulations):
@@ -243,4 +249,71 @@ def conditional_test_line(y0, a, x, sigma, alpha, thetas, lf_cv=None, kappa=0.0)
             out[j] = z[j] > cv
         reject[idx] = out
         done[idx] = True
+    return reject
+
+
+def dual_vertices(w, limit=20000):
+    """The vertices of ``{gamma >= 0 : w' gamma = e1}`` (rows), or ``None`` when there are more
+    than ``limit`` candidate bases, ``w`` lacks full column rank or the set is empty (the
+    statistic's program is then unbounded; the LP path says so).
+
+    By duality ``eta(y) = max_v gamma_v' y`` over these vertices, and the conditioning range of
+    the test is where the optimal vertex's line stays on top of the others' (ARP, Appendix D):
+    with the list in hand the test needs no linear program.
+    """
+    n, k1 = w.shape
+    if comb(n, k1) > limit or np.linalg.matrix_rank(w) < k1:
+        return None
+    e1 = np.zeros(k1)
+    e1[0] = 1.0
+    found = []
+    for rows in combinations(range(n), k1):
+        sub = w[list(rows)]
+        if abs(np.linalg.det(sub)) < 1e-12 * np.prod(np.linalg.norm(sub, axis=1)):
+            continue
+        g = np.linalg.solve(sub.T, e1)
+        if np.all(g >= -1e-10 * np.abs(g).max()):
+            v = np.zeros(n)
+            v[list(rows)] = np.maximum(g, 0.0)
+            found.append(v)
+    if not found:
+        return None
+    vertices = np.unique(np.round(np.array(found), 12), axis=0)
+    return vertices
+
+
+def vertex_test_line(y0, a, sigma, vertices, alpha, thetas, lf_cv=None, kappa=0.0):
+    """:func:`conditional_test_line` from the dual vertices: exact, vectorised, no LP."""
+    ys = y0[:, None] - np.outer(a, np.asarray(thetas, float))  # rows x thetas
+    values = vertices @ ys  # vertices x thetas
+    best = np.argmax(values, axis=0)
+    eta = values[best, np.arange(ys.shape[1])]
+    g = vertices[best]  # thetas x rows: the optimal vertex at each theta
+    sg = g @ sigma  # thetas x rows
+    var = np.einsum("tr,tr->t", sg, g)
+    sigma_b = np.sqrt(var)
+    b = sg / var[:, None]  # thetas x rows
+    gy = eta
+    s = ys.T - b * gy[:, None]  # thetas x rows
+    intercept = s @ vertices.T  # thetas x vertices
+    slope = b @ vertices.T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cross = intercept / (1.0 - slope)
+    up = slope > 1 + 1e-12
+    lo = slope < 1 - 1e-12
+    vup = np.where(up, cross, np.inf).min(axis=1)
+    vlo = np.where(lo, cross, -np.inf).max(axis=1)
+    size = alpha
+    reject = np.zeros(eta.size, bool)
+    if lf_cv is not None:
+        size = (alpha - kappa) / (1 - kappa)
+        reject |= eta > lf_cv
+        vup = np.minimum(vup, lf_cv)
+    tiny = sigma_b <= np.finfo(float).eps
+    reject |= tiny & (eta > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z, zlo, zup = eta / sigma_b, vlo / sigma_b, vup / sigma_b
+    inside = (zlo - 1e-9 <= z) & (z <= zup + 1e-9) & ~tiny & ~reject
+    for j in np.flatnonzero(inside):
+        reject[j] = z[j] > max(0.0, truncated_normal_quantile(1 - size, zlo[j], zup[j]))
     return reject

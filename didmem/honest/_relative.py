@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg, optimize
 
-from ._arp import conditional_test, conditional_test_line, least_favourable_cv
+from ._arp import (conditional_test, conditional_test_line, dual_vertices,
+                   least_favourable_cv, vertex_test_line)
 
 
 def polyhedra(n_pre: int, n_post: int, mbar: float):
@@ -107,8 +108,13 @@ class RelativeMagnitudes:
             todo = ~accept
             if not todo.any():
                 break
-            rej = conditional_test_line(a @ self.beta, a_theta, x, sig, self.alpha,
-                                        thetas[todo], lf, self.kappa)
+            vertices = dual_vertices(np.column_stack([np.sqrt(np.diag(sig)), x]))
+            if vertices is None:
+                rej = conditional_test_line(a @ self.beta, a_theta, x, sig, self.alpha,
+                                            thetas[todo], lf, self.kappa)
+            else:
+                rej = vertex_test_line(a @ self.beta, a_theta, sig, vertices, self.alpha,
+                                       thetas[todo], lf, self.kappa)
             accept[np.flatnonzero(todo)[~rej]] = True
         return accept
 

@@ -112,12 +112,16 @@ def _estimate(args) -> int:
     out = Path(args.out)
     if out.suffix != ".parquet":
         raise ParameterError(f"--out must name a '.parquet' file; got {args.out!r}.")
+    if args.base_period is not None and args.estimator != "did":
+        raise ParameterError(f"--base-period applies to --estimator did only; got --estimator "
+                             f"{args.estimator}.")
     frame = _read_panel_frame(Path(args.panel))
     panel = didmem.Panel(frame, unit=args.unit, time=args.time, cohort=args.cohort,
                          outcome=args.outcome)
     cls = {"did": didmem.DiDEstimator, "difference": didmem.DifferenceEstimator}[args.estimator]
+    options = {} if args.base_period is None else {"base_period": args.base_period}
     res = cls(control_group=args.control, n_bootstrap=args.draws, random_state=args.seed,
-              lower_is_better=args.lower_is_better).fit(panel)
+              lower_is_better=args.lower_is_better, **options).fit(panel)
     print(res.summary())
     print(f"\nwrote {res.save(out)}")
     return 0
@@ -207,6 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="difference-in-differences or the plain difference (default: %(default)s)")
     est.add_argument("--control", choices=["never_treated", "not_yet_treated"],
                      default="never_treated", help="control group (default: %(default)s)")
+    est.add_argument("--base-period", choices=["varying", "universal"],
+                     help="did only: the pre-treatment cells' base period (default: varying); "
+                          "'didmem sensitivity' needs universal")
     est.add_argument("--unit", default="unit", help="unit column (default: %(default)s)")
     est.add_argument("--time", default="time", help="time / checkpoint column (default: %(default)s)")
     est.add_argument("--cohort", default="cohort",
@@ -261,6 +268,13 @@ def build_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help=cli_plan.HELP, description=cli_plan.DESCRIPTION)
     cli_plan.add_arguments(plan)
     plan.set_defaults(func=cli_plan.main_from_args)
+
+    from . import cli_sensitivity
+
+    sens = sub.add_parser("sensitivity", help=cli_sensitivity.HELP,
+                          description=cli_sensitivity.DESCRIPTION)
+    cli_sensitivity.add_arguments(sens)
+    sens.set_defaults(func=cli_sensitivity.main_from_args)
 
     from . import pipeline
 

@@ -9,6 +9,7 @@ import pandas as pd
 from scipy import optimize, stats
 from threadpoolctl import threadpool_limits
 
+from ..errors import EstimationError, ParameterError
 from ..results import AggregateResult
 from ._flci import SmoothnessProblem
 from ._relative import RelativeMagnitudes
@@ -54,18 +55,26 @@ class SensitivityResult:
         return pd.concat([first, self.intervals], ignore_index=True)
 
 
+def _listed(values) -> str:
+    """``[-2, -1, 0]``: numbers for a message (no numpy reprs)."""
+    return "[" + ", ".join(f"{float(v):g}" for v in values) + "]"
+
+
 def _as_estimates(data):
     """``(beta, sigma, event_times)`` without the reference period, checked."""
     if isinstance(data, AggregateResult):
         if data.key_name != "event_time":
-            raise ValueError("didmem.sensitivity needs an event-time aggregation "
+            raise EstimationError("didmem.sensitivity needs an event-time aggregation "
                              f"(res.aggregate('dynamic')); got the {data.kind!r} aggregation "
                              f"keyed by {data.key_name!r}.")
         beta = pd.Series(np.asarray(data.estimates, float), index=np.asarray(data.keys, float))
-        vcov = data.vcov()
+        try:
+            vcov = data.vcov()
+        except ValueError as exc:
+            raise EstimationError(f"didmem.sensitivity: {exc}") from None
         e = beta.index.to_numpy()
         if -1.0 not in e or beta.loc[-1.0] != 0 or vcov.loc[-1.0, -1.0] != 0:
-            raise ValueError("didmem.sensitivity needs a universal base period (every effect "
+            raise EstimationError("didmem.sensitivity needs a universal base period (every effect "
                              "measured against event time -1, whose estimate is then 0): fit "
                              "with DiDEstimator(base_period='universal'). This aggregation "
                              "has no zero reference row at event time -1.")
@@ -83,33 +92,33 @@ def _as_estimates(data):
         vcov.index, vcov.columns = vcov.index.astype(float), vcov.columns.astype(float)
         if -1.0 in beta.index:
             if beta.loc[-1.0] != 0:
-                raise ValueError("beta has a non-zero entry at event time -1, the reference "
+                raise EstimationError("beta has a non-zero entry at event time -1, the reference "
                                  "period; leave the reference period out (or give it as 0).")
             beta = beta.drop(-1.0)
             vcov = vcov.drop(index=-1.0, columns=-1.0, errors="ignore")
         if not (vcov.index.equals(beta.index) and vcov.columns.equals(beta.index)):
-            raise ValueError("vcov must be labelled by the same event times as beta, in the "
-                             f"same order; beta has {list(beta.index)}, vcov rows "
-                             f"{list(vcov.index)} and columns {list(vcov.columns)}.")
+            raise EstimationError("vcov must be labelled by the same event times as beta, in the "
+                             f"same order; beta has {_listed(beta.index)}, vcov rows "
+                             f"{_listed(vcov.index)} and columns {_listed(vcov.columns)}.")
     else:
         raise TypeError("didmem.sensitivity takes an event-time AggregateResult or a tuple "
                         f"(beta, vcov); got {type(data).__name__}.")
     e = beta.index.to_numpy()
     if not np.all(np.isfinite(beta.to_numpy())) or not np.all(np.isfinite(vcov.to_numpy())):
-        raise ValueError("beta and vcov must be finite; event times with NaN: "
-                         f"{list(e[~np.isfinite(beta.to_numpy())])}.")
+        raise EstimationError("beta and vcov must be finite; event times with NaN: "
+                         f"{_listed(e[~np.isfinite(beta.to_numpy())])}.")
     full = np.concatenate([e, [-1.0]])
     full.sort()
     if np.any(np.diff(full) != 1) or np.any(full != np.round(full)):
-        raise ValueError("didmem.sensitivity needs consecutive integer event times around the "
-                         f"reference period -1; got {list(e)} (a gap or a repeat). Aggregate "
+        raise EstimationError("didmem.sensitivity needs consecutive integer event times around the "
+                         f"reference period -1; got {_listed(e)} (a gap or a repeat). Aggregate "
                          "with the same min_e/max_e on a balanced grid, or drop the gap.")
     n_pre = int((e < -1).sum())
     if not (e >= 0).any():
-        raise ValueError("No post-treatment event times (>= 0) among the estimates.")
+        raise EstimationError("No post-treatment event times (>= 0) among the estimates.")
     sigma = vcov.to_numpy()
     if not np.allclose(sigma, sigma.T, rtol=1e-8, atol=1e-14):
-        raise ValueError("vcov is not symmetric.")
+        raise EstimationError("vcov is not symmetric.")
     return beta.to_numpy(), sigma, e, n_pre
 
 
@@ -121,8 +130,8 @@ def _target(event_time, post_times):
         w.index = w.index.astype(float)
     missing = sorted(set(w.index) - set(post_times))
     if missing:
-        raise ValueError(f"event_time {missing} is not among the post-treatment event times "
-                         f"{list(post_times)}.")
+        raise ParameterError(f"event_time {_listed(missing)} is not among the post-treatment event times "
+                         f"{_listed(post_times)}.")
     return w.reindex(post_times, fill_value=0.0)
 
 
@@ -185,15 +194,15 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     Economic Studies 90(5), 2555-2591.
     """
     if restriction not in _RESTRICTIONS:
-        raise ValueError(f"The 'restriction' parameter of sensitivity must be one of "
+        raise ParameterError(f"The 'restriction' parameter of sensitivity must be one of "
                          f"{set(_RESTRICTIONS)}. Got {restriction!r}.")
     if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie in (0, 1); got {alpha}.")
+        raise ParameterError(f"alpha must lie in (0, 1); got {alpha}.")
     ms = np.atleast_1d(np.asarray(m, dtype=float))
     if ms.size == 0 or np.any(~np.isfinite(ms)) or np.any(ms < 0):
-        raise ValueError(f"m must be finite non-negative numbers; got {list(ms)}.")
+        raise ParameterError(f"m must be finite non-negative numbers; got {_listed(ms)}.")
     if method not in _METHODS:
-        raise ValueError(f"The 'method' parameter of sensitivity must be one of "
+        raise ParameterError(f"The 'method' parameter of sensitivity must be one of "
                          f"{set(_METHODS)}. Got {method!r}.")
     beta, sigma, e, n_pre = _as_estimates(data)
     target = _target(event_time, e[e >= 0])

@@ -163,10 +163,20 @@ def _plot(args) -> int:
 def _report(args) -> int:
     from .report import write_report
 
+    sensitivity = None
+    if (args.sensitivity is None) != (args.sensitivity_m is None):
+        raise ParameterError("--sensitivity and --sensitivity-m go together: the restriction "
+                             "and its values of M or Mbar.")
+    if args.sensitivity is not None:
+        from .cli_sensitivity import parse_floats
+
+        sensitivity = {"restriction": args.sensitivity,
+                       "m": parse_floats(args.sensitivity_m, "--sensitivity-m"),
+                       "event_time": args.sensitivity_event_time}
     results = _load_all(args.results)
     _agg_backend()
     named = {p: r for p, r in zip(args.results, results)}
-    path = write_report(named, args.out, title=args.title)
+    path = write_report(named, args.out, title=args.title, sensitivity=sensitivity)
     print(f"wrote {path}")
     return 0
 
@@ -249,6 +259,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("results", nargs="+", help="results file(s) (.parquet)")
     rep.add_argument("--out", default="report.html", help="HTML file (default: %(default)s)")
     rep.add_argument("--title", default="didmem report", help="report title")
+    rep.add_argument("--sensitivity", choices=["relative_magnitudes", "smoothness"],
+                     help="add the sensitivity to violations of parallel trends under this "
+                          "restriction (results estimated with --base-period universal)")
+    rep.add_argument("--sensitivity-m", help="its values of Mbar or M, comma-separated")
+    rep.add_argument("--sensitivity-event-time", type=float, default=0.0,
+                     help="its target event time (default: %(default)s)")
     rep.set_defaults(func=_report)
 
     from .lab import cli_args

@@ -21,7 +21,7 @@ DESCRIPTION = (
     "contains zero). Writes the table as CSV and the figure as PNG.")
 
 
-def _floats(text: str, flag: str) -> list[float]:
+def parse_floats(text: str, flag: str) -> list[float]:
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -65,9 +65,9 @@ def main_from_args(args) -> int:
     import didmem
     from .results_io import load_result
 
-    ms = _floats(args.m, "--m")
+    ms = parse_floats(args.m, "--m")
     if args.average is not None:
-        times = _floats(args.average, "--average")
+        times = parse_floats(args.average, "--average")
         target = {t: 1.0 / len(times) for t in times}
         if len(target) < len(times):
             raise ParameterError(f"--average lists an event time twice: {args.average!r}.")

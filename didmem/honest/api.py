@@ -65,8 +65,8 @@ def _as_estimates(data):
     if isinstance(data, AggregateResult):
         if data.key_name != "event_time":
             raise EstimationError("didmem.sensitivity needs an event-time aggregation "
-                             f"(res.aggregate('dynamic')); got the {data.kind!r} aggregation "
-                             f"keyed by {data.key_name!r}.")
+                                  f"(res.aggregate('dynamic')); got the {data.kind!r} aggregation "
+                                  f"keyed by {data.key_name!r}.")
         beta = pd.Series(np.asarray(data.estimates, float), index=np.asarray(data.keys, float))
         try:
             vcov = data.vcov()
@@ -75,9 +75,9 @@ def _as_estimates(data):
         e = beta.index.to_numpy()
         if -1.0 not in e or beta.loc[-1.0] != 0 or vcov.loc[-1.0, -1.0] != 0:
             raise EstimationError("didmem.sensitivity needs a universal base period (every effect "
-                             "measured against event time -1, whose estimate is then 0): fit "
-                             "with DiDEstimator(base_period='universal'). This aggregation "
-                             "has no zero reference row at event time -1.")
+                                  "measured against event time -1, whose estimate is then 0): fit "
+                                  "with DiDEstimator(base_period='universal'). This aggregation "
+                                  "has no zero reference row at event time -1.")
         keep = e != -1.0
         beta, vcov = beta[keep], vcov.loc[keep, keep]
     elif isinstance(data, tuple) and len(data) == 2:
@@ -93,26 +93,27 @@ def _as_estimates(data):
         if -1.0 in beta.index:
             if beta.loc[-1.0] != 0:
                 raise EstimationError("beta has a non-zero entry at event time -1, the reference "
-                                 "period; leave the reference period out (or give it as 0).")
+                                      "period; leave the reference period out (or give it as 0).")
             beta = beta.drop(-1.0)
             vcov = vcov.drop(index=-1.0, columns=-1.0, errors="ignore")
         if not (vcov.index.equals(beta.index) and vcov.columns.equals(beta.index)):
             raise EstimationError("vcov must be labelled by the same event times as beta, in the "
-                             f"same order; beta has {_listed(beta.index)}, vcov rows "
-                             f"{_listed(vcov.index)} and columns {_listed(vcov.columns)}.")
+                                  f"same order; beta has {_listed(beta.index)}, vcov rows "
+                                  f"{_listed(vcov.index)} and columns {_listed(vcov.columns)}.")
     else:
         raise TypeError("didmem.sensitivity takes an event-time AggregateResult or a tuple "
                         f"(beta, vcov); got {type(data).__name__}.")
     e = beta.index.to_numpy()
     if not np.all(np.isfinite(beta.to_numpy())) or not np.all(np.isfinite(vcov.to_numpy())):
         raise EstimationError("beta and vcov must be finite; event times with NaN: "
-                         f"{_listed(e[~np.isfinite(beta.to_numpy())])}.")
+                              f"{_listed(e[~np.isfinite(beta.to_numpy())])}.")
     full = np.concatenate([e, [-1.0]])
     full.sort()
     if np.any(np.diff(full) != 1) or np.any(full != np.round(full)):
-        raise EstimationError("didmem.sensitivity needs consecutive integer event times around the "
-                         f"reference period -1; got {_listed(e)} (a gap or a repeat). Aggregate "
-                         "with the same min_e/max_e on a balanced grid, or drop the gap.")
+        raise EstimationError("didmem.sensitivity needs consecutive integer event times around "
+                              f"the reference period -1; got {_listed(e)} (a gap or a repeat). "
+                              "Aggregate with the same min_e/max_e on a balanced grid, or drop "
+                              "the gap.")
     n_pre = int((e < -1).sum())
     if not (e >= 0).any():
         raise EstimationError("No post-treatment event times (>= 0) among the estimates.")
@@ -130,8 +131,8 @@ def _target(event_time, post_times):
         w.index = w.index.astype(float)
     missing = sorted(set(w.index) - set(post_times))
     if missing:
-        raise ParameterError(f"event_time {_listed(missing)} is not among the post-treatment event times "
-                         f"{_listed(post_times)}.")
+        raise ParameterError(f"event_time {_listed(missing)} is not among the post-treatment "
+                             f"event times {_listed(post_times)}.")
     return w.reindex(post_times, fill_value=0.0)
 
 
@@ -195,7 +196,7 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     """
     if restriction not in _RESTRICTIONS:
         raise ParameterError(f"The 'restriction' parameter of sensitivity must be one of "
-                         f"{set(_RESTRICTIONS)}. Got {restriction!r}.")
+                             f"{set(_RESTRICTIONS)}. Got {restriction!r}.")
     if not 0 < alpha < 1:
         raise ParameterError(f"alpha must lie in (0, 1); got {alpha}.")
     ms = np.atleast_1d(np.asarray(m, dtype=float))
@@ -203,7 +204,7 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
         raise ParameterError(f"m must be finite non-negative numbers; got {_listed(ms)}.")
     if method not in _METHODS:
         raise ParameterError(f"The 'method' parameter of sensitivity must be one of "
-                         f"{set(_METHODS)}. Got {method!r}.")
+                             f"{set(_METHODS)}. Got {method!r}.")
     beta, sigma, e, n_pre = _as_estimates(data)
     target = _target(event_time, e[e >= 0])
     l_post = target.to_numpy()

@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from _provenance import provenance
+
 from didmem.montecarlo import band_coverage
 
 
@@ -39,7 +41,7 @@ def main(argv=None):
             print(json.dumps(row))
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=2)
+            json.dump({"provenance": provenance(), "rows": rows}, fh, indent=2)
 
 
 if __name__ == "__main__":

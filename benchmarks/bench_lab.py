@@ -5,9 +5,10 @@ Usage::
     python benchmarks/bench_lab.py [--repeats 3] [--scales quick demo]
         [--figure docs/_static/lab_exact_check.png] [--no-signal] [--shifts 0 0.1 0.2 0.5]
 
-Each repetition writes a fresh run into a temporary directory (training, twin, exact check,
+Each repetition writes a fresh run into a temporary directory (training, twin, exact runs,
 scoring, files) and reports its wall-clock time, including the import of torch and
-transformers in the first run of the process. For the demo scale it also prints the true
+transformers, and its CPU time (user + system): the lab trains with one thread, so on a
+machine shared with other jobs the CPU time is what the wall time would be on an idle one. For the demo scale it also prints the true
 instantaneous effect per cohort and, where the estimation core is installed
 (``didmem.estimators.DiDEstimator``), the difference-in-differences estimate of it with its
 simultaneous band, counting the cohorts whose instantaneous effect is significant.
@@ -25,11 +26,15 @@ from pathlib import Path
 import numpy as np
 
 CHILD = """
-import sys, time
+import os, resource, sys, time
 t0 = time.perf_counter()
+load = os.getloadavg()[0]
 import didmem.lab as lab
 r = lab.run(sys.argv[1], quick=sys.argv[2] == "quick")
 print("WALL", time.perf_counter() - t0)
+use = resource.getrusage(resource.RUSAGE_SELF)
+print("CPU", use.ru_utime + use.ru_stime)
+print("LOAD", load)
 print("STAGES", " ".join(f"{k}={v:.2f}" for k, v in r.timings.items()))
 """
 
@@ -43,7 +48,9 @@ def time_scale(scale: str, repeats: int) -> list:
                                  capture_output=True, text=True, check=True)
             lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
             walls.append(float(lines["WALL"]))
-            print(f"{scale} run {i + 1}: {walls[-1]:.1f} s ({lines['STAGES']})", flush=True)
+            print(f"{scale} run {i + 1}: {walls[-1]:.1f} s wall, {float(lines['CPU']):.1f} s CPU "
+                  f"(load average {float(lines['LOAD']):.1f} at start; {lines['STAGES']})",
+                  flush=True)
     return walls
 
 
@@ -73,6 +80,12 @@ def signal(out_dir: Path, figure: str | None) -> None:
         n_sig = int(own["significant"].sum())
         print(f"significant instantaneous effects (simultaneous 95% band over all cells): "
               f"{n_sig} of {len(own)}")
+        from didmem import compare
+
+        row = compare({"did": fit}, truth=result.truth, metric="mean_token_loglik").iloc[0]
+        print(f"post-treatment cells against the exact truth: n={row['n_cells']}, "
+              f"mean error {row['bias']:+.4f}, RMSE {row['rmse']:.4f}, corr {row['corr']:.3f}, "
+              f"band coverage {row['coverage']:.3f}")
     ex = result.exact[result.exact["metric"] == "mean_token_loglik"]
     print("\nexact per-cohort check (twin minus exact truth):")
     print(ex.round(4).to_string(index=False))

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from _provenance import provenance
+
 # measure the didmem of the checkout this script belongs to, installed or not
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -254,7 +256,8 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as stream:
             json.dump(
-                {"device": name, "torch": torch.__version__, "results": results}, stream, indent=1
+                {"provenance": provenance(), "device": name, "torch": torch.__version__,
+                 "results": results}, stream, indent=1
             )
 
 

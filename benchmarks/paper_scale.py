@@ -43,6 +43,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from _provenance import provenance
+
 TOOLS = ("didmem", "csdid", "diff-diff", "differences")
 _DIST_NAMES = {
     "didmem": "didmem",
@@ -717,6 +719,7 @@ def main(argv=None) -> dict | None:
     tools = [t for t in tools if t not in missing]
     results = {
         "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "provenance": provenance(),
         "command": "python " + " ".join([os.path.relpath(__file__)] + sys.argv[1:]
                                         if argv is None else [os.path.relpath(__file__)]
                                         + list(argv)),

@@ -29,11 +29,21 @@ from .estimators import (
     InfluenceEstimator,
     TWFEEstimator,
 )
-from .results import AggregateResult, CellResult, Estimate, GroupTimeResult, Pretest
-from .comparison import aligned_cells, compare, plot_comparison
-from .profiles import profile_correlation
+from .results import (
+    AggregateResult,
+    CellResult,
+    Estimate,
+    GroupTimeResult,
+    Pretest,
+    PretrendTest,
+    SavedResult,
+    aligned_cells,
+    compare,
+    load_result,
+    plot_comparison,
+    profile_correlation,
+)
 from .honest import SensitivityResult, sensitivity
-from .results_io import SavedResult, load_result
 from .planning import Assumptions, DesignPlan, plan_design
 from . import datasets, montecarlo, plotting, report  # matplotlib is imported lazily
 
@@ -55,6 +65,7 @@ __all__ = [
     "AggregateResult",
     "Estimate",
     "Pretest",
+    "PretrendTest",
     "profile_correlation",
     "plan_design",
     "Assumptions",

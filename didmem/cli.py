@@ -14,9 +14,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DidmemError, ParameterError
+from ._cli_options import bootstrap_option, panel_column_options, seed_option
+from ._validation import add_option
+from .estimators import DiDEstimator, DifferenceEstimator
+from .panel import Panel
+from .report import render_report
+from .errors import DidmemError, PanelError, ParameterError
 
 __all__ = ["main"]
+
+_ESTIMATORS = {"did": DiDEstimator, "difference": DifferenceEstimator}
 
 
 def _demo(args) -> int:
@@ -26,11 +33,11 @@ def _demo(args) -> int:
     t0 = time.perf_counter()
     out = Path(args.out)
     metric = "mean_token_loglik"
-    print(f"didmem demo: training a tiny language model and its counterfactual twin in {out / 'lab'}"
+    print(f"didmem demo: training a tiny language model and its counterfactual runs in {out / 'lab'}"
           + (" (quick scale)" if args.quick else "") + " ...", flush=True)
     lab = run(out / "lab", quick=args.quick, seed=args.seed, overwrite=args.overwrite)
     panel = didmem.Panel(lab.panel, unit="unit", time="time", cohort="cohort", outcome=metric)
-    res = didmem.DiDEstimator(n_bootstrap=args.draws, random_state=args.seed).fit(panel)
+    res = didmem.DiDEstimator(n_bootstrap=args.n_bootstrap, random_state=args.seed).fit(panel)
     truth = lab.truth[lab.truth["metric"] == metric][["cohort", "time", "tau"]]
     frame = res.to_frame().merge(truth, on=["cohort", "time"], how="left")
     cells_path = out / "cells.csv"
@@ -47,10 +54,10 @@ def _demo(args) -> int:
     print(res.summary())
     print(f"\nsignificant post-treatment cells: {int(post['significant'].sum())} of {len(post)}")
     print(f"instantaneous memorisation of {metric} by cohort (treatment step), with the truth "
-          "from the twin:")
+          "from the exact counterfactual runs:")
     print(inst.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     print(f"truth vs estimate: RMSE {rmse:.4f} over {len(post)} post-treatment cells; the band "
-          f"covers the twin's truth in {int(covered.sum())} of them")
+          f"covers the exact truth in {int(covered.sum())} of them")
     written = [cells_path, inst_path, res.save(out / "results.parquet")]
     written += _demo_figures(res, lab.config, out)
     print("\nwrote:\n" + "\n".join(f"  {p}" for p in written))
@@ -96,14 +103,19 @@ def _read_panel_frame(path: Path):
 
     if not path.exists():
         raise FileNotFoundError(f"No panel file at {str(path)!r}.")
-    if path.suffix == ".csv":
-        return pd.read_csv(path)
+    if path.suffix not in (".csv", ".parquet"):
+        raise ParameterError(f"A panel file must end in '.csv' or '.parquet'; got {str(path)!r}.")
     if path.suffix == ".parquet":
         from .errors import optional_import
 
         optional_import("pyarrow", "plot")
-        return pd.read_parquet(path)
-    raise ParameterError(f"A panel file must end in '.csv' or '.parquet'; got {str(path)!r}.")
+    try:
+        return pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        # pyarrow's ArrowInvalid is a ValueError; a truncated file gives an OSError
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise PanelError(f"Could not read the panel file {str(path)!r} as "
+                         f"{path.suffix[1:]}: {reason}") from None
 
 
 def _estimate(args) -> int:
@@ -117,25 +129,27 @@ def _estimate(args) -> int:
                              f"{args.estimator}.")
     frame = _read_panel_frame(Path(args.panel))
     panel = didmem.Panel(frame, unit=args.unit, time=args.time, cohort=args.cohort,
-                         outcome=args.outcome)
-    cls = {"did": didmem.DiDEstimator, "difference": didmem.DifferenceEstimator}[args.estimator]
+                         outcome=args.outcome, never_treated=args.never_treated,
+                         balance=args.balance)
+    cls = _ESTIMATORS[args.estimator]
     options = {} if args.base_period is None else {"base_period": args.base_period}
-    res = cls(control_group=args.control, n_bootstrap=args.draws, random_state=args.seed,
-              lower_is_better=args.lower_is_better, **options).fit(panel)
+    res = cls(control_group=args.control_group, n_bootstrap=args.n_bootstrap, random_state=args.seed,
+              lower_is_better=args.lower_is_better, outcome=args.outcome,
+              small_sample=not args.r_inference, **options).fit(panel)
     print(res.summary())
     print(f"\nwrote {res.save(out)}")
     return 0
 
 
 def _load_all(paths):
-    from .results_io import load_result
+    from .results.saving import load_result
 
     return [load_result(p) for p in paths]
 
 
 def _plot(args) -> int:
     from . import plotting
-    from .profiles import profile_correlation
+    from .results.profiles import profile_correlation
 
     if args.kind == "correlation":
         if len(args.results) < 2:
@@ -143,6 +157,8 @@ def _plot(args) -> int:
     elif len(args.results) != 1:
         raise ParameterError(f"--kind {args.kind} draws one results file; got "
                              f"{len(args.results)}.")
+    if args.dpi <= 0:
+        raise ParameterError(f"--dpi must be a positive number of dots per inch; got {args.dpi}.")
     results = _load_all(args.results)
     out = Path(args.out) if args.out else Path(args.results[0]).with_name(
         Path(args.results[0]).stem + f"_{args.kind}.png")
@@ -181,6 +197,21 @@ def _report(args) -> int:
     return 0
 
 
+def _subcommand_modules():
+    """The subcommands that live in their own module: (name, module, handler name).
+
+    Each module has ``HELP``, ``DESCRIPTION`` and ``add_arguments(parser)``; they are
+    imported when the parser is built, so ``import didmem.cli`` stays light.
+    """
+    from . import cli_plan, cli_sensitivity, pipeline
+    from .lab import cli_args
+    from .runners import config as score_config
+
+    return (("lab", cli_args, "main_from_args"), ("score", score_config, "main_from_args"),
+            ("plan", cli_plan, "main_from_args"), ("sensitivity", cli_sensitivity, "main_from_args"),
+            ("run", pipeline, "run"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="didmem",
@@ -189,9 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
         "demo",
-        help="the main job on the embedded default: lab model, twin truth, DiD profile",
+        help="the main job on the embedded default: lab model, exact truth, DiD profile",
         description="Train a tiny language model on a generated corpus together with its "
-                    "counterfactual twin (the memorisation lab), score every checkpoint, "
+                    "counterfactual runs (the memorisation lab), score every checkpoint, "
                     "estimate the memorisation profile with a simultaneous bootstrap band, "
                     "print the summary and the truth-vs-estimate error, and write the tables "
                     "to --out with the figures (profile.png, instantaneous.png, "
@@ -199,8 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "'plot' extras.",
     )
     demo.add_argument("--out", default="didmem-demo", help="output directory (default: %(default)s)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
-    demo.add_argument("--draws", type=int, default=1000, help="bootstrap draws (default: %(default)s)")
+    seed_option(demo)
+    bootstrap_option(demo)
     demo.add_argument("--quick", action="store_true", help="the lab's quick scale (seconds)")
     demo.add_argument("--overwrite", action="store_true",
                       help="replace a different lab run found in --out")
@@ -217,22 +248,26 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("panel", help="the panel file (.parquet or .csv)")
     est.add_argument("--outcome", required=True, help="the outcome column")
     est.add_argument("--out", required=True, help="the results file to write (.parquet)")
-    est.add_argument("--estimator", choices=["did", "difference"], default="did",
+    est.add_argument("--estimator", choices=list(_ESTIMATORS), default="did",
                      help="difference-in-differences or the plain difference (default: %(default)s)")
-    est.add_argument("--control", choices=["never_treated", "not_yet_treated"],
-                     default="never_treated", help="control group (default: %(default)s)")
+    add_option(est, DiDEstimator, "control_group", "--control", help="control group")
     est.add_argument("--base-period", choices=["varying", "universal"],
                      help="did only: the pre-treatment cells' base period (default: varying); "
                           "'didmem sensitivity' needs universal")
-    est.add_argument("--unit", default="unit", help="unit column (default: %(default)s)")
-    est.add_argument("--time", default="time", help="time / checkpoint column (default: %(default)s)")
-    est.add_argument("--cohort", default="cohort",
-                     help="cohort / treatment-step column, NaN or inf for never treated "
-                          "(default: %(default)s)")
+    panel_column_options(est)
+    est.add_argument("--never-treated", type=float, default=None, metavar="CODE",
+                     help="a cohort value that marks never-treated units, such as R did's 0 "
+                          "(NaN and inf always do)")
+    add_option(est, Panel, "balance",
+               help="what to do with units not observed at every time: stop with an "
+                    "error, or drop them with a warning")
     est.add_argument("--lower-is-better", action="store_true",
                      help="the outcome is lower-is-better (surprisal, rank): flip its sign")
-    est.add_argument("--draws", type=int, default=1000, help="bootstrap draws (default: %(default)s)")
-    est.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    bootstrap_option(est)
+    est.add_argument("--r-inference", action="store_true",
+                     help="R did's standard errors and band (small_sample=False) instead of "
+                          "the small-sample corrected ones")
+    seed_option(est)
     est.set_defaults(func=_estimate)
 
     plot = sub.add_parser(
@@ -258,7 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rep.add_argument("results", nargs="+", help="results file(s) (.parquet)")
     rep.add_argument("--out", default="report.html", help="HTML file (default: %(default)s)")
-    rep.add_argument("--title", default="didmem report", help="report title")
+    add_option(rep, render_report, "title", help="report title")
     rep.add_argument("--sensitivity", choices=["relative_magnitudes", "smoothness"],
                      help="add the sensitivity to violations of parallel trends under this "
                           "restriction (results estimated with --base-period universal)")
@@ -267,47 +302,56 @@ def build_parser() -> argparse.ArgumentParser:
                      help="its target event time (default: %(default)s)")
     rep.set_defaults(func=_report)
 
-    from .lab import cli_args
-
-    lab = sub.add_parser("lab", help=cli_args.HELP, description=cli_args.DESCRIPTION)
-    cli_args.add_arguments(lab)
-    lab.set_defaults(func=cli_args.main_from_args)
-
-    from .runners import config as score_config
-
-    score = sub.add_parser("score", help=score_config.HELP, description=score_config.DESCRIPTION)
-    score_config.add_arguments(score)
-    score.set_defaults(func=score_config.main_from_args)
-
-    from . import cli_plan
-
-    plan = sub.add_parser("plan", help=cli_plan.HELP, description=cli_plan.DESCRIPTION)
-    cli_plan.add_arguments(plan)
-    plan.set_defaults(func=cli_plan.main_from_args)
-
-    from . import cli_sensitivity
-
-    sens = sub.add_parser("sensitivity", help=cli_sensitivity.HELP,
-                          description=cli_sensitivity.DESCRIPTION)
-    cli_sensitivity.add_arguments(sens)
-    sens.set_defaults(func=cli_sensitivity.main_from_args)
-
-    from . import pipeline
-
-    study = sub.add_parser("run", help=pipeline.HELP, description=pipeline.DESCRIPTION)
-    pipeline.add_arguments(study)
-    study.set_defaults(func=pipeline.run)
+    for name, module, handler in _subcommand_modules():
+        command = sub.add_parser(name, help=module.HELP, description=module.DESCRIPTION)
+        module.add_arguments(command)
+        command.set_defaults(func=getattr(module, handler))
     return parser
 
 
+#: How the library's advice reads on the command line of ``didmem estimate``.
+_ESTIMATE_FLAGS = (
+    ("Pass balance='drop_incomplete_units' to drop those units.",
+     "Pass --balance drop_incomplete_units to drop those units."),
+    ("pass never_treated=0 to Panel (CLI: --never-treated 0)", "pass --never-treated 0"),
+    ("Use control_group='not_yet_treated'", "Use --control not_yet_treated"),
+    ("use control_group='not_yet_treated'", "use --control not_yet_treated"),
+    ("name the one to use with outcome=...", "name the one to use with --outcome"),
+)
+
+
+def _cli_message(command: str, exc: BaseException) -> str:
+    """The error's message on one line, with the library's advice in terms of CLI flags."""
+    message = " ".join(str(exc).split())
+    if isinstance(exc, KeyError) and len(exc.args) == 1:
+        message = str(exc.args[0])
+    if command == "estimate":
+        for api, flag in _ESTIMATE_FLAGS:
+            message = message.replace(api, flag)
+        if message.startswith("Missing columns:"):
+            message += " Name the columns with --unit, --time, --cohort and --outcome."
+    return message
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings on the command line: one line, without the package's file and source line."""
+    text = " ".join(str(message).split())
+    print(f"didmem: warning: {text}", file=sys.stderr if file is None else file)
+
+
 def main(argv=None) -> int:
+    import warnings
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except (DidmemError, FileNotFoundError, KeyError) as exc:
-        print(f"didmem {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            return args.func(args)
+        except (DidmemError, FileNotFoundError, KeyError) as exc:
+            print(f"didmem {args.command}: error: {_cli_message(args.command, exc)}",
+                  file=sys.stderr)
+            return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from ._cli_options import bootstrap_option, panel_column_options, seed_option
+from ._validation import add_option
 from .errors import ParameterError
+from .planning import Assumptions, DesignPlan, plan_design
 
 HELP = "plan a study: power, minimum detectable effect and scoring cost per design"
 DESCRIPTION = (
@@ -34,19 +37,17 @@ def add_arguments(p) -> None:
     src.add_argument("--pilot", help="pilot panel file (.parquet or .csv), one row per unit "
                                      "and checkpoint")
     src.add_argument("--outcome", help="the pilot's outcome column")
-    src.add_argument("--unit", default="unit", help="unit column (default: %(default)s)")
-    src.add_argument("--time", default="time", help="checkpoint column (default: %(default)s)")
-    src.add_argument("--cohort", default="cohort", help="cohort column (default: %(default)s)")
+    panel_column_options(src)
     src.add_argument("--lower-is-better", action="store_true",
                      help="the outcome is lower-is-better: flip its sign")
     src.add_argument("--cohorts", type=int, help="assumed number of cohorts (macro-batches)")
     src.add_argument("--checkpoints", type=int, help="assumed number of checkpoints")
-    src.add_argument("--outcome-sd", type=float, default=1.0,
-                     help="assumed outcome SD at a checkpoint (default: %(default)s)")
-    src.add_argument("--unit-share", type=float, default=0.0,
-                     help="assumed share of variance from instance effects (default: %(default)s)")
-    src.add_argument("--ar1", type=float, default=0.0,
-                     help="assumed AR(1) correlation of the rest (default: %(default)s)")
+    add_option(src, Assumptions, "outcome_sd", type=float,
+               help="assumed outcome SD at a checkpoint")
+    add_option(src, Assumptions, "unit_share", type=float,
+               help="assumed share of variance from instance effects")
+    add_option(src, Assumptions, "ar1", type=float,
+               help="assumed AR(1) correlation of the rest")
     des = p.add_argument_group("designs")
     des.add_argument("--units", default="10,20,50,100",
                      help="instances per cohort, comma-separated (default: %(default)s)")
@@ -54,18 +55,17 @@ def add_arguments(p) -> None:
                                           "pilot's, or 2000)")
     des.add_argument("--checkpoint-every", default="1", help="keep every k-th checkpoint, "
                                                              "comma-separated (default: 1)")
-    des.add_argument("--target", choices=["instantaneous", "persistent", "overall"],
-                     default="instantaneous", help="what to detect (default: %(default)s)")
+    add_option(des, plan_design, "target", choices=["instantaneous", "persistent", "overall"],
+               help="what to detect")
     des.add_argument("--effect", type=float, help="effect to detect (default with a pilot: "
                                                   "the pilot's own estimates)")
-    des.add_argument("--power", type=float, default=0.8, help="target power (default: %(default)s)")
-    des.add_argument("--simulations", type=int, default=200,
-                     help="simulated studies per design (default: %(default)s)")
-    des.add_argument("--draws", type=int, default=1000,
-                     help="bootstrap draws of each simulated fit (default: %(default)s)")
-    des.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
-    des.add_argument("--tokens-per-instance", type=int, default=2049,
-                     help="tokens scored per instance and checkpoint (default: %(default)s)")
+    add_option(des, DesignPlan.recommend, "power", type=float, help="target power")
+    add_option(des, plan_design, "n_simulations", "--simulations", type=int,
+               help="simulated studies per design")
+    bootstrap_option(des)
+    seed_option(des)
+    add_option(des, plan_design, "tokens_per_instance", type=int,
+               help="tokens scored per instance and checkpoint")
     des.add_argument("--tokens-per-second", type=float, help="scoring throughput, for GPU hours")
     des.add_argument("--out", default="didmem-plan", help="output directory (default: %(default)s)")
 
@@ -87,12 +87,12 @@ def main_from_args(args) -> int:
         source = didmem.Assumptions(n_cohorts=args.cohorts, n_checkpoints=args.checkpoints,
                                     outcome_sd=args.outcome_sd, unit_share=args.unit_share,
                                     ar1=args.ar1)
-    estimator = didmem.DiDEstimator(n_bootstrap=args.draws, lower_is_better=args.lower_is_better)
+    estimator = didmem.DiDEstimator(n_bootstrap=args.n_bootstrap, lower_is_better=args.lower_is_better)
     plan = didmem.plan_design(
         source, units_per_cohort=_ints(args.units),
         n_validation=None if args.validation is None else _ints(args.validation),
         checkpoint_every=_ints(args.checkpoint_every), target=args.target, effect=args.effect,
-        estimator=estimator, n_simulations=args.simulations, random_state=args.seed,
+        estimator=estimator, n_simulations=args.n_simulations, random_state=args.seed,
         tokens_per_instance=args.tokens_per_instance, tokens_per_second=args.tokens_per_second)
     table = plan.to_frame()
     out = Path(args.out)

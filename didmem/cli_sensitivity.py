@@ -49,13 +49,14 @@ def add_arguments(p) -> None:
     p.add_argument("--method", choices=["C-LF", "conditional"], default="C-LF",
                    help="relative magnitudes: the hybrid or the conditional ARP test "
                         "(default: %(default)s)")
-    p.add_argument("--alpha", type=float, default=0.05,
-                   help="one minus the coverage (default: %(default)s)")
-    p.add_argument("--grid-points", type=int, default=1000,
-                   help="relative magnitudes: points of the grid the test is inverted over "
-                        "(default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0,
-                   help="seed of the C-LF critical value's simulation (default: %(default)s)")
+    from ._validation import add_option
+    from .honest import sensitivity
+
+    add_option(p, sensitivity, "alpha", type=float, help="one minus the coverage")
+    add_option(p, sensitivity, "grid_points", type=int,
+               help="relative magnitudes: points of the grid the test is inverted over")
+    add_option(p, sensitivity, "seed", type=int,
+               help="seed of the C-LF critical value's simulation")
     p.add_argument("--out", help="CSV to write (default: RESULTS_sensitivity.csv beside the "
                                  "results); the figure goes beside it as .png")
     p.add_argument("--no-figure", action="store_true", help="write the table only")

@@ -35,10 +35,16 @@ __all__ = [
     "cohort_from_step",
     "step_from_sequence_index",
     "paper_first_epoch",
+    "PYTHIA_BATCH_SIZE",
+    "PYTHIA_STEPS_PER_CHECKPOINT",
 ]
 
 #: The rules of :func:`cohort_from_sequence_index`.
 COHORT_RULES = ("didmem", "paper")
+#: Sequences per optimisation step of the Pythia suite (the one place this number lives).
+PYTHIA_BATCH_SIZE = 1024
+#: Steps between Pythia's evenly spaced checkpoints (``step1000``, ``step2000``, ...).
+PYTHIA_STEPS_PER_CHECKPOINT = 1000
 #: The paper keeps cohorts and checkpoints up to this step, the end of the first epoch of the
 #: deduplicated Pythia suite (its data repeat afterwards).
 PAPER_LAST_STEP = 95_000
@@ -61,7 +67,7 @@ def _integers(values, name: str) -> np.ndarray:
     return arr.astype(np.int64)
 
 
-def step_from_sequence_index(seq_idx, batch_size: int = 1024) -> np.ndarray:
+def step_from_sequence_index(seq_idx, batch_size: int = PYTHIA_BATCH_SIZE) -> np.ndarray:
     """Optimisation step at which each sequence of the data order is trained: ``i // B + 1``.
 
     Parameters
@@ -140,8 +146,8 @@ def cohort_from_step(step, checkpoints) -> np.ndarray:
 
 def cohort_from_sequence_index(
     seq_idx,
-    batch_size: int = 1024,
-    steps_per_checkpoint: int = 1000,
+    batch_size: int = PYTHIA_BATCH_SIZE,
+    steps_per_checkpoint: int = PYTHIA_STEPS_PER_CHECKPOINT,
     *,
     rule: str = "didmem",
 ) -> np.ndarray:

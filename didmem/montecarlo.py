@@ -18,9 +18,9 @@ _Z = 1.959963984540054
 
 def band_coverage(reps: int = 300, *, units_per_cohort: int = 200, n_cohorts: int = 4,
                   n_never_treated: int | None = None, n_times: int = 6, n_bootstrap: int = 1000,
-                  multiplier: str = "rademacher", control_group: str = "never_treated",
+                  multiplier: str | None = None, control_group: str = "never_treated",
                   noise_sd: float = 1.0, effect_sd: float = 0.0, alpha: float = 0.05,
-                  seed: int = 0) -> dict:
+                  small_sample: bool = True, seed: int = 0) -> dict:
     """Coverage of the simultaneous band of :class:`~didmem.DiDEstimator` by simulation.
 
     Each replication draws a panel with :func:`didmem.datasets.simulate_panel` and checks
@@ -33,8 +33,8 @@ def band_coverage(reps: int = 300, *, units_per_cohort: int = 200, n_cohorts: in
         Replications.
     units_per_cohort, n_cohorts, n_never_treated, n_times, noise_sd, effect_sd
         The simulated design (``n_never_treated`` defaults to twice ``units_per_cohort``).
-    n_bootstrap, multiplier, control_group, alpha
-        The estimator's settings.
+    n_bootstrap, multiplier, control_group, alpha, small_sample
+        The estimator's settings (``small_sample=False``: R's band).
     seed : int
         Seed of the whole study.
 
@@ -60,7 +60,7 @@ def band_coverage(reps: int = 300, *, units_per_cohort: int = 200, n_cohorts: in
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SmallCohortWarning)
             res = DiDEstimator(n_bootstrap=n_bootstrap, multiplier=multiplier, alpha=alpha,
-                               control_group=control_group,
+                               control_group=control_group, small_sample=small_sample,
                                random_state=int(rng.integers(2**63))).fit(panel)
         frame = res.to_frame().merge(truth, on=["cohort", "time"], how="left")
         tau = np.where(frame["post"], frame["tau"], 0.0)
@@ -68,6 +68,7 @@ def band_coverage(reps: int = 300, *, units_per_cohort: int = 200, n_cohorts: in
         pointwise += float(np.mean(np.abs(frame["estimate"] - tau) <= _Z * frame["std_error"]))
         crits[r] = res.critical_value
         n_cells = len(frame)
-    return {"units_per_cohort": units_per_cohort, "multiplier": multiplier, "reps": reps,
+    return {"units_per_cohort": units_per_cohort, "multiplier": multiplier,
+            "small_sample": small_sample, "reps": reps,
             "simultaneous_coverage": hits / reps, "pointwise_coverage": pointwise / reps,
             "mean_critical_value": float(crits.mean()), "cells": n_cells}

@@ -15,17 +15,18 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ._arrays import readonly
 from ._messages import MAX_LISTED as _MAX_LISTED
 from ._messages import listing as _listing
-from .cohorts import cohort_from_sequence_index
+from ._validation import OneOf, check_all
+from .cohorts import PYTHIA_BATCH_SIZE, PYTHIA_STEPS_PER_CHECKPOINT, cohort_from_sequence_index
 from .errors import DataDroppedWarning, PanelError, ParameterError
 
 __all__ = ["Panel", "cohort_from_sequence_index", "PYTHIA_BATCH_SIZE", "PYTHIA_STEPS_PER_CHECKPOINT"]
 
-PYTHIA_BATCH_SIZE = 1024
-PYTHIA_STEPS_PER_CHECKPOINT = 1000
 
 _BALANCE_OPTIONS = ("error", "drop_incomplete_units")
+_CONSTRAINTS = {"balance": OneOf(*_BALANCE_OPTIONS)}
 
 
 def _to_python(value):
@@ -42,7 +43,10 @@ class Panel:
     unit, time, cohort : str
         Column names of the unit identifier, the (numeric) time and the cohort. The cohort is
         the first time at which the unit is treated; for memorisation, the first checkpoint
-        after the instance's batch was trained on.
+        after the instance's batch was trained on. Between the first and the last time it
+        must be one of the times; a value that differs from a time by rounding noise only
+        (``0.1 + 0.2`` for ``0.3``: within ``1e-9`` of the smallest gap between times) is
+        taken as that time.
     outcome : str or sequence of str
         One or more outcome columns, each numeric and finite.
     never_treated : float, optional
@@ -91,6 +95,8 @@ class Panel:
     (100, 6)
     """
 
+    _constraints = _CONSTRAINTS
+
     def __init__(
         self,
         data: pd.DataFrame,
@@ -107,11 +113,7 @@ class Panel:
     ) -> None:
         if not isinstance(data, pd.DataFrame):
             raise PanelError(f"Panel needs a pandas DataFrame; got {type(data).__name__}.")
-        if balance not in _BALANCE_OPTIONS:
-            raise ParameterError(
-                f"The 'balance' parameter of Panel must be one of {set(_BALANCE_OPTIONS)}. "
-                f"Got {balance!r}."
-            )
+        check_all("Panel", {"balance": balance}, self._constraints)
         outcomes = (outcome,) if isinstance(outcome, str) else tuple(outcome)
         if not outcomes:
             raise PanelError("Panel needs at least one outcome column; got none.")
@@ -173,6 +175,8 @@ class Panel:
         unit_cohort = self._constant_within_unit(
             cohort_rows, unit_codes, n_units, units, cohort, "cohort"
         )
+        unit_cohort = self._cohorts_on_time_grid(unit_cohort, np.asarray(times, dtype=float),
+                                                 cohort, time)
         unit_weights = np.ones(n_units)
         if weights is not None:
             w_rows = self._numeric_column(data[weights], weights, "weights")
@@ -281,11 +285,11 @@ class Panel:
         self.units = units[kept]
         self.times = np.asarray(times)
         self.times.flags.writeable = False
-        self.cohorts = _readonly(unit_cohort[kept])
-        self.weights = _readonly(unit_weights[kept])
+        self.cohorts = readonly(unit_cohort[kept], copy=False)
+        self.weights = readonly(unit_weights[kept], copy=False)
         self.has_weights = weights is not None
         if unit_cluster is not None:
-            self.clusters = _readonly(unit_cluster[kept])
+            self.clusters = readonly(unit_cluster[kept], copy=False)
             self.cluster_labels = cluster_labels
         else:
             self.clusters = None
@@ -336,6 +340,42 @@ class Panel:
         values = values.copy()
         values[never] = np.inf
         return values
+
+    @staticmethod
+    def _cohorts_on_time_grid(cohorts, times, cohort_name, time_name) -> np.ndarray:
+        """Put cohorts on the time grid: snap rounding noise, refuse cohorts between times.
+
+        A cohort within ``1e-9`` of the smallest gap between times from a time (for example
+        ``0.1 + 0.2`` against the time ``0.3``) is that time. A cohort inside the span of the
+        times that is no time at all is refused: the cohort is the first period of treatment,
+        so it must be one of the observed times. Cohorts before the first or after the last
+        time are left to the estimators (dropped, or never treated within the panel).
+        """
+        finite = np.isfinite(cohorts)
+        if not finite.any():
+            return cohorts
+        gaps = np.diff(times)
+        scale = gaps.min() if gaps.size else max(1.0, abs(float(times[0])))
+        tol = 1e-9 * scale
+        values = cohorts[finite]
+        idx = np.clip(np.searchsorted(times, values), 1, max(times.size - 1, 1))
+        lower = times[np.maximum(idx - 1, 0)]
+        upper = times[np.minimum(idx, times.size - 1)]
+        nearest = np.where(np.abs(values - lower) <= np.abs(upper - values), lower, upper)
+        close = np.abs(values - nearest) <= tol
+        inside = (values > times[0]) & (values < times[-1])
+        off = inside & ~close
+        if off.any():
+            bad = np.unique(values[off])
+            raise PanelError(
+                f"Column {cohort_name!r} (cohort) has {bad.size} values that are not times of "
+                f"column {time_name!r}: {_listing(bad)}. The cohort is the first period of "
+                "treatment, so it must be one of the observed times (for memorisation: the "
+                "first checkpoint after the instance's batch); round or map it to the grid."
+            )
+        out = cohorts.copy()
+        out[finite] = np.where(close, nearest, values)
+        return out
 
     @staticmethod
     def _constant_within_unit(rows, unit_codes, n_units, units, column, role) -> np.ndarray:
@@ -434,9 +474,3 @@ class Panel:
             f"{n_never} never-treated units; outcomes={list(self.outcomes)}"
             + (f"; covariates={list(self.covariates)})" if self.covariates else ")")
         )
-
-
-def _readonly(array: np.ndarray) -> np.ndarray:
-    array = np.ascontiguousarray(array)
-    array.flags.writeable = False
-    return array

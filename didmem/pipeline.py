@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         from .errors import optional_import
         from .report import write_report
-        from .results_io import load_result
+        from .results.saving import load_result
 
         optional_import("matplotlib", "plot").use("Agg")
         named = {o: load_result(p) for o, p in results.items()}

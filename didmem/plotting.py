@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import ParameterError, optional_import
-from .profiles import profile_correlation
+from .results.profiles import profile_correlation
 
 __all__ = [
     "plot_profile",
@@ -24,6 +24,7 @@ __all__ = [
     "plot_pretrends",
     "plot_plan",
     "plot_sensitivity",
+    "plot_result",
     "PLOTS",
 ]
 
@@ -338,6 +339,8 @@ def plot_pretrends(result, *, ax=None, by: str = "auto", max_cells: int = 300,
     pt = result.pretest
     if pt.df and np.isfinite(pt.statistic):
         sub = f"Wald pre-test W = {pt.statistic:.3g}, df = {pt.df}, p = {pt.pvalue:.3g}"
+        if pt.df < len(pre):  # cells with zero variance have no standard error to test with
+            sub += f" ({len(pre) - pt.df} cells without a standard error left out)"
     else:
         sub = f"Wald pre-test not available ({pt.note})"
     n_sig = int(pre["significant"].sum())
@@ -442,3 +445,14 @@ PLOTS: dict[str, Callable] = {
     "pretrends": plot_pretrends,
 }
 """The single-result figures by name (``didmem plot --kind``)."""
+
+
+def plot_result(result, kind: str = "profile", **options):
+    """Draw the figure ``kind`` (a key of :data:`PLOTS`) of a fitted or saved result.
+
+    ``options`` (``ax=``, ``lr_schedule=``, ...) go to the plotting function; returns the
+    matplotlib Axes. This is what ``result.plot(kind)`` calls.
+    """
+    if kind not in PLOTS:
+        raise ParameterError(f"Unknown figure {kind!r}; choose from {sorted(PLOTS)}.")
+    return PLOTS[kind](result, **options)

@@ -57,6 +57,26 @@ def _table(frame, digits: int = 4) -> str:
 WALD_CAVEAT_DF = 100
 
 
+def _verdict(pvalue: float, alpha: float) -> tuple[str, str]:
+    """The CSS class and the words of a pre-test's verdict at level ``alpha``."""
+    level = f"{100 * alpha:g}%"
+    if pvalue >= alpha:
+        return "ok", f"no evidence against parallel trends at the {level} level"
+    return "warn", f"parallel trends rejected at the {level} level: read the profile with care"
+
+
+def _calibrated_html(result) -> str:
+    """The calibrated pre-test (event-time Wald) first, with its stated power."""
+    try:
+        test = result.pretrend_test()
+    except (AttributeError, ValueError):  # a file saved without it
+        return ""
+    if not np.isfinite(test.statistic):
+        return f"<p>{html.escape(test.describe())}.</p>"
+    cls, verdict = _verdict(test.pvalue, float(result.alpha))
+    return (f"<p>{html.escape(test.describe())} — <span class='{cls}'>{verdict}</span>.</p>")
+
+
 def _pretest_html(result) -> str:
     pt = result.pretest
     frame = result.to_frame()
@@ -64,18 +84,21 @@ def _pretest_html(result) -> str:
     band = (f"<p>{int(pre['significant'].sum())} of {len(pre)} pre-treatment cells are "
             f"significant under the {html.escape(result.band)} band (0 expected under parallel "
             "trends).</p>")
+    calibrated = _calibrated_html(result)
     if pt.df and np.isfinite(pt.statistic):
-        cls = "ok" if pt.pvalue >= 0.05 else "warn"
-        verdict = ("no evidence against parallel trends at the 5% level" if pt.pvalue >= 0.05
-                   else "parallel trends rejected at the 5% level: read the profile with care")
         caveat = ("" if pt.df < WALD_CAVEAT_DF else
                   f" <em>With {pt.df} pre-treatment cells the Wald test's covariance is nearly "
                   "singular and the test rejects too often even under parallel trends (see the "
-                  "user guide); trust the band count above and the pre-trends figure.</em>")
+                  "Inference page); the event-time test above is the calibrated one.</em>")
+        if calibrated:
+            return calibrated + band + (
+                f"<p>R did's Wald test over all pre-treatment cells: W = {pt.statistic:.4g}, "
+                f"df = {pt.df}, p = {pt.pvalue:.4g}.{caveat}</p>")
+        cls, verdict = _verdict(pt.pvalue, float(result.alpha))
         return band + (f"<p>Wald pre-test of parallel trends over the pre-treatment cells: "
                        f"W = {pt.statistic:.4g}, df = {pt.df}, p = {pt.pvalue:.4g} — "
                        f"<span class='{cls}'>{verdict}</span>.{caveat}</p>")
-    return band + f"<p>Wald pre-test not available: {html.escape(pt.note)}.</p>"
+    return calibrated + band + f"<p>Wald pre-test not available: {html.escape(pt.note)}.</p>"
 
 
 def _settings_html(result) -> str:
@@ -102,7 +125,8 @@ def _aggregate_tables(result) -> str:
         o = agg.overall
         parts.append(
             f"<h3>{kind.capitalize()} memorisation — {html.escape(what)}</h3>"
-            f"<p>Overall {o.estimate:.4g} (SE {o.std_error:.3g}, 95% CI [{o.ci_lower:.4g}, "
+            f"<p>Overall {o.estimate:.4g} (SE {o.std_error:.3g}, "
+            f"{100 * (1 - agg.alpha):g}% CI [{o.ci_lower:.4g}, "
             f"{o.ci_upper:.4g}]); {agg.band} band, critical value {agg.critical_value:.3f}.</p>"
             + _table(agg.to_frame()))
     return "".join(parts)
@@ -214,7 +238,7 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
     str
     """
     from .plotting import PLOTS, plot_profile_correlation
-    from .profiles import profile_correlation
+    from .results.profiles import profile_correlation
 
     unknown = [f for f in figures if f not in PLOTS]
     if unknown:
@@ -259,8 +283,19 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
 
 
 def write_report(results, path, **options) -> Path:
-    """Write :func:`render_report` to ``path`` (UTF-8) and return the path."""
+    """Write :func:`render_report` to ``path`` (UTF-8) and return the path.
+
+    Raises
+    ------
+    ParameterError
+        When ``path`` does not end in ``.html`` or ``.htm``: the report is HTML only.
+    """
     path = Path(path)
+    if path.suffix.lower() not in (".html", ".htm"):
+        from .errors import ParameterError
+
+        raise ParameterError(f"The report is an HTML file: its name must end in '.html' (or "
+                             f"'.htm'); got {str(path)!r}. Print it to PDF from a browser.")
     text = render_report(results, **options)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

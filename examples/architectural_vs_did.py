@@ -9,11 +9,12 @@ the analysed instances, and compares each instance's score in the models that sa
 with those that did not (OUT). Its estimand is the memorisation of the *training algorithm*,
 averaged over initialisations and data subsets. Difference-in-differences estimates the
 memorisation of *the one model* whose checkpoints we have. A quick lab run has both, and the
-twin of the main model gives that model's truth, so we can see how far apart they are:
+exact counterfactual runs of the main model give that model's truth, so we can see how far
+apart they are:
 
 * per cohort, both against the main model's truth tau(g, c);
 * per instance, the architectural estimate against the main model's true instance effect
-  (from the twin): how well does the architecture's memorisation of x predict what this
+  (from the exact runs): how well does the architecture's memorisation of x predict what this
   model memorised of x?
 
 Run::

@@ -4,9 +4,11 @@ Every memorisation estimator against the lab's truth
 
 Every memorisation estimator on a lab run, scored against the run's known truth.
 
-Trains two quick lab runs (tiny GPT-NeoX models on this CPU, each with a counterfactual twin
-that gives the truth tau(g, c)): one with validation data from the training distribution,
-and one whose validation data are shifted (``validation_shift=0.5``). On each it fits
+Trains two quick lab runs (tiny GPT-NeoX models on this CPU, each with one counterfactual run
+per cohort that gives the exact truth tau(g, c)): one with validation data from the training
+distribution, and one whose validation data are shifted (``validation_shift=0.5``). For
+mean errors with Monte Carlo errors over many runs, see ``benchmarks/lab_replication.py``
+and ``didmem.lab.replicate``. On each it fits
 
 * ``DiDEstimator`` and ``DifferenceEstimator`` on the main model's panel,
 * ``TWFEEstimator`` (event-study regression with unit and time fixed effects),
@@ -22,6 +24,14 @@ post-treatment cells). Run::
     python examples/compare_estimators.py --out lab-compare --figure compare.png
 
 It takes about a minute on a 2-core CPU (see benchmarks/RESULTS.md).
+
+One run is one draw of each estimator's error. With ``--replicate N`` the example instead
+runs the lab over ``N`` seeds per condition (same distribution; two domains with
+validation drawn 90% from the first; the bent ``validation_shift=0.5``) and prints, per
+estimator, the mean error with its Monte Carlo standard error, the RMSE, the correlation
+and the band's coverage (:func:`didmem.lab.replicate`; about 6 s per run)::
+
+    python examples/compare_estimators.py --out lab-compare --replicate 10
 """
 
 from __future__ import annotations
@@ -82,14 +92,35 @@ def all_estimators(run, with_influence: bool = True) -> dict:
     return results, extractable
 
 
+REPLICATED = {
+    "same distribution": {},
+    "composition shift (two domains, validation_mix=0.9)": {"n_domains": 2,
+                                                            "validation_mix": 0.9},
+    "bent shift (validation_shift=0.5)": {"validation_shift": 0.5},
+}
+
+
+def replicated(out: Path, n_seeds: int) -> None:
+    """DiD, difference (and DiD with the domain covariate) over seeds, per condition."""
+    for i, (label, changes) in enumerate(REPLICATED.items()):
+        config = lab.quick_config(metrics=(METRIC,), **changes)
+        rep = lab.replicate(out / f"replicate{i}", n_seeds=n_seeds, config=config)
+        print(f"\n== {label}\n{rep.to_text()}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="lab-compare", help="directory for the lab runs")
     parser.add_argument("--figure", default=None, help="save the estimates-vs-truth figure")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--replicate", type=int, default=0, metavar="N",
+                        help="instead, run N seeds per condition and print mean errors with "
+                             "their Monte Carlo errors")
     args = parser.parse_args(argv)
     pd.set_option("display.width", 120)
     pd.set_option("display.precision", 3)
+    if args.replicate:
+        return replicated(Path(args.out), args.replicate)
     clock = time.perf_counter()
     common = {"quick": True, "seed": args.seed, "metrics": (METRIC, "extractable"),
               "extractable_suffix": 2}
@@ -103,7 +134,7 @@ def main(argv=None):
     for label, run in runs.items():
         results, extractable = all_estimators(run, with_influence=label == "same distribution")
         first = first or (results, run)
-        print(f"\n== {label}: {METRIC}, post-treatment cells against the twin's truth")
+        print(f"\n== {label}: {METRIC}, post-treatment cells against the exact truth")
         print(didmem.compare(results, truth=run.truth, metric=METRIC).to_string(index=False))
         if "influence" in results:
             print("   (influence: residual cells (g, T) only)")

@@ -1,4 +1,4 @@
-"""Shared fixtures: reference data from ../shared/reference and small simulated panels."""
+"""Shared fixtures: R reference data from tests/data/reference and small simulated panels."""
 
 from __future__ import annotations
 
@@ -10,15 +10,29 @@ import pytest
 
 import didmem
 
-REFERENCE_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
+REFERENCE_DIR = Path(__file__).resolve().parent / "data" / "reference"
 
 
 def reference_file(name: str) -> Path:
-    """Path of a reference file, skipping the test when the folder is absent."""
+    """Path of a reference file of ``tests/data/reference`` (see its README for provenance).
+
+    The files are part of the repository, so a missing one is an error, never a skip.
+    """
     path = REFERENCE_DIR / name
-    if not path.exists():
-        pytest.skip(f"reference data not found at {path} (it lives in ../shared/reference)")
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"reference file {name!r} is missing from {REFERENCE_DIR}; it is tracked in git "
+            "(tests/data/reference), so the checkout is incomplete"
+        )
     return path
+
+
+def pytest_collection_modifyitems(items):
+    """Record each test's markers in the JUnit report, for CI's check of skips
+    (``.ci/check_skips.py`` fails when a test marked ``reference`` is skipped)."""
+    for item in items:
+        names = sorted({mark.name for mark in item.iter_markers()})
+        item.user_properties.append(("markers", ",".join(names)))
 
 
 @pytest.fixture(scope="session")

@@ -8,11 +8,9 @@ import pytest
 
 from didmem.cli import main
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
 
 def test_demo_quick_end_to_end(tmp_path, capsys):
+    pytest.importorskip("torch")  # the demo trains the lab model
     assert main(["demo", "--quick", "--out", str(tmp_path), "--draws", "200"]) == 0
     out = capsys.readouterr().out
     assert "instantaneous memorisation" in out and "truth vs estimate: RMSE" in out
@@ -31,6 +29,7 @@ def test_demo_quick_end_to_end(tmp_path, capsys):
 
 
 def test_user_error_is_one_line_and_exit_2(tmp_path):
+    """The lab refuses a foreign --out before it loads torch, so this runs without it."""
     (tmp_path / "other.txt").write_text("not a lab run")
     proc = subprocess.run([sys.executable, "-m", "didmem.cli", "lab", "--quick", "--out",
                            str(tmp_path)], capture_output=True, text=True)

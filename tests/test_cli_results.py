@@ -36,7 +36,7 @@ def results_files(panel_files, tmp_path_factory):
     for i, panel in enumerate(panel_files):
         path = d / f"model{i}.parquet"
         assert main(["estimate", str(panel), "--outcome", "loglik", "--unit", "id",
-                     "--draws", "99", "--out", str(path)]) == 0
+                     "--n-bootstrap", "99", "--out", str(path)]) == 0
         out.append(path)
     return out
 
@@ -45,12 +45,22 @@ def test_estimate_writes_results_and_prints_summary(panel_files, tmp_path, capsy
     path = tmp_path / "r.parquet"
     assert main(["estimate", str(panel_files[1]), "--outcome", "loglik", "--unit", "id",
                  "--estimator", "difference", "--control", "not_yet_treated",
-                 "--lower-is-better", "--draws", "99", "--out", str(path)]) == 0
+                 "--lower-is-better", "--n-bootstrap", "99", "--out", str(path)]) == 0
     out = capsys.readouterr().out
     assert "DifferenceEstimator on outcome 'loglik' (sign flipped" in out and str(path) in out
     loaded = didmem.load_result(path)
     assert loaded.params["control_group"] == "not_yet_treated" and loaded.lower_is_better
     assert len(pd.read_parquet(path)) == len(loaded.to_frame())
+    assert out.index("event-time Wald") < out.index("R did's Wald")  # calibrated test first
+    assert loaded.params["small_sample"] is True
+
+
+def test_estimate_r_inference_flag(panel_files, tmp_path, capsys):
+    path = tmp_path / "r.parquet"
+    assert main(["estimate", str(panel_files[1]), "--outcome", "loglik", "--unit", "id",
+                 "--draws", "99", "--r-inference", "--out", str(path)]) == 0
+    loaded = didmem.load_result(path)
+    assert loaded.params["small_sample"] is False and "rademacher" in loaded.inference
 
 
 @pytest.mark.parametrize("kind", ["profile", "instantaneous", "persistent", "residual",

@@ -39,7 +39,8 @@ def test_matches_csdid_on_mpdta(mpdta, mpdta_lpop, est_method, control_group):
     ref = att_gt.ATTgt(yname="lemp", tname="year", idname="countyreal", gname="first.treat",
                        data=mpdta, control_group=CONTROLS[control_group],
                        xformla="lemp~lpop").fit(est_method=est_method, bstrap=False)
-    res = didmem.DiDEstimator(est_method=est_method, control_group=control_group,
+    res = didmem.DiDEstimator(small_sample=False,
+                              est_method=est_method, control_group=control_group,
                               n_bootstrap=0).fit(mpdta_lpop)
     frame = res.to_frame()
     np.testing.assert_allclose(frame["cohort"], ref.results["group"])
@@ -72,7 +73,8 @@ def test_time_varying_covariate_matches_csdid(mpdta, est_method, control_group, 
                                                    base_period=base_period)
     panel = didmem.Panel(df, unit="countyreal", time="year", cohort="first.treat",
                          outcome="lemp", never_treated=0, covariates=["lpop_tv"])
-    res = didmem.DiDEstimator(est_method=est_method, control_group=control_group,
+    res = didmem.DiDEstimator(small_sample=False,
+                              est_method=est_method, control_group=control_group,
                               base_period=base_period, n_bootstrap=0).fit(panel)
     frame = res.to_frame()
     np.testing.assert_allclose(frame["estimate"], ref.results["att"], rtol=0, atol=1e-6)
@@ -87,8 +89,10 @@ def test_time_invariant_covariate_versions_agree(mpdta):
     df["lpop2"] = df["lpop"] + np.where(df["year"] == 2007, 5.0, 0.0)  # 2007 is never a base
     kw = dict(unit="countyreal", time="year", cohort="first.treat", outcome="lemp",
               never_treated=0)
-    a = didmem.DiDEstimator(n_bootstrap=0).fit(didmem.Panel(df, covariates=["lpop"], **kw))
-    b = didmem.DiDEstimator(n_bootstrap=0).fit(didmem.Panel(df, covariates=["lpop2"], **kw))
+    a = didmem.DiDEstimator(small_sample=False,
+                            n_bootstrap=0).fit(didmem.Panel(df, covariates=["lpop"], **kw))
+    b = didmem.DiDEstimator(small_sample=False,
+                            n_bootstrap=0).fit(didmem.Panel(df, covariates=["lpop2"], **kw))
     np.testing.assert_allclose(a.estimates, b.estimates, atol=1e-12)
 
 
@@ -100,9 +104,9 @@ def test_base_period_covariates_are_used(mpdta):
     df["lpop2"] = df["lpop"] + np.where(df["year"] == 2003, df["countyreal"].map(shock), 0.0)
     kw = dict(unit="countyreal", time="year", cohort="first.treat", outcome="lemp",
               never_treated=0)
-    a = didmem.DiDEstimator(n_bootstrap=0, est_method="reg").fit(
+    a = didmem.DiDEstimator(small_sample=False, n_bootstrap=0, est_method="reg").fit(
         didmem.Panel(df, covariates=["lpop"], **kw)).to_frame()
-    b = didmem.DiDEstimator(n_bootstrap=0, est_method="reg").fit(
+    b = didmem.DiDEstimator(small_sample=False, n_bootstrap=0, est_method="reg").fit(
         didmem.Panel(df, covariates=["lpop2"], **kw)).to_frame()
     base_2003 = (a["base_time"] == 2003).to_numpy()
     assert np.all(np.abs(a["estimate"] - b["estimate"])[base_2003] > 1e-8)
@@ -169,7 +173,7 @@ def test_cell_influence_operations_match_dense_numpy():
 
 
 def test_bootstrap_on_the_generic_route(mpdta_lpop):
-    res = didmem.DiDEstimator(n_bootstrap=4000, random_state=1).fit(mpdta_lpop)
+    res = didmem.DiDEstimator(small_sample=False, n_bootstrap=4000, random_state=1).fit(mpdta_lpop)
     ratio = np.asarray(res.std_errors) / np.asarray(res.analytic_std_errors)
     assert np.all(np.abs(ratio - 1) < 0.12)
     assert res.band == "simultaneous" and res.critical_value > 1.96
@@ -199,8 +203,9 @@ def _conditional_trends_panel(seed=0, n_per=150, n_never=600, n_t=6, effect=1.0)
 def test_conditional_parallel_trends_recovered():
     df = _conditional_trends_panel()
     kw = dict(unit="unit", time="time", cohort="cohort", outcome="y")
-    plain = didmem.DiDEstimator(n_bootstrap=0).fit(didmem.Panel(df, **kw)).to_frame()
-    cond = didmem.DiDEstimator(n_bootstrap=0, est_method="dr").fit(
+    plain = didmem.DiDEstimator(small_sample=False,
+                                n_bootstrap=0).fit(didmem.Panel(df, **kw)).to_frame()
+    cond = didmem.DiDEstimator(small_sample=False, n_bootstrap=0, est_method="dr").fit(
         didmem.Panel(df, covariates=["x"], **kw)).to_frame()
     post = (plain["time"] >= plain["cohort"]).to_numpy()
     bias_plain = np.abs(plain["estimate"][post] - 1.0).mean()
@@ -210,7 +215,8 @@ def test_conditional_parallel_trends_recovered():
 
 
 def test_est_method_irrelevant_without_covariates(small_panel):
-    ests = [didmem.DiDEstimator(est_method=m, n_bootstrap=0).fit(small_panel) for m in METHODS]
+    ests = [didmem.DiDEstimator(small_sample=False,
+                                est_method=m, n_bootstrap=0).fit(small_panel) for m in METHODS]
     for r in ests[1:]:
         assert np.array_equal(r.estimates, ests[0].estimates)
         assert np.array_equal(r.analytic_std_errors, ests[0].analytic_std_errors)
@@ -238,7 +244,7 @@ def test_rank_deficient_covariates(est_method):
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
                          covariates=["x", "x2"])
     with pytest.raises(EstimationError, match=r"rank-deficient"):
-        didmem.DiDEstimator(est_method=est_method, n_bootstrap=0).fit(panel)
+        didmem.DiDEstimator(small_sample=False, est_method=est_method, n_bootstrap=0).fit(panel)
 
 
 def test_too_few_controls_for_the_regression():
@@ -249,7 +255,7 @@ def test_too_few_controls_for_the_regression():
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
                          covariates=["x"] + [f"z{j}" for j in range(5)])
     with pytest.raises(EstimationError, match=r"too few for a regression on 7 terms"):
-        didmem.DiDEstimator(est_method="reg", n_bootstrap=0).fit(panel)
+        didmem.DiDEstimator(small_sample=False, est_method="reg", n_bootstrap=0).fit(panel)
 
 
 def test_weak_overlap_trims_controls_and_warns():
@@ -262,7 +268,7 @@ def test_weak_overlap_trims_controls_and_warns():
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
                          covariates=["x"])
     with pytest.warns(OverlapWarning) as record:
-        res = didmem.DiDEstimator(est_method="ipw", n_bootstrap=0).fit(panel)
+        res = didmem.DiDEstimator(small_sample=False, est_method="ipw", n_bootstrap=0).fit(panel)
     messages = [str(r.message) for r in record]
     assert any(re.search(r"trimmed \d+ control units .* in \d+ of 12 cells", m) for m in messages)
     assert np.all(np.isfinite(res.estimates))
@@ -275,7 +281,7 @@ def test_separated_cells_warn_with_counts():
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
                          covariates=["x"])
     with pytest.warns(OverlapWarning, match=r"reaches 0.999 in 12 of 12 cells, e.g. \(cohort 3"):
-        didmem.DiDEstimator(est_method="dr", n_bootstrap=0).fit(panel)
+        didmem.DiDEstimator(small_sample=False, est_method="dr", n_bootstrap=0).fit(panel)
 
 
 @pytest.mark.parametrize("not_yet", [False, True])
@@ -310,9 +316,9 @@ def test_invariances_on_the_covariate_path(mpdta):
     df = mpdta.copy()
     df["y2"] = df["lemp"] + 3.0
     df["lpop2"] = 10.0 * df["lpop"] - 4.0
-    base = didmem.DiDEstimator(n_bootstrap=0).fit(
+    base = didmem.DiDEstimator(small_sample=False, n_bootstrap=0).fit(
         didmem.Panel(df, outcome="lemp", covariates=["lpop"], **kw))
-    other = didmem.DiDEstimator(n_bootstrap=0).fit(
+    other = didmem.DiDEstimator(small_sample=False, n_bootstrap=0).fit(
         didmem.Panel(df.sample(frac=1.0, random_state=0), outcome="y2", covariates=["lpop2"],
                      **kw))
     np.testing.assert_allclose(other.estimates, base.estimates, atol=1e-10)
@@ -329,7 +335,7 @@ def test_clustered_standard_errors_match_csdid(mpdta):
                        clustervar="state").fit(est_method="dr", bstrap=False)
     panel = didmem.Panel(df, unit="countyreal", time="year", cohort="first.treat",
                          outcome="lemp", never_treated=0, covariates=["lpop"], cluster="state")
-    res = didmem.DiDEstimator(n_bootstrap=0).fit(panel)
+    res = didmem.DiDEstimator(small_sample=False, n_bootstrap=0).fit(panel)
     np.testing.assert_allclose(res.to_frame()["std_error"], ref.results["se"], atol=1e-6)
     for kind in ("simple", "dynamic", "group"):
         theirs = ref.aggte(typec=kind, bstrap=False).atte
@@ -368,7 +374,8 @@ def test_sampling_weights_match_csdid(mpdta, est_method):
                        weights_name="w").fit(est_method=est_method, bstrap=False)
     panel = didmem.Panel(df, unit="countyreal", time="year", cohort="first.treat",
                          outcome="lemp", never_treated=0, covariates=["lpop"], weights="w")
-    res = didmem.DiDEstimator(est_method=est_method, control_group="not_yet_treated",
+    res = didmem.DiDEstimator(small_sample=False,
+                              est_method=est_method, control_group="not_yet_treated",
                               n_bootstrap=0).fit(panel)
     frame = res.to_frame()
     np.testing.assert_allclose(frame["estimate"], ref.results["att"], rtol=0, atol=1e-6)

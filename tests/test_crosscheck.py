@@ -31,7 +31,7 @@ package's generator, so they are not compared here (the benchmark records them s
 Aggregations (``simple``, ``group``, ``dynamic``, ``calendar``) and the Wald pre-test are
 compared with csdid alone: csdid 0.4.3 reproduces R ``did`` 2.5.0's ``aggte`` (with the
 estimated-weights correction of the influence function) and ``att_gt``'s pre-test ``W`` on
-``mpdta`` to rounding (checked against ``../shared/reference`` while writing these tests),
+``mpdta`` to rounding (checked against ``tests/data/reference`` while writing these tests),
 whereas diff-diff names and scopes its aggregations differently. csdid rounds the pre-test
 p-value to 5 places, as R does, so the p-value is compared to 1e-5.
 
@@ -141,6 +141,7 @@ def _didmem_result(df: pd.DataFrame, control_group: str, base_period: str = "var
     frame = df.assign(cohort=df["cohort"].where(df["cohort"] > 0, np.inf))
     panel = didmem.Panel(frame, unit="unit", time="time", cohort="cohort", outcome="y")
     return didmem.DiDEstimator(
+        small_sample=False,
         control_group=control_group, base_period=base_period, anticipation=anticipation,
         n_bootstrap=0, random_state=0,
     ).fit(panel)

@@ -91,7 +91,8 @@ def fit_didmem(frame: pd.DataFrame):
     backend = FrameBackend(frame, layout="paper", cohort_rule="paper")
     scored = backend.score()
     panel = didmem.Panel(scored, unit="unit", time="time", cohort="cohort", outcome="sup_seq")
-    return scored, didmem.DiDEstimator(est_method="dr", control_group="never_treated",
+    return scored, didmem.DiDEstimator(small_sample=False,
+                                       est_method="dr", control_group="never_treated",
                                        n_bootstrap=0).fit(panel)
 
 

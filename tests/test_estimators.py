@@ -28,8 +28,6 @@ def test_parameter_errors_have_one_shape(small_panel):
         DiDEstimator(n_bootstrap=-1).fit(small_panel)
     with pytest.raises(ParameterError, match="'alpha' parameter of DifferenceEstimator"):
         DifferenceEstimator(alpha=1.5).fit(small_panel)
-    with pytest.raises(TypeError, match="unexpected keyword argument"):
-        DiDEstimator(bootstrap=10)
     with pytest.raises(ParameterError, match="needs a didmem.Panel"):
         DiDEstimator().fit(pd.DataFrame())
 
@@ -86,14 +84,23 @@ def test_sign_flip(small_panel):
 
 
 def test_bootstrap_reproducible_and_seed_dependent(small_panel):
-    a = DiDEstimator(n_bootstrap=200, random_state=7).fit(small_panel)
-    b = DiDEstimator(n_bootstrap=200, random_state=7).fit(small_panel)
-    c = DiDEstimator(n_bootstrap=200, random_state=8).fit(small_panel)
+    # R's route: bootstrap standard errors
+    a = DiDEstimator(n_bootstrap=200, random_state=7, small_sample=False).fit(small_panel)
+    b = DiDEstimator(n_bootstrap=200, random_state=7, small_sample=False).fit(small_panel)
+    c = DiDEstimator(n_bootstrap=200, random_state=8, small_sample=False).fit(small_panel)
     np.testing.assert_array_equal(a.std_errors, b.std_errors)
     assert a.critical_value == b.critical_value
     assert not np.array_equal(a.std_errors, c.std_errors)
-    gen = DiDEstimator(n_bootstrap=200, random_state=np.random.default_rng(7)).fit(small_panel)
+    gen = DiDEstimator(n_bootstrap=200, random_state=np.random.default_rng(7),
+                       small_sample=False).fit(small_panel)
     np.testing.assert_array_equal(gen.std_errors, a.std_errors)
+    # the default: analytic (Welch) standard errors, the band's critical values from the draws
+    d = DiDEstimator(n_bootstrap=200, random_state=7).fit(small_panel)
+    e = DiDEstimator(n_bootstrap=200, random_state=7).fit(small_panel)
+    f = DiDEstimator(n_bootstrap=200, random_state=8).fit(small_panel)
+    np.testing.assert_array_equal(d.cell_critical_values, e.cell_critical_values)
+    np.testing.assert_array_equal(d.std_errors, f.std_errors)
+    assert not np.array_equal(d.cell_critical_values, f.cell_critical_values)
 
 
 def test_universal_base_period(small_panel):
@@ -161,8 +168,9 @@ def test_small_cohort_warns():
 def test_cluster_of_one_unit_each_equals_unclustered():
     frame = staggered_frame(seed=8, n_units=70, n_times=5)
     frame["cl"] = frame["unit"] * 3 + 1
-    plain = DiDEstimator(n_bootstrap=0).fit(panel_of(frame))
-    clustered = DiDEstimator(n_bootstrap=0).fit(panel_of(frame, cluster="cl"))
+    # R's rule (the small-sample correction is Welch's without clusters, CR1 with them)
+    plain = DiDEstimator(n_bootstrap=0, small_sample=False).fit(panel_of(frame))
+    clustered = DiDEstimator(n_bootstrap=0, small_sample=False).fit(panel_of(frame, cluster="cl"))
     np.testing.assert_allclose(clustered.std_errors, plain.std_errors, rtol=1e-12)
     agg_a, agg_b = plain.aggregate("dynamic"), clustered.aggregate("dynamic")
     np.testing.assert_allclose(agg_b.std_errors, agg_a.std_errors, rtol=1e-12)
@@ -213,7 +221,7 @@ def test_no_effect_panel_is_null(small_panel):
 
 
 def test_bootstrap_aggregations_use_the_same_draws(small_panel):
-    res = DiDEstimator(n_bootstrap=300, random_state=3).fit(small_panel)
+    res = DiDEstimator(n_bootstrap=300, random_state=3, small_sample=False).fit(small_panel)
     inst = res.aggregate("instantaneous")
     # instantaneous keys are single cells: same draws, hence identical standard errors
     f = res.to_frame()

@@ -1,4 +1,4 @@
-"""Exact agreement with R ``did`` 2.5.0 on ``mpdta`` (reference values in ../shared/reference).
+"""Exact agreement with R ``did`` 2.5.0 on ``mpdta`` (reference values in tests/data/reference).
 
 The reference files were produced with, for scenario ``mpdta_nev_dr``::
 
@@ -7,7 +7,8 @@ The reference files were produced with, for scenario ``mpdta_nev_dr``::
            base_period="varying", bstrap=FALSE, cband=FALSE)
     aggte(out, type=..., bstrap=FALSE)
 
-and ``control_group="notyettreated"`` for ``mpdta_nyt_dr`` (see ../shared/reference/README.md).
+and ``control_group="notyettreated"`` for ``mpdta_nyt_dr`` (see tests/data/reference/README.md,
+which records what is known of their provenance).
 Analytic standard errors are deterministic, so they are compared at 1e-8 relative.
 """
 
@@ -27,7 +28,8 @@ SCENARIOS = {"mpdta_nev_dr": "never_treated", "mpdta_nyt_dr": "not_yet_treated"}
 @pytest.fixture(scope="module", params=sorted(SCENARIOS))
 def fitted(request, mpdta_panel):
     scenario = request.param
-    res = didmem.DiDEstimator(control_group=SCENARIOS[scenario], base_period="varying",
+    res = didmem.DiDEstimator(small_sample=False,
+                              control_group=SCENARIOS[scenario], base_period="varying",
                               anticipation=0, n_bootstrap=0, random_state=0).fit(mpdta_panel)
     return scenario, res
 
@@ -100,8 +102,9 @@ def test_bootstrap_near_analytic_and_band_between_pointwise_and_3(mpdta_panel):
     """R's printed bootstrap output (seed 09152024) has ATT(2004,2006) SE 0.0384 and a
     simultaneous critical value near 2.7; ours must land near the analytic SEs within Monte
     Carlo error and give a critical value between 1.96 and about 3."""
-    ana = didmem.DiDEstimator(n_bootstrap=0).fit(mpdta_panel)
-    boot = didmem.DiDEstimator(n_bootstrap=4000, random_state=9152024).fit(mpdta_panel)
+    ana = didmem.DiDEstimator(small_sample=False, n_bootstrap=0).fit(mpdta_panel)
+    boot = didmem.DiDEstimator(small_sample=False,
+                               n_bootstrap=4000, random_state=9152024).fit(mpdta_panel)
     ratio = boot.std_errors / ana.std_errors
     # IQR-based scale from 4000 draws: relative MC error of about 2.5%
     assert np.all(np.abs(ratio - 1) < 0.1), ratio
@@ -109,3 +112,17 @@ def test_bootstrap_near_analytic_and_band_between_pointwise_and_3(mpdta_panel):
     assert boot.band == "simultaneous"
     cell = boot.to_frame().query("cohort == 2004 and time == 2006").iloc[0]
     assert abs(cell["std_error"] - 0.0384) < 0.004
+
+
+def test_reference_files_are_the_recorded_ones():
+    """The files are those whose provenance tests/data/reference/README.md records (its table
+    of sha256 sums), so an edited or re-exported file cannot pass for the recorded one."""
+    import hashlib
+    import re
+
+    readme = reference_file("README.md").read_text()
+    recorded = dict(re.findall(r"^\| `([\w.]+\.csv)` \| `([0-9a-f]{64})` \|$", readme, re.M))
+    assert sorted(recorded) == ["mpdta.csv", "r_did_mpdta_aggte.csv", "r_did_mpdta_attgt.csv",
+                                "r_did_mpdta_pretest.csv"]
+    for name, digest in recorded.items():
+        assert hashlib.sha256(reference_file(name).read_bytes()).hexdigest() == digest, name

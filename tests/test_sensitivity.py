@@ -14,7 +14,9 @@ from .conftest import staggered_frame
 
 
 def _fit(panel, **kw):
-    return didmem.DiDEstimator(base_period="universal", n_bootstrap=0, **kw).fit(panel)
+    # R's inference (R honest_did's references; vcov's diagonal is R's analytic variance)
+    return didmem.DiDEstimator(base_period="universal", n_bootstrap=0, small_sample=False,
+                               **kw).fit(panel)
 
 
 @pytest.fixture(scope="module")

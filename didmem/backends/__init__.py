@@ -8,7 +8,8 @@ transformers, which are imported only when it is used (``pip install 'didmem[lm]
 suite's training data.
 """
 
-from ._instances import CheckpointError, InstanceBatch, InstanceError, Instances
+from ._instances import (CheckpointError, DeviceMemoryError, InstanceBatch, InstanceError,
+                         Instances)
 from ._parts import PartStore, WorkItem
 from ._spec import BackendSpec
 from .base import OutcomeBackend
@@ -31,6 +32,7 @@ __all__ = [
     "PartStore",
     "InstanceError",
     "CheckpointError",
+    "DeviceMemoryError",
     "MMapIndexedDataset",
     "write_indexed_dataset",
     "instance_covariates",

@@ -9,9 +9,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._messages import listing
-from ..errors import CheckpointError, InstanceError
+from ..errors import CheckpointError, DidmemError, InstanceError
 
-__all__ = ["Instances", "InstanceBatch", "InstanceError", "CheckpointError", "listing"]
+__all__ = ["Instances", "InstanceBatch", "InstanceError", "CheckpointError", "DeviceMemoryError",
+           "listing"]
+
+
+class DeviceMemoryError(DidmemError, MemoryError):
+    """The device ran out of memory on a batch of a single instance.
+
+    Not a fault of the input: the sequence is legal, and scoring it needs more memory than the
+    device has free. A smaller ``chunk_tokens``, another dtype or a larger device helps.
+    """
 
 
 

@@ -10,12 +10,27 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from ..errors import ParameterError
 
-__all__ = ["BackendSpec", "BACKEND_KINDS"]
+__all__ = ["BackendSpec", "BACKEND_KINDS", "register_builder"]
 
 BACKEND_KINDS = ("transformers",)
+
+_BUILDERS: dict[str, Callable[["BackendSpec"], Any]] = {}
+
+
+def register_builder(kind: str, builder: Callable[["BackendSpec"], Any]) -> None:
+    """Name the function that builds backends of ``kind`` from a spec.
+
+    Each backend module registers its own ``from_spec`` when it is imported (the package
+    :mod:`didmem.backends` imports them all), so this module, which every backend imports,
+    imports none of them.
+    """
+    if kind not in BACKEND_KINDS:
+        raise ParameterError(f"Unknown backend kind {kind!r}; the kinds are {BACKEND_KINDS}.")
+    _BUILDERS[kind] = builder
 
 
 @dataclass(frozen=True)
@@ -63,45 +78,10 @@ class BackendSpec:
             ) from exc
 
     def build(self):
-        """Build the backend this spec describes."""
-        from .transformers_backend import TransformersBackend
-
-        params = dict(self.params)
-        if "checkpoints" in params:
-            if "name" in params or "steps" in params:
-                raise ParameterError(
-                    "A transformers backend spec takes either 'checkpoints' (local directories) "
-                    "or 'name' and 'steps' (hub revisions), not both."
-                )
-            raw = params.pop("checkpoints")
-            if not isinstance(raw, dict):
-                raise ParameterError(
-                    "'checkpoints' of a transformers backend spec must map training steps to "
-                    f"directories, such as {{\"1000\": \"ckpt/step1000\"}}; got {type(raw).__name__}."
-                )
-            sources = {_step(k): tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
-            return TransformersBackend(sources, **params)
-        if "name" in params and "steps" in params:
-            name, steps = params.pop("name"), params.pop("steps")
-            return TransformersBackend.from_pretrained_revisions(name, steps, **params)
-        raise ParameterError(
-            "A transformers backend spec needs 'checkpoints' (step -> directory) or 'name' and "
-            f"'steps' (hub revisions); got keys {sorted(params)}."
-        )
+        """Build the backend this spec describes (with the kind's ``from_spec``)."""
+        return _BUILDERS[self.kind](self)
 
     def to_dict(self) -> dict:
         """The spec as a JSON-serialisable dict (``kind`` and ``params``)."""
         return {"kind": self.kind, "params": json.loads(json.dumps(self.params))}
 
-
-def _step(key):
-    """A checkpoint step from a mapping key; JSON and TOML keys are strings."""
-    if isinstance(key, (int, float)) and not isinstance(key, bool):
-        return key
-    try:
-        value = float(key)
-    except (TypeError, ValueError):
-        raise ParameterError(
-            f"Checkpoint keys must be training steps (numbers); got {key!r}."
-        ) from None
-    return int(value) if value.is_integer() else value

@@ -240,7 +240,8 @@ class OutcomeBackend(abc.ABC):
         out_dir : str or os.PathLike, optional
             Write each finished (checkpoint, shard) as a parquet part here, atomically. A
             re-run with the same arguments skips the finished parts and returns a frame
-            identical to an uninterrupted run.
+            identical to an uninterrupted run (bitwise when it runs on the same machine with
+            the same threads; see ``docs/ray.rst``, "Values").
         shard_size : int, optional
             Instances per work item (and per part); defaults to all instances, one part per
             checkpoint.

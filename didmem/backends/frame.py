@@ -9,7 +9,14 @@ import numpy as np
 import pandas as pd
 
 from ..errors import PanelError, ParameterError
-from ..cohorts import COHORT_RULES, PAPER_LAST_STEP, cohort_from_sequence_index, paper_first_epoch
+from ..cohorts import (
+    COHORT_RULES,
+    PAPER_LAST_STEP,
+    PYTHIA_BATCH_SIZE,
+    PYTHIA_STEPS_PER_CHECKPOINT,
+    cohort_from_sequence_index,
+    paper_first_epoch,
+)
 from ._instances import InstanceBatch, InstanceError, Instances, listing
 from .base import OutcomeBackend, check_checkpoint_times
 
@@ -81,8 +88,8 @@ class FrameBackend(OutcomeBackend):
         cohort: str | None = None,
         metrics=None,
         layout: str = "auto",
-        batch_size: int = 1024,
-        steps_per_checkpoint: int = 1000,
+        batch_size: int = PYTHIA_BATCH_SIZE,
+        steps_per_checkpoint: int = PYTHIA_STEPS_PER_CHECKPOINT,
         cohort_rule: str = "didmem",
     ) -> None:
         if cohort_rule not in COHORT_RULES:

@@ -16,7 +16,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..cohorts import PAPER_LAST_STEP, cohort_from_step, step_from_sequence_index
+from ..cohorts import (
+    PAPER_LAST_STEP,
+    PYTHIA_BATCH_SIZE,
+    PYTHIA_STEPS_PER_CHECKPOINT,
+    cohort_from_step,
+    step_from_sequence_index,
+)
 from ..errors import ParameterError
 
 __all__ = [
@@ -35,9 +41,9 @@ __all__ = [
     "pack_sequences",
 ]
 
-BATCH_SIZE = 1024
+BATCH_SIZE = PYTHIA_BATCH_SIZE
 SEQUENCE_LENGTH = 2049
-STEPS_PER_CHECKPOINT = 1000
+STEPS_PER_CHECKPOINT = PYTHIA_STEPS_PER_CHECKPOINT
 #: Steps of the published checkpoints: 0, the log-spaced 1, 2, 4, ..., 512, then every 1,000
 #: steps up to 143,000.
 PYTHIA_STEPS = (0, *(2**i for i in range(10)), *range(1000, 143_001, 1000))

@@ -7,9 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .._validation import Integral, OneOf, check_all
 from ..errors import ParameterError, optional_import
-from ._instances import CheckpointError, InstanceBatch, InstanceError, Instances, listing
+from ._instances import (CheckpointError, DeviceMemoryError, InstanceBatch, InstanceError,
+                         Instances, listing)
 from ._parts import time_label
+from ._spec import BackendSpec, register_builder
 from .base import OutcomeBackend, check_checkpoint_times
 
 __all__ = ["TransformersBackend", "METRICS"]
@@ -36,15 +39,6 @@ _PICKLE_PATTERNS = ("pytorch_model*.bin", "*.pt", "*.pth", "*.ckpt", "*.bin")
 _DTYPES = ("auto", "float32", "bfloat16", "float16", "float64")
 
 
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ParameterError(
-            f"The {name!r} parameter of TransformersBackend must be a positive integer. "
-            f"Got {value!r}."
-        )
-    return int(value)
-
-
 class TransformersBackend(OutcomeBackend):
     """Metrics of causal-LM checkpoints from one teacher-forced forward pass per batch.
 
@@ -57,7 +51,10 @@ class TransformersBackend(OutcomeBackend):
     device : str, optional
         ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...; defaults to CUDA when available.
     batch_size : int
-        Sequences per forward pass. On CUDA out-of-memory it is halved, and the batch retried.
+        Sequences per forward pass. A batch that runs out of device memory is split in halves
+        (and halves of halves) for that call only; the next batch is tried at ``batch_size``
+        again, and :meth:`spec` always sends ``batch_size`` to other workers. A single sequence
+        that does not fit raises :class:`~didmem.backends.DeviceMemoryError`.
     dtype : {"auto", "float32", "bfloat16", "float16", "float64"}
         Weights and activations; ``"auto"`` is bf16 on CUDA and fp32 on CPU. The metrics are
         always computed from fp32 logits and accumulated in float64.
@@ -86,6 +83,21 @@ class TransformersBackend(OutcomeBackend):
     Weights load with ``use_safetensors=True``, ``trust_remote_code=False`` and SDPA
     attention.
 
+    **When values are bitwise equal.** A work item is scored in batches of ``batch_size``
+    instances from its first instance, each right-padded to its longest sequence. The matrix
+    kernels choose their summation order from the batch's shape, the number of CPU threads,
+    the CPU's instruction set and the GPU model, so an instance scored in a batch of another
+    shape can differ in the last bits. Values are bitwise equal when every instance is scored
+    in the same batch, in a process with the same device, dtype, library versions and CPU
+    threads (a resumed run against an uninterrupted one with the same ``shard_size``; the
+    Ray and local runners on the same work items with the same threads). Otherwise (another
+    ``shard_size`` that is not a multiple of ``batch_size``, another ``batch_size``, an
+    out-of-memory split, other threads or hardware) float32 values of ``sequence_loglik`` and
+    ``mean_token_loglik`` agree to about 1e-6 relative, while bf16, which rounds every
+    product to 8 significant bits, moves them by about 1e-5 to 1e-3 relative; the discrete
+    metrics can flip only where two logits tie within that noise. See the section on values
+    in ``docs/ray.rst`` for the measurements.
+
     Examples
     --------
     >>> backend = TransformersBackend({0: "ckpt/step0", 1000: "ckpt/step1000"},
@@ -95,6 +107,13 @@ class TransformersBackend(OutcomeBackend):
     """
 
     default_metrics = ("sequence_loglik", "mean_token_loglik", "token_accuracy", "mean_token_rank")
+    _constraints = {
+        "batch_size": Integral(1),
+        "dtype": OneOf(*_DTYPES),
+        "prefix_length": Integral(1),
+        "suffix_length": Integral(1),
+        "chunk_tokens": Integral(1, allow_none=True),
+    }
 
     def __init__(
         self,
@@ -116,28 +135,45 @@ class TransformersBackend(OutcomeBackend):
             )
         sources = {}
         for time, src in checkpoints.items():
-            if isinstance(src, tuple):
+            if isinstance(src, (tuple, list)) and len(src) == 2 and all(
+                isinstance(part, str) for part in src
+            ):
                 name, revision = src
-            else:
+            elif isinstance(src, (str, os.PathLike)):
                 name, revision = os.fspath(src), None
+            else:
+                raise ParameterError(
+                    "The 'checkpoints' parameter of TransformersBackend maps each training step "
+                    "to a directory (a path) or to a (hub name, revision) pair of strings; step "
+                    f"{time!r} has {type(src).__name__} {src!r}."
+                )
             sources[time] = (str(name), revision)
         self._checkpoints = check_checkpoint_times(sources, "TransformersBackend")
         self._sources = {t: sources[t] for t in self._checkpoints}
-        if dtype not in _DTYPES:
-            raise ParameterError(
-                f"The 'dtype' parameter of TransformersBackend must be one of {set(_DTYPES)}. "
-                f"Got {dtype!r}."
-            )
-        self.batch_size = _positive_int(batch_size, "batch_size")
-        self.prefix_length = _positive_int(prefix_length, "prefix_length")
-        self.suffix_length = _positive_int(suffix_length, "suffix_length")
-        self.chunk_tokens = (
-            None if chunk_tokens is None else _positive_int(chunk_tokens, "chunk_tokens")
-        )
+        check_all("TransformersBackend", {
+            "batch_size": batch_size, "dtype": dtype, "prefix_length": prefix_length,
+            "suffix_length": suffix_length, "chunk_tokens": chunk_tokens,
+        }, self._constraints)
+        self.batch_size = int(batch_size)
+        self.prefix_length = int(prefix_length)
+        self.suffix_length = int(suffix_length)
+        self.chunk_tokens = None if chunk_tokens is None else int(chunk_tokens)
         self.dtype_name = dtype
+        if device is not None and not isinstance(device, str):
+            raise ParameterError(
+                "The 'device' parameter of TransformersBackend must be a string such as 'cpu' "
+                f"or 'cuda:0', or None. Got {type(device).__name__}."
+            )
         self.device_name = device
         if eos_token_id is not None:
             eos_token_id = (eos_token_id,) if np.ndim(eos_token_id) == 0 else tuple(eos_token_id)
+            if not eos_token_id or not all(
+                isinstance(e, (int, np.integer)) and not isinstance(e, bool) for e in eos_token_id
+            ):
+                raise ParameterError(
+                    "The 'eos_token_id' parameter of TransformersBackend must be a token id or "
+                    f"a list of token ids (integers), or None. Got {eos_token_id!r}."
+                )
         self._eos_override = eos_token_id
         self._config = None
         self._model = None
@@ -158,7 +194,23 @@ class TransformersBackend(OutcomeBackend):
         **kwargs
             Passed to :class:`TransformersBackend`.
         """
-        steps = check_checkpoint_times(steps, "TransformersBackend.from_pretrained_revisions")
+        owner = "TransformersBackend.from_pretrained_revisions"
+        if not isinstance(name, str):
+            raise ParameterError(
+                f"The 'name' parameter of {owner} must be a hub repository id (a string). Got "
+                f"{type(name).__name__}."
+            )
+        if not isinstance(revision_format, str) or "{}" not in revision_format:
+            raise ParameterError(
+                f"The 'revision_format' parameter of {owner} must be a string with '{{}}' for "
+                f"the step, such as 'step{{}}'. Got {revision_format!r}."
+            )
+        if isinstance(steps, (str, bytes, dict)) or not hasattr(steps, "__iter__"):
+            raise ParameterError(
+                f"The 'steps' parameter of {owner} must be a list of training steps. Got "
+                f"{type(steps).__name__} {steps!r}."
+            )
+        steps = check_checkpoint_times(steps, owner)
         return cls({s: (name, revision_format.format(s)) for s in steps}, **kwargs)
 
     # ----------------------------------------------------------------- settings
@@ -188,10 +240,39 @@ class TransformersBackend(OutcomeBackend):
         name, revision = self._sources[checkpoint]
         return name if revision is None else f"{name}@{revision}"
 
+    @classmethod
+    def from_spec(cls, spec: BackendSpec) -> "TransformersBackend":
+        """The backend a :class:`~didmem.backends.BackendSpec` of kind ``"transformers"`` describes.
+
+        ``spec.params`` holds either ``checkpoints`` (step -> directory, or ``[hub name,
+        revision]``) or ``name`` and ``steps`` (hub revisions), plus any keyword of the
+        constructor. Nothing is loaded until the first checkpoint is scored.
+        """
+        params = dict(spec.params)
+        if "checkpoints" in params:
+            if "name" in params or "steps" in params:
+                raise ParameterError(
+                    "A transformers backend spec takes either 'checkpoints' (local directories) "
+                    "or 'name' and 'steps' (hub revisions), not both."
+                )
+            raw = params.pop("checkpoints")
+            if not isinstance(raw, dict):
+                raise ParameterError(
+                    "'checkpoints' of a transformers backend spec must map training steps to "
+                    f"directories, such as {{\"1000\": \"ckpt/step1000\"}}; got {type(raw).__name__}."
+                )
+            sources = {_step(k): tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+            return cls(sources, **params)
+        if "name" in params and "steps" in params:
+            name, steps = params.pop("name"), params.pop("steps")
+            return cls.from_pretrained_revisions(name, steps, **params)
+        raise ParameterError(
+            "A transformers backend spec needs 'checkpoints' (step -> directory) or 'name' and "
+            f"'steps' (hub revisions); got keys {sorted(params)}."
+        )
+
     def spec(self):
         """The :class:`~didmem.backends.BackendSpec` that rebuilds this backend elsewhere."""
-        from ._spec import BackendSpec
-
         checkpoints = {
             time_label(t): name if revision is None else [name, revision]
             for t, (name, revision) in self._sources.items()
@@ -358,26 +439,58 @@ class TransformersBackend(OutcomeBackend):
             torch.cuda.empty_cache()
 
     def score_batch(self, checkpoint, batch: InstanceBatch, metrics: tuple) -> dict:
-        """Score a batch; on out-of-memory halve ``batch_size`` and retry in smaller batches."""
+        """Score a batch; a part that runs out of device memory is split in halves and retried.
+
+        The smaller size holds for the rest of this batch only: :attr:`batch_size` is not
+        changed, so the next batch, and a backend rebuilt from :meth:`spec`, start at it again.
+
+        Raises
+        ------
+        DeviceMemoryError
+            A single sequence does not fit in the device's memory.
+        """
         from ._loading import forward_metrics, is_out_of_memory
 
-        try:
-            return forward_metrics(self, batch, metrics)
-        except Exception as exc:
-            if not is_out_of_memory(exc):
-                raise
-            if len(batch) == 1:
-                raise InstanceError(
-                    f"Out of memory scoring one sequence (unit {batch.units[0]!r}, "
-                    f"{batch.lengths[0]} tokens) at checkpoint {checkpoint} on {self.device}. "
-                    "Lower chunk_tokens or use a larger device."
-                ) from exc
-        optional_import("torch", "lm").cuda.empty_cache()
-        self.batch_size = max(1, min(self.batch_size, (len(batch) + 1) // 2))
-        parts, start = [], 0
+        torch = optional_import("torch", "lm")
+        size, start, parts = len(batch), 0, []
         while start < len(batch):
-            stop = min(start + self.batch_size, len(batch))
-            sub = InstanceBatch(batch.units[start:stop], batch.token_ids[start:stop])
-            parts.append(self.score_batch(checkpoint, sub, metrics))
+            stop = min(start + size, len(batch))
+            sub = batch if (start, stop) == (0, len(batch)) else InstanceBatch(
+                batch.units[start:stop], batch.token_ids[start:stop])
+            try:
+                parts.append(forward_metrics(self, sub, metrics))
+            except Exception as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                if size == 1:
+                    raise DeviceMemoryError(
+                        f"Out of memory on {self.device} scoring a single sequence (unit "
+                        f"{sub.units[0]!r}, {sub.lengths[0]} tokens) at checkpoint {checkpoint}: "
+                        "this is a memory limit of the device, not bad input. Lower "
+                        "chunk_tokens, use a lower-precision dtype, free the device, or use a "
+                        "device with more memory."
+                    ) from exc
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                size = (size + 1) // 2
+                continue
             start = stop
+        if len(parts) == 1:
+            return parts[0]
         return {m: np.concatenate([p[m] for p in parts]) for m in metrics}
+
+
+def _step(key):
+    """A checkpoint step from a mapping key; JSON and TOML keys are strings."""
+    if isinstance(key, (int, float)) and not isinstance(key, bool):
+        return key
+    try:
+        value = float(key)
+    except (TypeError, ValueError):
+        raise ParameterError(
+            f"Checkpoint keys must be training steps (numbers); got {key!r}."
+        ) from None
+    return int(value) if value.is_integer() else value
+
+
+register_builder("transformers", TransformersBackend.from_spec)

@@ -122,6 +122,21 @@ def prepare_design(
     w = np.array(panel.weights, dtype=np.float64)
     keep = np.ones(cohorts.size, dtype=bool)
 
+    zero_hint = ""
+    if panel.never_treated_code is None and np.any(cohorts == 0) and 0 <= times[0]:
+        zero_hint = (" If 0 marks never-treated units (R did's convention), pass "
+                     "never_treated=0 to Panel (CLI: --never-treated 0).")
+    if np.all(np.isfinite(cohorts) & (cohorts <= times[0] + anticipation)):
+        raise EstimationError(
+            f"{owner}: every one of the {cohorts.size} units is treated by the first period "
+            f"{_fmt(times[0])}" + (f" plus anticipation {_fmt(anticipation)}" if anticipation
+                                   else "")
+            + " (cohorts " + _listing(_cohort_labels(cohorts), plain=True) + "), so no unit "
+            "has an untreated period to compare with and nothing can be estimated. The cohort "
+            "column must hold the first period of treatment, NaN or inf for never-treated "
+            "units." + zero_hint
+        )
+
     late = np.isfinite(cohorts) & (cohorts > times[-1])
     if late.any():
         warnings.warn(
@@ -137,8 +152,9 @@ def prepare_design(
         if need_never_treated:
             raise EstimationError(
                 f"{owner}: control_group='never_treated' needs never-treated units, but every "
-                f"one of the {cohorts.size} units has a finite cohort. Use "
-                "control_group='not_yet_treated' or add never-treated (validation) units."
+                f"one of the {cohorts.size} units has a finite cohort."
+                + (zero_hint or " Use control_group='not_yet_treated' or add never-treated "
+                   "(validation) units.")
             )
         last = cohorts.max()
         cut = times < last - anticipation
@@ -168,7 +184,7 @@ def prepare_design(
             f"{owner}: dropped {int(early.sum())} units of cohorts "
             f"{_listing(_cohort_labels(cohorts[early]), plain=True)}, treated by the first period "
             f"{_fmt(times[0])} plus anticipation {_fmt(anticipation)}: they have no "
-            "pre-treatment period.",
+            "pre-treatment period." + (zero_hint if np.any(cohorts[early] == 0) else ""),
             DataDroppedWarning,
             stacklevel=3,
         )

@@ -5,22 +5,21 @@ from __future__ import annotations
 import numpy as np
 
 from ..inference import kernels
-from ..inference.bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
-from ..inference.bootstrap import bootstrap_cells, bootstrap_influence
+from ..inference.cell_inference import CellInference
 from ..results import GroupTimeResult
 from ._covariates import covariate_cells
 from ._design import prepare_design
-from .base import BaseEstimator, Instance, Integral, Interval, OneOf
+from .base import BaseEstimator, Instance, Integral, Interval, OneOf, Seed
 
-INFERENCE_PARAMETERS = {
-    "n_bootstrap": (1000, Integral(0)),
-    "multiplier": ("rademacher", OneOf("rademacher", "mammen")),
-    "alpha": (0.05, Interval(0, 1, closed="neither")),
-    "cband": (True, OneOf(True, False)),
-    "random_state": (None, Instance(int, np.random.Generator, allow_none=True,
-                                    description="None, an int or a numpy Generator")),
-    "outcome": (None, Instance(str, allow_none=True)),
-    "lower_is_better": (False, OneOf(True, False)),
+INFERENCE_CONSTRAINTS = {
+    "n_bootstrap": Integral(0),
+    "multiplier": OneOf(None, "rademacher", "mammen", "normal"),
+    "alpha": Interval(0, 1, closed="neither"),
+    "cband": OneOf(None, True, False),
+    "random_state": Seed(),
+    "outcome": Instance(str, allow_none=True),
+    "lower_is_better": OneOf(True, False),
+    "small_sample": OneOf(True, False),
 }
 
 
@@ -53,27 +52,16 @@ class GroupTimeEstimator(BaseEstimator):
                                              panel.covariates, name)
             var = influence.variance(design.clusters, design.n_clusters)
             var[cells.ref == 1] = np.nan
-        analytic = analytic_se(var)
-        se = analytic
-        alpha = params["alpha"]
-        crit, band, boot = normal_quantile(1 - alpha / 2), "pointwise", None
-        if params["n_bootstrap"] > 0:
-            rng = np.random.default_rng(params["random_state"])
-            if influence is None:
-                boot = bootstrap_cells(design, cells, stats, n_draws=params["n_bootstrap"],
-                                       multiplier=params["multiplier"], rng=rng)
-            else:
-                boot = bootstrap_influence(design, influence, n_draws=params["n_bootstrap"],
-                                           multiplier=params["multiplier"], rng=rng)
-            scale = design.n_units / np.sqrt(design.n_clusters or design.n_units)
-            boot_se = bootstrap_se(boot.cells, scale)
-            se = np.where(np.isnan(analytic), np.nan, boot_se)
-            if params["cband"] and design.times.size > 2:
-                crit, band = simultaneous_band(boot.cells, boot_se, alpha, scale,
-                                               at_least_normal=False)
+        inference = CellInference.draw(
+            design, cells, stats, influence, alpha=params["alpha"], cband=params["cband"],
+            n_bootstrap=params["n_bootstrap"], multiplier=params["multiplier"],
+            random_state=params["random_state"], small_sample=params["small_sample"],
+            variance=var, owner=name)
+        analytic, band = inference.cell_band(var)
         return GroupTimeResult(
             estimator=name, params=params, outcome=panel.resolve_outcome(params["outcome"]),
-            lower_is_better=params["lower_is_better"], design=design, cells=cells, stats=stats,
-            estimates=att, std_errors=se, analytic_std_errors=analytic, critical_value=float(crit),
-            band=band, alpha=alpha, bootstrap=boot, influence=influence,
+            lower_is_better=params["lower_is_better"], inference=inference, estimates=att,
+            std_errors=band.std_errors, analytic_std_errors=analytic,
+            critical_value=band.critical_value, band=band.kind,
+            cell_critical_values=band.cell_critical_values,
         )

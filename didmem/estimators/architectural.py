@@ -84,13 +84,13 @@ class ArchitecturalEstimator(BaseEstimator):
     Lesci, P. et al. (2024). Causal estimation of memorisation profiles. ACL 2024, App. B.1.
     """
 
-    _parameters = {
-        "outcome": (None, Instance(str, allow_none=True)),
-        "alpha": (0.05, Interval(0, 1, closed="neither")),
-        "lower_is_better": (False, OneOf(True, False)),
-        "model_column": ("model", Instance(str)),
-        "unit_column": ("unit", Instance(str)),
-        "time_column": ("time", Instance(str)),
+    _constraints = {
+        "outcome": Instance(str, allow_none=True),
+        "alpha": Interval(0, 1, closed="neither"),
+        "lower_is_better": OneOf(True, False),
+        "model_column": Instance(str),
+        "unit_column": Instance(str),
+        "time_column": Instance(str),
     }
 
     def __init__(self, *, outcome=None, alpha=0.05, lower_is_better=False,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._design import did_cells
-from ._grouptime import INFERENCE_PARAMETERS, GroupTimeEstimator
+from ._grouptime import INFERENCE_CONSTRAINTS, GroupTimeEstimator
 from .base import Interval, OneOf
 
 __all__ = ["DiDEstimator"]
@@ -49,23 +49,39 @@ class DiDEstimator(GroupTimeEstimator):
         fast grouped-sum path is used.
     n_bootstrap : int
         Multiplier-bootstrap draws; 0 gives analytic standard errors and pointwise
-        intervals. With draws, standard errors and the band come from the bootstrap, as in R.
-    multiplier : {"rademacher", "mammen"}
-        Distribution of the multiplier weights. Rademacher is R's choice; Mammen's weights
-        cover slightly better with cohorts under about 60 units (see the coverage study in
-        the docs' *Inference* page).
+        intervals. With draws and ``small_sample=False``, standard errors and the band come
+        from the bootstrap, as in R; with ``small_sample=True`` the draws give the band's
+        dependence between cells and the standard errors stay analytic (Welch).
+    multiplier : {None, "rademacher", "mammen", "normal"}
+        Distribution of the multiplier weights. ``None`` (default): ``"normal"`` with
+        ``small_sample=True`` (Gaussian weights: a draw is exactly normal given the data, so
+        the sup-t value is the Gaussian one the t adjustment needs; a few units' sign flips
+        would bound the draws' tails), ``"rademacher"`` (R's choice) with
+        ``small_sample=False``. Mammen's weights have third moment 1 as well.
     alpha : float
         One minus the coverage of intervals and bands.
-    cband : bool
-        Simultaneous (sup-t) band over all cells (needs ``n_bootstrap > 0``); otherwise
-        pointwise.
-    random_state : None, int or numpy.random.Generator
+    cband : bool or None
+        Simultaneous (sup-t) band over all cells. None (the default): simultaneous whenever
+        there are bootstrap draws, pointwise otherwise. True asks for it and warns
+        (:class:`~didmem.InferenceWarning`) when it cannot be had: with ``n_bootstrap=0``,
+        and with only two periods (after pre-processing), where the intervals are
+        pointwise as in R ``did``. False: pointwise intervals.
+    random_state : None, non-negative int or numpy.random.Generator
         Seed of the bootstrap.
     outcome : str, optional
         Which of the panel's outcomes to use (needed when it has several).
     lower_is_better : bool
         Flip the outcome's sign first (surprisal, rank, loss), so that memorisation is
         positive.
+    small_sample : bool
+        ``True`` (default): each cell's variance is Welch's (the plug-in variance of the
+        treated and the control mean times ``n / (n - 1)``; with clusters ``G / (G - 1)``)
+        and its interval uses the t distribution with Welch-Satterthwaite degrees of
+        freedom, at the pointwise level of the bootstrap's sup-t band
+        (:mod:`didmem.inference.small_sample`). The band then covers with 10-30 units per
+        cohort, where R's under-covers (see the docs' *Inference* page). ``False`` gives R
+        ``did``'s standard errors and band exactly. Aggregations are corrected likewise,
+        block by block.
 
     Notes
     -----
@@ -96,23 +112,23 @@ class DiDEstimator(GroupTimeEstimator):
     ['cohort', 'estimate', 'std_error', 'ci_lower', 'ci_upper', 'significant']
     """
 
-    _parameters = {
-        "control_group": ("never_treated", OneOf("never_treated", "not_yet_treated")),
-        "base_period": ("varying", OneOf("varying", "universal")),
-        "anticipation": (0, Interval(0, None)),
-        "est_method": ("dr", OneOf("dr", "ipw", "reg")),
-        **INFERENCE_PARAMETERS,
+    _constraints = {
+        "control_group": OneOf("never_treated", "not_yet_treated"),
+        "base_period": OneOf("varying", "universal"),
+        "anticipation": Interval(0, None),
+        "est_method": OneOf("dr", "ipw", "reg"),
+        **INFERENCE_CONSTRAINTS,
     }
 
     def __init__(self, *, control_group="never_treated", base_period="varying", anticipation=0,
-                 est_method="dr", n_bootstrap=1000, multiplier="rademacher", alpha=0.05, cband=True,
-                 random_state=None, outcome=None, lower_is_better=False):
+                 est_method="dr", n_bootstrap=1000, multiplier=None, alpha=0.05, cband=None,
+                 random_state=None, outcome=None, lower_is_better=False, small_sample=True):
         super().__init__(control_group=control_group, base_period=base_period,
                          anticipation=anticipation, est_method=est_method,
                          n_bootstrap=n_bootstrap,
                          multiplier=multiplier, alpha=alpha, cband=cband,
                          random_state=random_state, outcome=outcome,
-                         lower_is_better=lower_is_better)
+                         lower_is_better=lower_is_better, small_sample=small_sample)
 
     def _cells(self, design, params):
         return did_cells(design, base_period=params["base_period"],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._design import level_cells
-from ._grouptime import INFERENCE_PARAMETERS, GroupTimeEstimator
+from ._grouptime import INFERENCE_CONSTRAINTS, GroupTimeEstimator
 from .base import Interval, OneOf
 
 __all__ = ["DifferenceEstimator"]
@@ -27,7 +27,7 @@ class DifferenceEstimator(GroupTimeEstimator):
     anticipation : float
         As in :class:`DiDEstimator`; only used by the pre-processing and the not-yet-treated
         controls.
-    n_bootstrap, multiplier, alpha, cband, random_state, outcome, lower_is_better
+    n_bootstrap, multiplier, alpha, cband, random_state, outcome, lower_is_better, small_sample
         As in :class:`DiDEstimator`.
 
     Notes
@@ -38,19 +38,19 @@ class DifferenceEstimator(GroupTimeEstimator):
     differences are zero) are shared with :class:`DiDEstimator`.
     """
 
-    _parameters = {
-        "control_group": ("never_treated", OneOf("never_treated", "not_yet_treated")),
-        "anticipation": (0, Interval(0, None)),
-        **INFERENCE_PARAMETERS,
+    _constraints = {
+        "control_group": OneOf("never_treated", "not_yet_treated"),
+        "anticipation": Interval(0, None),
+        **INFERENCE_CONSTRAINTS,
     }
 
     def __init__(self, *, control_group="never_treated", anticipation=0, n_bootstrap=1000,
-                 multiplier="rademacher", alpha=0.05, cband=True, random_state=None,
-                 outcome=None, lower_is_better=False):
+                 multiplier=None, alpha=0.05, cband=None, random_state=None,
+                 outcome=None, lower_is_better=False, small_sample=True):
         super().__init__(control_group=control_group, anticipation=anticipation,
                          n_bootstrap=n_bootstrap, multiplier=multiplier, alpha=alpha,
                          cband=cband, random_state=random_state, outcome=outcome,
-                         lower_is_better=lower_is_better)
+                         lower_is_better=lower_is_better, small_sample=small_sample)
 
     def _cells(self, design, params):
         return level_cells(design, not_yet=params["control_group"] == "not_yet_treated",

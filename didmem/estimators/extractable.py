@@ -67,9 +67,9 @@ class ExtractableEstimator(BaseEstimator):
     [0.0, 0.5]
     """
 
-    _parameters = {
-        "outcome": (None, Instance(str, allow_none=True)),
-        "alpha": (0.05, Interval(0, 1, closed="neither")),
+    _constraints = {
+        "outcome": Instance(str, allow_none=True),
+        "alpha": Interval(0, 1, closed="neither"),
     }
 
     def __init__(self, *, outcome=None, alpha=0.05):

@@ -16,7 +16,7 @@ import pandas as pd
 from ..errors import EstimationError, ParameterError, optional_import
 from ..results import CellResult
 from ._instances import cell_means
-from .base import BaseEstimator, Instance, Integral, Interval, OneOf
+from .base import BaseEstimator, Instance, Integral, Interval, OneOf, Seed
 
 __all__ = ["InfluenceEstimator", "INFLUENCE_ASSUMPTION"]
 
@@ -90,7 +90,7 @@ class InfluenceEstimator(BaseEstimator):
         Estimate the Hessian on this many training sequences drawn at random (without
         replacement; ``N`` stays the full training size). Speeds up the products on larger
         runs at the price of a noisier Hessian.
-    random_state : None, int or numpy.random.Generator
+    random_state : None, non-negative int or numpy.random.Generator
         Seed of ``hessian_sample`` and of the labels EK-FAC draws for its Fisher.
     alpha : float
         One minus the coverage of the cells' pointwise intervals (over instances).
@@ -120,21 +120,20 @@ class InfluenceEstimator(BaseEstimator):
     Lesci, P. et al. (2024). Causal estimation of memorisation profiles. ACL 2024, App. B.2.
     """
 
-    _parameters = {
-        "damping": (0.0, Interval(0, None)),
-        "weight_decay": (0.0, Interval(0, None)),
-        "solver": ("cg", OneOf("cg", "lissa", "direct", "ekfac")),
-        "max_iter": (100, Integral(1)),
-        "tol": (1e-6, Interval(0, None, closed="neither")),
-        "lissa_scale": (10.0, Interval(0, None, closed="neither")),
-        "approximation": ("linear", OneOf("linear", "shifted")),
-        "include": ((), Instance(tuple)),
-        "exclude": ((), Instance(tuple)),
-        "batch_size": (64, Integral(1)),
-        "hessian_sample": (None, Instance(int, allow_none=True)),
-        "random_state": (None, Instance(int, np.random.Generator, allow_none=True,
-                                        description="None, an int or a numpy Generator")),
-        "alpha": (0.05, Interval(0, 1, closed="neither")),
+    _constraints = {
+        "damping": Interval(0, None),
+        "weight_decay": Interval(0, None),
+        "solver": OneOf("cg", "lissa", "direct", "ekfac"),
+        "max_iter": Integral(1),
+        "tol": Interval(0, None, closed="neither"),
+        "lissa_scale": Interval(0, None, closed="neither"),
+        "approximation": OneOf("linear", "shifted"),
+        "include": Instance(tuple),
+        "exclude": Instance(tuple),
+        "batch_size": Integral(1),
+        "hessian_sample": Instance(int, allow_none=True),
+        "random_state": Seed(),
+        "alpha": Interval(0, 1, closed="neither"),
     }
 
     def __init__(self, *, damping=0.0, weight_decay=0.0, solver="cg", max_iter=100, tol=1e-6,

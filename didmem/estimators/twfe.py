@@ -68,12 +68,12 @@ class TWFEEstimator(BaseEstimator):
     with heterogeneous treatment effects. Journal of Econometrics 225(2), 175-199.
     """
 
-    _parameters = {
-        "reference": (-1, Integral()),
-        "alpha": (0.05, Interval(0, 1, closed="neither")),
-        "outcome": (None, Instance(str, allow_none=True)),
-        "lower_is_better": (False, OneOf(True, False)),
-        "cluster": ("unit", OneOf("unit", "panel")),
+    _constraints = {
+        "reference": Integral(),
+        "alpha": Interval(0, 1, closed="neither"),
+        "outcome": Instance(str, allow_none=True),
+        "lower_is_better": OneOf(True, False),
+        "cluster": OneOf("unit", "panel"),
     }
 
     def __init__(self, *, reference=-1, alpha=0.05, outcome=None, lower_is_better=False,

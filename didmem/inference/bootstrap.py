@@ -21,7 +21,7 @@ from . import kernels
 __all__ = ["MULTIPLIERS", "BootstrapDraws", "draw_multipliers", "bootstrap_cells",
            "bootstrap_influence"]
 
-MULTIPLIERS = ("rademacher", "mammen")
+MULTIPLIERS = ("rademacher", "mammen", "normal")
 _CHUNK_ELEMENTS = 2_000_000  # multipliers held at once (16 MB)
 
 
@@ -55,7 +55,10 @@ def draw_multipliers(rng: np.random.Generator, n_draws: int, n_units: int, kind:
 
     Rademacher weights take +-1 with probability 1/2 (one random bit each); Mammen's weights
     take ``(1 - sqrt 5)/2`` with probability ``(sqrt 5 + 1)/(2 sqrt 5)`` and ``(1 + sqrt 5)/2``
-    otherwise, so that their third moment is 1 as well.
+    otherwise, so that their third moment is 1 as well. Normal (Gaussian) weights make each
+    draw exactly normal given the data, with the influence functions' covariance (the
+    Gaussian multiplier bootstrap of Chernozhukov, Chetverikov & Kato 2013), and do not
+    bound the draws' tails as a few units' sign flips do.
     """
     if kind == "rademacher":
         words = (n_units + 63) // 64
@@ -63,6 +66,8 @@ def draw_multipliers(rng: np.random.Generator, n_draws: int, n_units: int, kind:
         return kernels.rademacher_from_raw(np.asarray(raw, dtype=np.uint64), n_draws, n_units)
     if kind == "mammen":
         return kernels.mammen_from_uniform(rng.random((n_draws, n_units)))
+    if kind == "normal":
+        return rng.standard_normal((n_draws, n_units))
     raise ParameterError(f"The 'multiplier' must be one of {set(MULTIPLIERS)}. Got {kind!r}.")
 
 
@@ -86,7 +91,7 @@ def _bootstrap_cells(design, cells, stats, *, n_draws, multiplier, rng) -> Boots
     cells : didmem.estimators._design.Cells
     stats : mapping with arrays ``mu1, mu0, w1, w0`` from the cell statistics kernel.
     n_draws : int
-    multiplier : {"rademacher", "mammen"}
+    multiplier : {"rademacher", "mammen", "normal"}
     rng : numpy.random.Generator
     """
     n, n_t = design.y.shape

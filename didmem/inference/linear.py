@@ -13,7 +13,8 @@ import numpy as np
 
 from . import kernels
 
-__all__ = ["combination_variance", "combination_covariance", "combination_draws", "cell_covariance"]
+__all__ = ["combination_variance", "combination_covariance", "combination_draws",
+           "cell_covariance", "combination_block_variances"]
 
 
 def _wif_constants(design, omega):
@@ -71,6 +72,16 @@ def combination_covariance(design, cells, stats, weights, omega, influence=None)
         np.add.at(sums, design.clusters, psi)
         psi = sums
     return psi.T @ psi
+
+
+def combination_block_variances(design, cells, stats, weights, omega, influence=None):
+    """``sum_{i in block} psi_i**2`` (blocks x rows): each block's part of the variances.
+
+    Their column sums are :func:`combination_variance` (unclustered); the small-sample
+    correction weighs each block's part by ``n_b / (n_b - 1)``.
+    """
+    psi = _combination_psi(design, cells, stats, weights, omega, influence)
+    return np.add.reduceat(psi * psi, design.starts[:-1], axis=0)
 
 
 def _sum_squares(design, psi):

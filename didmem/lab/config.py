@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import ClassVar
 
+from .._validation import Integral, Interval, OneOf, check_all
 from ..errors import ParameterError
 
 __all__ = ["LabConfig", "demo_config", "quick_config", "PLACEMENTS", "DEFAULT_METRICS"]
 
 PLACEMENTS = ("spread", "last_batch")
+EXACT_CHOICES = ("all", "auto")
 DEFAULT_METRICS = ("mean_token_loglik", "sequence_loglik", "token_accuracy")
 
 
@@ -45,6 +48,20 @@ class LabConfig:
         Number of first names and of last names; a secret names one pair.
     secret_digits : int
         Length of the random digit string in each instance's secret. Zero disables secrets.
+    n_domains : int
+        Domains of the generated language. Each has its own words and its own Markov chain
+        (see ``domain_contrast``); every training instance belongs to a domain drawn
+        uniformly, and the ``domain`` column of ``panel.parquet`` says which. Within a
+        domain, trends are parallel by construction; across a mixture they are not.
+    domain_contrast : float
+        In ``[0, 1)``: domain ``d`` of ``D`` has Markov weight ``markov_weight * (1 -
+        domain_contrast * d / (D - 1))``, so later domains are harder to predict (lower
+        scores) and have less structure to learn (flatter trends).
+    validation_mix : float, optional
+        In ``[0, 1]``: the share of validation instances from the first domain, the rest
+        spread evenly over the other domains; needs ``n_domains >= 2``. ``None`` (the default)
+        draws validation domains like the training ones (uniformly), so both splits have
+        the same composition in expectation.
     seq_len : int
         Tokens per instance (every instance has exactly this length; no padding).
     batch_size : int
@@ -56,6 +73,10 @@ class LabConfig:
         ``step{k}``, ..., ``step{n_steps}``, and the cohorts are ``k, 2k, ..., n_steps``.
     n_analysed : int
         Analysed training instances per cohort (macro-batch).
+    burn_in : int
+        Macro-batches at the start of training that hold no analysed instances (fillers
+        only), so that the first cohort comes after the steepest part of the learning curve.
+        Their checkpoints stay in the panel as pre-treatment periods.
     placement : {"spread", "last_batch"}
         Where analysed instances sit inside their macro-batch: at random positions anywhere in
         it, or in its last batch (the strongest instantaneous effect).
@@ -84,10 +105,13 @@ class LabConfig:
         AdamW weight decay.
     grad_clip : float
         Maximum gradient norm (``0`` disables clipping).
-    exact_cohorts : "auto" or tuple of int
-        Cohorts (steps) for the exact check: a run without only that cohort's analysed
-        instances. Each must be a cohort. ``"auto"`` picks up to three, near 30%, 60% and 90%
-        of training (see :attr:`exact_cohort_steps`); ``()`` skips the check.
+    exact_cohorts : "all", "auto" or tuple of int
+        Cohorts (steps) with an exact counterfactual run: a run without only that cohort's
+        analysed instances, resumed from the main run's state just before the cohort. Its
+        truth is exact and becomes ``tau`` in ``truth.parquet``; cohorts without one take
+        the twin's value (``exact`` is False there). ``"all"`` (the default) runs every
+        cohort, ``"auto"`` up to three, near 30%, 60% and 90% of training (see
+        :attr:`exact_cohort_steps`); ``()`` none (the truth is then the twin's).
     n_subset_models : int
         Models trained on random subsets for the architectural estimator (``0``: none). Must
         be even: each analysed instance is IN for exactly half of them.
@@ -113,14 +137,18 @@ class LabConfig:
     markov_weight: float = 0.9
     n_names: int = 24
     secret_digits: int = 10
+    n_domains: int = 1
+    domain_contrast: float = 0.9
+    validation_mix: float | None = None
     seq_len: int = 32
     # design
     batch_size: int = 16
-    n_steps: int = 320
-    checkpoint_every: int = 32
-    n_analysed: int = 64
+    n_steps: int = 160
+    checkpoint_every: int = 20
+    n_analysed: int = 160
+    burn_in: int = 1
     placement: str = "spread"
-    n_validation: int = 256
+    n_validation: int = 512
     validation_shift: float = 0.0
     duplicate_fraction: float = 0.0
     duplicate_copies: int = 2
@@ -131,13 +159,13 @@ class LabConfig:
     intermediate_size: int = 256
     max_positions: int = 64
     # optimiser
-    learning_rate: float = 1e-2
-    warmup_steps: int = 20
+    learning_rate: float = 2e-2
+    warmup_steps: int = 10
     min_lr_ratio: float = 0.1
     weight_decay: float = 0.0
     grad_clip: float = 1.0
     # ground truth and subsets
-    exact_cohorts: tuple | str = "auto"
+    exact_cohorts: tuple | str = "all"
     n_subset_models: int = 0
     # scoring and execution
     metrics: tuple = DEFAULT_METRICS
@@ -146,53 +174,52 @@ class LabConfig:
     threads: int = 1
     text_files: tuple = field(default_factory=tuple)
 
+    _constraints: ClassVar[dict] = {
+        **{name: Integral(1) for name in (
+            "n_words", "n_successors", "n_names", "seq_len", "batch_size", "n_steps",
+            "checkpoint_every", "n_analysed", "n_validation", "hidden_size", "n_layers",
+            "n_heads", "intermediate_size", "max_positions", "score_batch_size", "threads",
+            "extractable_suffix", "n_domains")},
+        **{name: Integral(0) for name in (
+            "secret_digits", "warmup_steps", "n_subset_models", "seed", "burn_in")},
+        "domain_contrast": Interval(0, 1, closed="left"),
+        "validation_mix": Interval(0, 1, allow_none=True),
+        "duplicate_copies": Integral(2),
+        "markov_weight": Interval(0, 1),
+        "validation_shift": Interval(0, 1),
+        "duplicate_fraction": Interval(0, 1, closed="left"),
+        "min_lr_ratio": Interval(0, 1),
+        "zipf_exponent": Interval(0, None, closed="neither"),
+        "learning_rate": Interval(0, None, closed="neither"),
+        "weight_decay": Interval(0, None),
+        "grad_clip": Interval(0, None),
+        "placement": OneOf(*PLACEMENTS),
+    }
+
     def __post_init__(self):
         for name in ("exact_cohorts", "metrics", "text_files"):
             value = getattr(self, name)
-            if name == "exact_cohorts" and value == "auto":
+            if name == "exact_cohorts" and value in EXACT_CHOICES:
                 continue
             if isinstance(value, str):
                 value = (value,)
             object.__setattr__(self, name, tuple(value))
         object.__setattr__(self, "text_files", tuple(str(p) for p in self.text_files))
-        if self.exact_cohorts != "auto":
+        if self.exact_cohorts not in EXACT_CHOICES:
             try:
                 cohorts = tuple(int(g) for g in self.exact_cohorts)
             except (TypeError, ValueError):
-                _fail("exact_cohorts", '"auto" or a sequence of cohort steps', self.exact_cohorts)
+                _fail("exact_cohorts", '"all", "auto" or a sequence of cohort steps',
+                      self.exact_cohorts)
             object.__setattr__(self, "exact_cohorts", cohorts)
-        positive = (
-            "n_words", "n_successors", "n_names", "seq_len", "batch_size", "n_steps",
-            "checkpoint_every", "n_analysed", "n_validation", "hidden_size", "n_layers",
-            "n_heads", "intermediate_size", "max_positions", "score_batch_size", "threads",
-            "extractable_suffix",
-        )
-        for name in positive:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                _fail(name, "a positive integer", value)
-        for name in ("secret_digits", "warmup_steps", "n_subset_models", "seed"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                _fail(name, "a non-negative integer", value)
-        if self.duplicate_copies < 2:
-            _fail("duplicate_copies", "at least 2", self.duplicate_copies)
-        if not 0.0 <= self.markov_weight <= 1.0:
-            _fail("markov_weight", "in [0, 1]", self.markov_weight)
-        if not 0.0 <= self.validation_shift <= 1.0:
-            _fail("validation_shift", "in [0, 1]", self.validation_shift)
-        if not 0.0 <= self.duplicate_fraction < 1.0:
-            _fail("duplicate_fraction", "in [0, 1)", self.duplicate_fraction)
-        if not 0.0 <= self.min_lr_ratio <= 1.0:
-            _fail("min_lr_ratio", "in [0, 1]", self.min_lr_ratio)
-        for name in ("zipf_exponent", "learning_rate"):
-            if not getattr(self, name) > 0:
-                _fail(name, "positive", getattr(self, name))
-        for name in ("weight_decay", "grad_clip"):
-            if not getattr(self, name) >= 0:
-                _fail(name, "non-negative", getattr(self, name))
-        if self.placement not in PLACEMENTS:
-            _fail("placement", f"one of {set(PLACEMENTS)}", self.placement)
+        check_all("LabConfig", dataclasses.asdict(self), self._constraints)
+        if self.validation_mix is not None and self.n_domains < 2:
+            raise ParameterError(
+                f"validation_mix={self.validation_mix} needs a corpus of several domains; "
+                f"set n_domains to 2 or more (it is {self.n_domains}).")
+        if self.n_domains > 1 and self.text_files:
+            raise ParameterError("n_domains > 1 needs the generated language; it is not "
+                                 "available with text_files.")
         if not self.metrics:
             _fail("metrics", "a non-empty sequence of metric names", self.metrics)
         self._check_design()
@@ -204,6 +231,10 @@ class LabConfig:
                 f"checkpoint_every={k} does not divide n_steps={T}: every macro-batch must end "
                 f"at a checkpoint. Choose n_steps a multiple of {k}, such as {(T // k + 1) * k}."
             )
+        if self.burn_in >= T // k:
+            raise ParameterError(
+                f"burn_in={self.burn_in} leaves no cohort: training has {T // k} macro-batches "
+                f"of checkpoint_every={k} steps.")
         capacity = self.batch_size if self.placement == "last_batch" else self.batch_size * k
         where = "a batch" if self.placement == "last_batch" else "a macro-batch"
         if self.n_analysed > capacity:
@@ -226,7 +257,7 @@ class LabConfig:
                 f"seq_len={self.seq_len} is too short for a secret of {secret_len} tokens plus "
                 "a beginning token and one word."
             )
-        if self.exact_cohorts == "auto":
+        if self.exact_cohorts in EXACT_CHOICES:
             return self._check_rest()
         bad = [g for g in self.exact_cohorts if g not in self.cohorts]
         if bad:
@@ -254,11 +285,14 @@ class LabConfig:
 
     @property
     def exact_cohort_steps(self) -> tuple:
-        """The cohorts of the exact check, ``"auto"`` resolved.
+        """The cohorts with an exact run, ``"all"`` and ``"auto"`` resolved.
 
-        ``"auto"`` takes the cohorts ending nearest to 30%, 60% and 90% of training (the
+        ``"all"`` is every cohort; ``"auto"`` takes the cohorts ending nearest to 30%, 60%
+        and 90% of training (the
         ``round(f * J)``-th of ``J`` cohorts), without repeats.
         """
+        if self.exact_cohorts == "all":
+            return self.cohorts
         if self.exact_cohorts != "auto":
             return self.exact_cohorts
         J = len(self.cohorts)
@@ -272,8 +306,9 @@ class LabConfig:
 
     @property
     def cohorts(self) -> tuple:
-        """Treatment steps, one per macro-batch: ``k, 2k, ..., n_steps``."""
-        return self.checkpoints[1:]
+        """Treatment steps of the analysed instances: ``(b + 1) k, ..., n_steps`` with ``b``
+        the ``burn_in`` macro-batches without analysed instances."""
+        return self.checkpoints[1 + self.burn_in:]
 
     @property
     def n_positions(self) -> int:
@@ -288,7 +323,7 @@ class LabConfig:
         """Plain JSON-ready dictionary of every field."""
         out = dataclasses.asdict(self)
         for name in ("exact_cohorts", "metrics", "text_files"):
-            if out[name] != "auto":
+            if out[name] not in EXACT_CHOICES:
                 out[name] = list(out[name])
         return out
 
@@ -303,23 +338,25 @@ class LabConfig:
 
 
 def demo_config(seed: int = 0, **changes) -> LabConfig:
-    """The demo scale: training, twin, exact check and scoring in about a minute on 2 cores."""
+    """The demo scale: 7 cohorts of 160 analysed instances after one burn-in macro-batch,
+    with the exact truth for every cohort, in about a minute on 2 cores."""
     return LabConfig(seed=seed, **changes)
 
 
 def quick_config(seed: int = 0, **changes) -> LabConfig:
-    """The quick scale for tests: a few seconds, still with a detectable effect."""
+    """The quick scale for tests: 4 cohorts of 192 analysed instances after one burn-in
+    macro-batch, exact truth for every cohort, in seconds (batch size, burn-in and learning
+    rate as the demo's)."""
     settings = {
         "seed": seed,
         "n_words": 96,
         "n_names": 12,
         "secret_digits": 8,
         "seq_len": 24,
-        "batch_size": 8,
-        "n_steps": 48,
+        "n_steps": 60,
         "checkpoint_every": 12,
-        "n_analysed": 24,
-        "n_validation": 96,
+        "n_analysed": 192,
+        "n_validation": 384,
         "intermediate_size": 128,
         "max_positions": 32,
         "warmup_steps": 4,

@@ -5,6 +5,8 @@ Generated instances mix two kinds of content:
 * shared structure that a model learns as it trains: words follow a first-order Markov chain
   whose successor laws are Zipfian, with successors drawn by a Zipfian unigram law so that
   word frequencies are Zipfian too;
+* with ``n_domains > 1``, several such languages (domains), each with its own words and
+  chain, the later ones with less Markov structure (:func:`domain_markov_weight`);
 * instance-specific content that can only be memorised: a secret ``name FIRST LAST code d1 ..
   dD`` with a random name and a random digit string, inserted at a random place.
 
@@ -21,7 +23,7 @@ import numpy as np
 from ..errors import ParameterError
 from .tokenizer import WordTokenizer
 
-__all__ = ["MarkovCorpus", "TextCorpus", "make_corpus"]
+__all__ = ["MarkovCorpus", "TextCorpus", "make_corpus", "domain_markov_weight"]
 
 _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
@@ -39,6 +41,21 @@ def _pseudo_words(rng: np.random.Generator, n: int, taken: set, syllables=(2, 3)
             taken.add(word)
             out.append(word)
     return out
+
+
+def domain_markov_weight(config, domain: int) -> float:
+    """Markov weight of a domain's chain: ``markov_weight`` scaled down linearly by domain.
+
+    Domain ``d`` of ``D`` has ``markov_weight * (1 - domain_contrast * d / (D - 1))``: the
+    first domain follows the configured chain, the last one has a share ``domain_contrast``
+    less of Markov structure, so it is harder to predict (a lower level) and has less to
+    learn (a flatter trend).
+    """
+    n_domains = getattr(config, "n_domains", 1)
+    if n_domains == 1:
+        return float(config.markov_weight)
+    contrast = getattr(config, "domain_contrast", 0.0)
+    return float(config.markov_weight * (1.0 - contrast * domain / (n_domains - 1)))
 
 
 def _zipf(n: int, exponent: float) -> np.ndarray:
@@ -69,36 +86,71 @@ class MarkovCorpus:
 
     def __init__(self, config, rng: np.random.Generator):
         self.config = config
+        n_domains = getattr(config, "n_domains", 1)
         taken: set = set()
-        words = _pseudo_words(rng, config.n_words, taken)
+        words = [_pseudo_words(rng, config.n_words, taken)]
         first = [w.capitalize() for w in _pseudo_words(rng, config.n_names, taken)]
         last = [w.capitalize() for w in _pseudo_words(rng, config.n_names, taken, (3, 3))]
+        for _ in range(1, n_domains):
+            words.append(_pseudo_words(rng, config.n_words, taken))
         digits = [str(d) for d in range(10)]
-        self.tokenizer = WordTokenizer(["name", "code"] + digits + first + last + words)
+        self.tokenizer = WordTokenizer(["name", "code"] + digits + first + last
+                                       + [w for ws in words for w in ws])
         tok = self.tokenizer
         self._name_id, self._code_id = tok.token_id("name"), tok.token_id("code")
         self._digit_ids = np.array([tok.token_id(d) for d in digits])
         self._first_ids = np.array([tok.token_id(w) for w in first])
         self._last_ids = np.array([tok.token_id(w) for w in last])
-        self._word_ids = np.array([tok.token_id(w) for w in words])
+        self._domain_word_ids = [np.array([tok.token_id(w) for w in ws]) for ws in words]
+        self._word_ids = self._domain_word_ids[0]
 
         n = config.n_words
         self.unigram = _zipf(n, config.zipf_exponent)
-        succ_law = _zipf(min(n, config.n_successors),
-                         config.zipf_exponent)
+        self._uni_cdf = np.cumsum(self.unigram)
+        self._uni_cdf[-1] = 1.0
+        self.markov_weights = [domain_markov_weight(config, d) for d in range(n_domains)]
+        self.transitions = [self._chain(config, rng, w) for w in self.markov_weights]
+        self._cdfs = []
+        for transition in self.transitions:
+            cdf = np.cumsum(transition, axis=1)
+            cdf[:, -1] = 1.0
+            self._cdfs.append(cdf)
+
+    @property
+    def transition(self) -> np.ndarray:
+        """Transition law of the first domain's Markov chain (the only one by default)."""
+        return self.transitions[0]
+
+    def _chain(self, config, rng, weight: float) -> np.ndarray:
+        n = config.n_words
+        succ_law = _zipf(min(n, config.n_successors), config.zipf_exponent)
         markov = np.zeros((n, n))
         for i in range(n):
             # successors favour frequent words, so the chain's word frequencies stay Zipfian
             succ = rng.choice(n, size=len(succ_law), replace=False, p=self.unigram)
             markov[i, succ] = succ_law
-        w = config.markov_weight
-        self.transition = w * markov + (1.0 - w) * self.unigram[None, :]
-        self._cdf = np.cumsum(self.transition, axis=1)
-        self._cdf[:, -1] = 1.0
-        self._uni_cdf = np.cumsum(self.unigram)
-        self._uni_cdf[-1] = 1.0
+        return weight * markov + (1.0 - weight) * self.unigram[None, :]
 
-    def sample(self, n: int, rng: np.random.Generator, shift: float = 0.0) -> np.ndarray:
+    def _words(self, n: int, rng: np.random.Generator, shift: float, domain: int) -> np.ndarray:
+        cfg = self.config
+        n_text = cfg.seq_len - 1 - cfg.secret_len
+        cdf = self._cdfs[domain]
+        words = np.empty((n, n_text), dtype=np.int64)
+        cur = np.searchsorted(self._uni_cdf, rng.random(n), side="right")
+        cur = np.minimum(cur, cfg.n_words - 1)
+        words[:, 0] = cur
+        for t in range(1, n_text):
+            u = rng.random(n)
+            nxt = (cdf[cur] < u[:, None]).sum(axis=1)
+            if shift > 0:
+                jump = rng.random(n) < shift
+                nxt = np.where(jump, rng.integers(0, cfg.n_words, n), nxt)
+            cur = np.minimum(nxt, cfg.n_words - 1)
+            words[:, t] = cur
+        return self._domain_word_ids[domain][words]
+
+    def sample(self, n: int, rng: np.random.Generator, shift: float = 0.0,
+               domains: np.ndarray | None = None) -> np.ndarray:
         """Draw ``n`` instances.
 
         Parameters
@@ -110,6 +162,9 @@ class MarkovCorpus:
         shift : float
             Share of transitions drawn uniformly over the words instead of from the chain
             (a shifted distribution for validation).
+        domains : numpy.ndarray of int, optional
+            Domain of each instance (default: all in the first domain). The text of the
+            instances of domain ``d`` is drawn from that domain's chain, domain by domain.
 
         Returns
         -------
@@ -119,19 +174,19 @@ class MarkovCorpus:
         cfg = self.config
         secret_len = cfg.secret_len
         n_text = cfg.seq_len - 1 - secret_len
-        words = np.empty((n, n_text), dtype=np.int64)
-        cur = np.searchsorted(self._uni_cdf, rng.random(n), side="right")
-        cur = np.minimum(cur, cfg.n_words - 1)
-        words[:, 0] = cur
-        for t in range(1, n_text):
-            u = rng.random(n)
-            nxt = (self._cdf[cur] < u[:, None]).sum(axis=1)
-            if shift > 0:
-                jump = rng.random(n) < shift
-                nxt = np.where(jump, rng.integers(0, cfg.n_words, n), nxt)
-            cur = np.minimum(nxt, cfg.n_words - 1)
-            words[:, t] = cur
-        text = self._word_ids[words]
+        if domains is None:
+            text = self._words(n, rng, shift, 0)
+        else:
+            domains = np.asarray(domains, dtype=np.int64)
+            if domains.shape != (n,) or (len(domains) and not (
+                    0 <= domains.min() and domains.max() < len(self.transitions))):
+                raise ParameterError(f"domains must be {n} integers in [0, "
+                                     f"{len(self.transitions)}).")
+            text = np.empty((n, n_text), dtype=np.int64)
+            for d in range(len(self.transitions)):
+                rows = np.flatnonzero(domains == d)
+                if len(rows):
+                    text[rows] = self._words(len(rows), rng, shift, d)
         out = np.empty((n, cfg.seq_len), dtype=np.int64)
         out[:, 0] = self.tokenizer.bos_id
         if not secret_len:
@@ -151,7 +206,8 @@ class MarkovCorpus:
 
     def describe(self) -> dict:
         """Settings for the manifest."""
-        return {"kind": self.kind, "vocab_size": len(self.tokenizer)}
+        return {"kind": self.kind, "vocab_size": len(self.tokenizer),
+                "markov_weights": [float(w) for w in self.markov_weights]}
 
 
 class TextCorpus:
@@ -192,8 +248,9 @@ class TextCorpus:
         """Instances not handed out yet."""
         return len(self._pool) - self._next
 
-    def sample(self, n: int, rng: np.random.Generator, shift: float = 0.0) -> np.ndarray:
-        """Hand out the next ``n`` unused instances (``rng`` and ``shift`` are not used)."""
+    def sample(self, n: int, rng: np.random.Generator, shift: float = 0.0,
+               domains: np.ndarray | None = None) -> np.ndarray:
+        """Hand out the next ``n`` unused instances (``rng`` is not used; one domain only)."""
         if shift:
             raise ParameterError("validation_shift is not available with text_files.")
         if n > self.n_available:

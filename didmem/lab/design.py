@@ -54,6 +54,9 @@ class LabDesign:
         Cohort (step) of each analysed instance.
     validation_ids : numpy.ndarray
         Validation instances.
+    domains : numpy.ndarray
+        Domain of every instance (all 0 with one domain); a replacement has the domain of
+        the analysed instance it replaces.
     membership : numpy.ndarray
         ``n_subset_models x n_analysed_total`` boolean matrix: True where the analysed
         instance is IN the model's training data.
@@ -73,6 +76,7 @@ class LabDesign:
     replacement_ids: np.ndarray
     analysed_cohorts: np.ndarray
     validation_ids: np.ndarray
+    domains: np.ndarray
     membership: np.ndarray
     subset_seeds: np.ndarray
     init_seed: int
@@ -114,7 +118,7 @@ class LabDesign:
 def _analysed_positions(cfg, rng: np.random.Generator) -> np.ndarray:
     macro = cfg.batch_size * cfg.checkpoint_every
     out = []
-    for j in range(len(cfg.cohorts)):
+    for j in range(cfg.burn_in, cfg.burn_in + len(cfg.cohorts)):
         end = (j + 1) * macro
         start = end - cfg.batch_size if cfg.placement == "last_batch" else j * macro
         out.append(start + rng.choice(end - start, size=cfg.n_analysed, replace=False))
@@ -128,6 +132,28 @@ def _filler_labels(cfg, n_fill: int, rng: np.random.Generator) -> np.ndarray:
     labels = np.concatenate([np.arange(n_unique), np.repeat(np.arange(n_dup),
                                                              cfg.duplicate_copies - 1)])
     return labels[rng.permutation(n_fill)]
+
+
+def _domains(cfg, n_train: int, rngs: dict) -> tuple:
+    """Domains of the training and validation instances (None, None with one domain).
+
+    Training domains are uniform draws from the ``train`` stream; validation domains too,
+    from the ``validation`` stream, unless ``validation_mix`` fixes the first domain's share
+    (the rest go to the other domains in turn, in a random order).
+    """
+    D = cfg.n_domains
+    if D == 1:
+        return None, None
+    train = rngs["train"].integers(0, D, n_train)
+    n_val = cfg.n_validation
+    if cfg.validation_mix is None:
+        val = rngs["validation"].integers(0, D, n_val)
+    else:
+        n_first = int(round(cfg.validation_mix * n_val))
+        rest = 1 + np.arange(n_val - n_first) % (D - 1)
+        val = rngs["validation"].permutation(np.concatenate([np.zeros(n_first, np.int64),
+                                                             rest]))
+    return train.astype(np.int64), val.astype(np.int64)
 
 
 def build_design(config) -> LabDesign:
@@ -161,16 +187,22 @@ def build_design(config) -> LabDesign:
     order = rank[inverse.ravel()]
     n_train = len(first)
 
-    train_tokens = corpus.sample(n_train, rngs["train"])
-    val_tokens = corpus.sample(cfg.n_validation, rngs["validation"], shift=cfg.validation_shift)
-    rep_tokens = corpus.sample(len(analysed_pos), rngs["replacement"])
+    analysed_ids = order[analysed_pos]
+    train_dom, val_dom = _domains(cfg, n_train, rngs)
+    rep_dom = None if train_dom is None else train_dom[analysed_ids]
+    train_tokens = corpus.sample(n_train, rngs["train"], domains=train_dom)
+    val_tokens = corpus.sample(cfg.n_validation, rngs["validation"], shift=cfg.validation_shift,
+                               domains=val_dom)
+    rep_tokens = corpus.sample(len(analysed_pos), rngs["replacement"], domains=rep_dom)
+    n_all = n_train + cfg.n_validation + len(analysed_pos)
+    domains = (np.zeros(n_all, dtype=np.int64) if train_dom is None
+               else np.concatenate([train_dom, val_dom, rep_dom]))
     tokens = np.concatenate([train_tokens, val_tokens, rep_tokens])
     split = np.array(["train"] * n_train + ["validation"] * cfg.n_validation
                      + ["replacement"] * len(analysed_pos))
     validation_ids = n_train + np.arange(cfg.n_validation)
     replacement_ids = n_train + cfg.n_validation + np.arange(len(analysed_pos))
 
-    analysed_ids = order[analysed_pos]
     analysed_cohorts = cohort_from_sequence_index(
         analysed_pos, cfg.batch_size, cfg.checkpoint_every
     ).astype(np.int64)
@@ -196,6 +228,7 @@ def build_design(config) -> LabDesign:
         replacement_ids=replacement_ids,
         analysed_cohorts=analysed_cohorts,
         validation_ids=validation_ids,
+        domains=domains,
         membership=membership,
         subset_seeds=subset_seeds,
         init_seed=init_seed,

@@ -87,6 +87,16 @@ class LabDirectory:
                 old = manifest.get("settings", {})
                 changed = sorted(k for k in set(old) | set(settings)
                                  if old.get(k) != settings.get(k))
+                if not changed:
+                    missing = sorted(name for name in manifest.get("files", {})
+                                     if not (path / name).is_file())
+                    raise ParameterError(
+                        f"The output directory {str(path)!r} holds a lab run with these "
+                        f"settings whose files are incomplete (missing: {missing[:8]}"
+                        + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+                        + "). Pass overwrite=True (--overwrite) to run it again, or choose "
+                        "another directory."
+                    )
                 raise ParameterError(
                     f"The output directory {str(path)!r} holds a different lab run (settings "
                     f"that differ: {changed[:8]}). Choose another directory, or pass "

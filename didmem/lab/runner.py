@@ -21,7 +21,7 @@ from .config import LabConfig, demo_config, quick_config
 from .design import STREAMS, build_design
 from .outputs import FORMAT_VERSION, LabDirectory
 from .scoring import backend_settings, score_run
-from .truth import cohort_truth, exact_check, instance_effects
+from .truth import cohort_truth, combine_effects, exact_check, instance_effects
 
 __all__ = ["run", "LabResult", "load"]
 
@@ -37,9 +37,12 @@ class LabResult:
     config : LabConfig
         Its settings.
     panel : pandas.DataFrame
-        ``panel.parquet``: ``unit``, ``time``, ``cohort`` (NaN for validation) and the metrics.
+        ``panel.parquet``: ``unit``, ``time``, ``cohort`` (NaN for validation), ``domain``
+        and the metrics.
     truth : pandas.DataFrame
-        ``truth.parquet``: ``cohort``, ``time``, ``metric``, ``tau``, ``sd``, ``n_units``.
+        ``truth.parquet``: ``cohort``, ``time``, ``metric``, ``tau`` (exact where the cohort
+        has an exact run, by default every cohort), ``tau_twin``, ``exact``, ``sd``,
+        ``n_units``.
     exact : pandas.DataFrame
         ``exact_check.parquet``: twin truth against the exact per-cohort truth (may be empty).
     timings : dict
@@ -219,7 +222,7 @@ def _train_all(cfg, design, root: Path, lap) -> dict:
     lap("twin")
     for g in cfg.exact_cohort_steps:
         runs[f"exact/cohort{g}"] = train(
-            cfg, tokens[design.exact_order(g)], runs["main"]["snapshots"][g - k],
+            cfg, tokens[design.exact_order(g)], runs["main"]["snapshots"].pop(g - k),
             root / "exact" / f"cohort{g}", [c for c in cfg.checkpoints if c >= g])
     runs["main"]["snapshots"].clear()
     if cfg.exact_cohort_steps:
@@ -263,17 +266,19 @@ def _tables(cfg, design, runs, scores) -> dict:
     main = scores["main"]
     panel = main[["unit", "time"]].copy()
     panel["cohort"] = main["unit"].map(cohorts.astype(np.float64)).to_numpy(np.float64)
+    panel["domain"] = design.domains[main["unit"].to_numpy()]
     for m in metrics:
         panel[m] = main[m].to_numpy(np.float64)
 
-    effects = instance_effects(main, scores["twin"], cohorts, metrics)
-    truth = cohort_truth(effects)
+    twin_effects = instance_effects(main, scores["twin"], cohorts, metrics)
     exact_effects = {}
     for g in cfg.exact_cohort_steps:
         sel = cohorts[cohorts == g]
         exact_effects[g] = instance_effects(main[main["time"] >= g], scores[f"exact/cohort{g}"],
                                             sel, metrics)
-    exact = exact_check(truth, exact_effects)
+    exact = exact_check(cohort_truth(twin_effects), exact_effects)
+    effects = combine_effects(twin_effects, exact_effects)
+    truth = cohort_truth(effects)
 
     pos = np.arange(cfg.n_positions)
     twin_order = design.twin_order()
@@ -291,6 +296,7 @@ def _tables(cfg, design, runs, scores) -> dict:
     instances = pd.DataFrame({
         "instance": np.arange(len(design.tokens)),
         "split": design.split,
+        "domain": design.domains,
         "tokens": [row.astype(np.int64) for row in design.tokens],
         "text": [tok.decode(row) for row in design.tokens],
     })
@@ -303,6 +309,7 @@ def _tables(cfg, design, runs, scores) -> dict:
         "position": np.concatenate([design.analysed_positions, np.full(n_val, -1)]),
         "replacement": np.concatenate([design.replacement_ids, np.full(n_val, -1)]),
     })
+    sample["domain"] = design.domains[sample["unit"].to_numpy()]
     losses = pd.concat([
         pd.DataFrame({"run": name,
                       "step": np.arange(cfg.n_steps - len(r["losses"]) + 1, cfg.n_steps + 1),

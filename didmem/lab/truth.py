@@ -6,9 +6,12 @@ replaced by fresh ones), the effect on ``x`` is ``Y_c(x) - Y_c^twin(x)`` and
 
 .. math:: \\tau(g, c) = \\frac{1}{|G_g|} \\sum_{x \\in G_g} \\big(Y_c(x) - Y_c^{twin}(x)\\big).
 
-The twin also lacks the *other* cohorts' analysed instances, which moves its scores a little;
-the exact check removes only cohort ``g``'s instances and measures that difference. All
-functions here take the backend's long tables (``unit``, ``time``, one column per metric).
+The twin also lacks the *other* cohorts' analysed instances, which moves its scores a little.
+The exact run of cohort ``g`` removes only cohort ``g``'s instances: it is the main run up to
+step ``g - checkpoint_every`` and resumes from there, so before ``g`` its effect is exactly
+zero and from ``g`` on it is the exact truth. :func:`combine_effects` puts the exact effect
+beside the twin's for every instance; :func:`cohort_truth` averages both. All functions here
+take the backend's long tables (``unit``, ``time``, one column per metric).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["instance_effects", "cohort_truth", "exact_check"]
+__all__ = ["instance_effects", "combine_effects", "cohort_truth", "exact_check"]
 
 
 def instance_effects(main: pd.DataFrame, counterfactual: pd.DataFrame, cohorts: pd.Series,
@@ -63,24 +66,78 @@ def instance_effects(main: pd.DataFrame, counterfactual: pd.DataFrame, cohorts: 
         drop=True)
 
 
+def combine_effects(twin_effects: pd.DataFrame, exact_effects: dict) -> pd.DataFrame:
+    """Per-instance effects with the exact value where a cohort has an exact run.
+
+    Parameters
+    ----------
+    twin_effects : pandas.DataFrame
+        :func:`instance_effects` of the main run against the twin, for every analysed unit.
+    exact_effects : dict of int to pandas.DataFrame
+        For some cohorts ``g``, :func:`instance_effects` of the main run against the exact
+        run of ``g`` at the times ``>= g``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``unit``, ``cohort``, ``time``, ``metric``, ``effect`` (exact where the
+        cohort has an exact run: zero before ``g``, the exact run's effect from ``g`` on;
+        otherwise the twin's), ``effect_twin`` and ``exact`` (bool), in the order of
+        ``twin_effects``.
+
+    Raises
+    ------
+    ValueError
+        If an exact run lacks a post-treatment (unit, time, metric) of the twin's table.
+    """
+    out = twin_effects.rename(columns={"effect": "effect_twin"})
+    exact_flag = out["cohort"].isin(list(exact_effects)).to_numpy()
+    effect = out["effect_twin"].to_numpy(np.float64).copy()
+    if exact_effects:
+        keys = ["unit", "time", "metric"]
+        exact = pd.concat([e[keys + ["effect"]] for e in exact_effects.values()],
+                          ignore_index=True)
+        merged = out[keys].merge(exact, on=keys, how="left", validate="one_to_one")
+        value = merged["effect"].to_numpy(np.float64)
+        post = out["time"].to_numpy() >= out["cohort"].to_numpy()
+        gap = exact_flag & post & np.isnan(value)
+        if gap.any():
+            row = out[gap].iloc[0]
+            raise ValueError(
+                f"The exact run of cohort {int(row['cohort'])} lacks the score of unit "
+                f"{int(row['unit'])} at time {int(row['time'])} ({row['metric']})."
+            )
+        effect[exact_flag] = np.where(post[exact_flag], value[exact_flag], 0.0)
+    out = out.assign(effect=effect, exact=exact_flag)
+    return out[["unit", "cohort", "time", "metric", "effect", "effect_twin", "exact"]]
+
+
 def cohort_truth(effects: pd.DataFrame) -> pd.DataFrame:
     """Average per-instance effects within cohort: the truth τ(g, c).
 
     Parameters
     ----------
     effects : pandas.DataFrame
-        Output of :func:`instance_effects`.
+        Output of :func:`instance_effects` (column ``effect``) or of
+        :func:`combine_effects` (also ``effect_twin`` and ``exact``).
 
     Returns
     -------
     pandas.DataFrame
-        Columns ``cohort``, ``time``, ``metric``, ``tau`` (the mean effect), ``sd`` (standard
-        deviation of the instance effects) and ``n_units``; sorted by metric, cohort, time.
+        Columns ``cohort``, ``time``, ``metric``, ``tau`` (the mean effect), then, for a
+        :func:`combine_effects` table, ``tau_twin`` (the twin's mean effect) and ``exact``
+        (whether ``tau`` comes from an exact run), then ``sd`` (standard deviation of the
+        instance effects behind ``tau``) and ``n_units``; sorted by metric, cohort, time.
     """
-    grouped = effects.groupby(["metric", "cohort", "time"], sort=True)["effect"]
-    out = grouped.agg(tau="mean", sd="std", n_units="size").reset_index()
+    grouped = effects.groupby(["metric", "cohort", "time"], sort=True)
+    out = grouped["effect"].agg(tau="mean", sd="std", n_units="size").reset_index()
     out["n_units"] = out["n_units"].astype(np.int64)
-    return out[["cohort", "time", "metric", "tau", "sd", "n_units"]]
+    columns = ["cohort", "time", "metric", "tau"]
+    if "effect_twin" in effects:
+        out["tau_twin"] = grouped["effect_twin"].mean().to_numpy()
+        out["exact"] = grouped["exact"].all().to_numpy()
+        columns += ["tau_twin", "exact"]
+    return out[columns + ["sd", "n_units"]]
 
 
 def exact_check(twin_truth: pd.DataFrame, exact_effects: dict) -> pd.DataFrame:

@@ -20,6 +20,7 @@ from scipy.stats import norm
 
 from ..errors import ParameterError
 from ..estimators import DiDEstimator
+from ..estimators.base import Seed
 from ._analytic import analytic_power, key_contrasts, key_covariance_parts, sup_t_critical
 from ._pilot import AGGREGATION, Pilot, centred, fit_quiet, pilot_from
 
@@ -194,7 +195,10 @@ def plan_design(source, *, units_per_cohort, n_validation=None, checkpoint_every
         ``"simulated"`` (the default with a pilot): resample the pilot's units, fit the real
         estimator, count significance under its band. ``"analytic"`` (the only choice with
         assumptions): the closed-form covariance of the keys and a Gaussian sup-t critical
-        value; with a pilot, the outcome covariance is estimated from it.
+        value; with a pilot, the outcome covariance is estimated from it. It ignores the
+        estimator's small-sample correction (Welch variances, t critical values), so with
+        cohorts of under about 30 units it overstates the power of the default band: plan
+        such designs with the simulated route.
     pool : {"all", "cohort"}
         Simulated route: where a new unit's deviation from its group's mean comes from:
         any pilot unit (``"all"``, the default: training and validation instances are
@@ -264,6 +268,9 @@ def plan_design(source, *, units_per_cohort, n_validation=None, checkpoint_every
     estimator = DiDEstimator() if estimator is None else estimator
     if not isinstance(estimator, DiDEstimator):
         raise ParameterError(f"estimator must be a DiDEstimator; got {type(estimator).__name__}.")
+    if not Seed()(random_state):
+        raise ParameterError(f"The 'random_state' parameter of plan_design must be "
+                             f"{Seed.description}. Got {random_state!r}.")
     rng = np.random.default_rng(random_state)
 
     if isinstance(source, Assumptions):

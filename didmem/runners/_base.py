@@ -18,6 +18,7 @@ import pandas as pd
 from ..backends._instances import Instances
 from ..backends._parts import PartStore, WorkItem, time_label
 from ..backends.base import _progress_bar, normalise_frame
+from .._validation import Integral, check, constraints_of
 from ..errors import DidmemError, ParameterError
 from ._plan import ScoringPlan
 
@@ -53,15 +54,6 @@ class ScoringError(DidmemError, RuntimeError):
         )
 
 
-def _check_retries(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ParameterError(
-            f"The 'max_retries' parameter of a runner must be a non-negative integer. "
-            f"Got {value!r}."
-        )
-    return value
-
-
 def error_text(exc: BaseException) -> str:
     """One line naming an exception: its type and the first line of its message."""
     text = str(exc).strip().splitlines()
@@ -88,11 +80,14 @@ class Runner(abc.ABC):
         A label of the model in the plan (defaults to the backend's class name).
     """
 
+    _constraints = {"max_retries": Integral(0)}
+
     def __init__(self, out_dir=None, *, shard_size=None, max_retries: int = 2,
                  progress: bool | None = None, model: str | None = None) -> None:
         self.out_dir = None if out_dir is None else Path(out_dir)
         self.shard_size = shard_size
-        self.max_retries = _check_retries(max_retries)
+        self.max_retries = check(type(self).__name__, "max_retries", max_retries,
+                                 constraints_of(type(self))["max_retries"])
         self.progress = progress
         self.model = model
 
@@ -107,6 +102,10 @@ class Runner(abc.ABC):
     def run(self, backend, token_ids=None, *, unit_ids=None, metrics=None,
             checkpoints=None) -> pd.DataFrame:
         """Score every instance at every checkpoint; the same frame as ``backend.score``.
+
+        The values are bitwise those of ``backend.score`` with the same ``shard_size`` in a
+        process with the same device and threads; other shard sizes cut other batches and
+        agree to floating-point tolerance (see ``docs/ray.rst``, "Values").
 
         Parameters
         ----------

@@ -204,6 +204,17 @@ def _instances(data: dict, path: Path, base: Path):
             f"config {path}: [instances] file must be a .npy or .parquet file; got {inst['file']!r}."
         )
     units = inst.get("units")
+    if units is not None and not isinstance(units, str):
+        raise ParameterError(
+            f"config {path}: [instances] units must be the path of a .npy file (a string); "
+            f"got {type(units).__name__}."
+        )
+    for key in ("unit_column", "tokens_column"):
+        if key in inst and not isinstance(inst[key], str):
+            raise ParameterError(
+                f"config {path}: [instances] {key} must be a column name (a string); got "
+                f"{type(inst[key]).__name__}."
+            )
     if units is not None and file.suffix != ".npy":
         raise ParameterError(f"config {path}: [instances] units goes with a .npy file only.")
     return file, units, inst
@@ -268,13 +279,17 @@ def load_config(path, *, runner: str | None = None, address: str | None = None) 
     else:
         file, units, inst = _instances(data, path, base)
 
-    run = dict(data.get("runner", {}))
+    run = data.get("runner", {})
     if not isinstance(run, dict):
-        raise ParameterError(f"config {path}: [runner] must be a table.")
+        raise ParameterError(
+            f"config {path}: [runner] must be a table, such as [runner] kind = \"ray\"; "
+            f"got {type(run).__name__} {run!r}."
+        )
+    run = dict(run)
     if runner is not None:
         run["kind"] = runner
     run.setdefault("kind", "local")
-    if run["kind"] not in _RUNNERS:
+    if not isinstance(run["kind"], str) or run["kind"] not in _RUNNERS:
         raise ParameterError(
             f"config {path}: [runner] kind must be 'local' or 'ray'; got {run['kind']!r}."
         )

@@ -44,6 +44,8 @@ import pandas as pd
 
 from .._messages import listing
 from ..cohorts import (
+    PYTHIA_BATCH_SIZE,
+    PYTHIA_STEPS_PER_CHECKPOINT,
     COHORT_RULES,
     PAPER_LAST_STEP,
     cohort_from_sequence_index,
@@ -348,7 +350,7 @@ def parse_design(table, path: Path, base: Path):
         raise ParameterError(
             f"{where} n_validation must be a non-negative integer; got {n_validation!r}."
         )
-    every = _positive_int(table, "steps_per_checkpoint", where, 1000)
+    every = _positive_int(table, "steps_per_checkpoint", where, PYTHIA_STEPS_PER_CHECKPOINT)
     cohorts = table.get("cohorts")
     if cohorts is not None and (
         not isinstance(cohorts, list) or not cohorts
@@ -376,7 +378,7 @@ def parse_design(table, path: Path, base: Path):
         batches_per_cohort=_positive_int(table, "batches_per_cohort", where, 10),
         sequences_per_batch=_positive_int(table, "sequences_per_batch", where, 10),
         n_validation=n_validation,
-        batch_size=_positive_int(table, "batch_size", where, 1024),
+        batch_size=_positive_int(table, "batch_size", where, PYTHIA_BATCH_SIZE),
         steps_per_checkpoint=every,
         cohorts=None if cohorts is None else tuple(cohorts),
         cohort_rule=rule,

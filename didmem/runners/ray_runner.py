@@ -12,6 +12,7 @@ import contextlib
 from collections import deque
 
 from ..backends._parts import time_label
+from .._validation import Instance, Integral, Interval, check_all
 from ..errors import DidmemError, ParameterError, optional_import
 from ._base import Runner, error_text
 
@@ -52,23 +53,6 @@ class _ScoringWorker:
         self.backend.release()
 
 
-def _positive(value, name: str, *, allow_zero: bool = False, real: bool = False):
-    if value is None:
-        return None
-    ok_types = (int, float) if real else (int,)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, ok_types)
-        or not (value >= 0 if allow_zero else value > 0)
-    ):
-        kind = "number" if real else "integer"
-        sign = "non-negative" if allow_zero else "positive"
-        raise ParameterError(
-            f"The {name!r} parameter of RayRunner must be a {sign} {kind}. Got {value!r}."
-        )
-    return value
-
-
 class RayRunner(Runner):
     """Runs the work items on Ray actors, on one machine or an existing cluster.
 
@@ -78,7 +62,9 @@ class RayRunner(Runner):
     before it loads another: a checkpoint no actor holds yet first, then it helps with the
     checkpoint that has most items left. The driver writes every returned part atomically,
     exactly as :class:`LocalRunner` does, so the two runners resume each other's runs and
-    return the same frame.
+    return the same frame: bitwise the same for the same work items scored with as many torch
+    threads as an actor has, and otherwise equal to floating-point tolerance (see
+    :class:`~didmem.backends.TransformersBackend` and ``docs/ray.rst``).
 
     Parameters
     ----------
@@ -118,15 +104,23 @@ class RayRunner(Runner):
     >>> frame = runner.run(backend, token_ids, unit_ids=ids)  # doctest: +SKIP
     """
 
+    _constraints = {
+        "num_workers": Integral(1, allow_none=True),
+        "num_gpus": Interval(0, None, allow_none=True),
+        "num_cpus": Interval(0, None),
+        "address": Instance(str, allow_none=True,
+                            description="a string such as 'auto' or 'ray://head:10001', or None"),
+    }
+
     def __init__(self, out_dir=None, *, num_workers: int | None = None,
                  num_gpus: float | None = None, num_cpus: float = 1, address: str | None = None,
                  init_kwargs: dict | None = None, shard_size=None, max_retries: int = 2,
                  progress: bool | None = None, model: str | None = None) -> None:
         super().__init__(out_dir, shard_size=shard_size, max_retries=max_retries,
                          progress=progress, model=model)
-        self.num_workers = _positive(num_workers, "num_workers")
-        self.num_gpus = _positive(num_gpus, "num_gpus", allow_zero=True, real=True)
-        self.num_cpus = _positive(num_cpus, "num_cpus", allow_zero=True, real=True)
+        check_all("RayRunner", {"num_workers": num_workers, "num_gpus": num_gpus,
+                                "num_cpus": num_cpus, "address": address}, self._constraints)
+        self.num_workers, self.num_gpus, self.num_cpus = num_workers, num_gpus, num_cpus
         self.address = address
         self.init_kwargs = dict(init_kwargs or {})
         self.last_assignments: dict = {}

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from backend_helpers import build_checkpoints
+
+from .backend_helpers import build_checkpoints
 
 
 @pytest.fixture(scope="session")

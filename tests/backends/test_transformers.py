@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from backend_helpers import EOS, MAX_POSITIONS, VOCAB
+from .backend_helpers import EOS, MAX_POSITIONS, VOCAB
 
 from didmem.backends import METRICS, TransformersBackend
 
@@ -197,10 +197,38 @@ def test_oom_backoff_halves_batch(checkpoints, monkeypatch):
     )
     monkeypatch.setattr(_loading, "forward_metrics", flaky)
     backend = TransformersBackend({0: checkpoints[0]}, device="cpu", batch_size=8)
+    spec = backend.spec()
     frame = backend.score(seqs, progress=False)
+    # smaller batches, other matrix shapes: the float32 tolerance of the docstring
     pd.testing.assert_frame_equal(frame, reference, rtol=1e-6)
-    assert backend.batch_size == 2
     assert calls == [7, 4, 2, 2, 2, 1]
+    # the back-off belonged to that call: the setting, the spec sent to Ray workers and the
+    # next call are as before
+    assert backend.batch_size == 8
+    assert backend.spec() == spec and spec.params["batch_size"] == 8
+    calls.clear()
+    backend.score(seqs[:3], progress=False)
+    assert calls == [3, 2, 1]
+
+
+@pytest.mark.parametrize("error", [
+    lambda: torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"),
+    lambda: RuntimeError("CUDA error: out of memory"),
+])
+def test_oom_on_one_sequence_is_a_memory_limit_not_bad_input(checkpoints, monkeypatch, error):
+    from didmem.backends import DeviceMemoryError, InstanceError, _loading
+
+    def no_memory(backend, batch, metrics):
+        raise error()
+
+    monkeypatch.setattr(_loading, "forward_metrics", no_memory)
+    backend = TransformersBackend({0: checkpoints[0]}, device="cpu", batch_size=4)
+    with pytest.raises(DeviceMemoryError, match=r"single sequence \(unit 'a', 8 tokens\) at "
+                                                r"checkpoint 0: this is a memory limit") as err:
+        backend.score(_sequences(1, [8, 9]), unit_ids=["a", "b"], progress=False)
+    assert not isinstance(err.value, InstanceError)
+    assert isinstance(err.value, MemoryError)
+    assert backend.batch_size == 4
 
 
 def test_loading_through_revisions_on_a_local_directory(checkpoints):

@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from backend_helpers import MAX_POSITIONS, VOCAB, build_checkpoints
+from .backend_helpers import MAX_POSITIONS, VOCAB, build_checkpoints
 
 from didmem.backends import (
     CheckpointError,

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import METRICS, make_backend
+from .conftest import METRICS, make_backend
 
 from didmem.cli import main
 from didmem.runners import LocalRunner
@@ -88,7 +88,7 @@ def test_score_plan_prints_and_saves(two_checkpoints, instances, tmp_path, capsy
         ({"tables": ["[runner]", "num_workers = 2"]},
          "[runner] key 'num_workers' is not a setting of the local runner"),
         ({"tables": ["[runner]", 'kind = "ray"', "num_workers = 0"]},
-         "'num_workers' parameter of RayRunner must be a positive integer"),
+         "'num_workers' parameter of RayRunner must be an integer in [1, inf] or none"),
     ],
 )
 def test_bad_configs_exit_2_with_one_line(two_checkpoints, instances, tmp_path, capsys,
@@ -125,3 +125,83 @@ def test_config_file_errors(tmp_path, capsys):
         assert main(["score", "--config", str(tmp_path / name)]) == 2, name
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and expected[name] in err, (name, err)
+
+
+def test_runner_as_a_string_is_one_line_naming_the_file_and_key(two_checkpoints, instances,
+                                                                 tmp_path, capsys):
+    """``runner = "ray"`` (a string, not a table) once ended in a ValueError traceback."""
+    config = write_config(tmp_path, two_checkpoints, instances, top=['runner = "ray"'])
+    assert main(["score", "--config", config]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"config {config}: [runner] must be a table" in err and "got str" in err
+
+
+# Every key of a configuration, given a value of the wrong shape: a scalar where a table or a
+# list is expected, a table where a scalar is expected.
+_TABLE = {"a": 1}
+_WRONG_SHAPES = [
+    ((), "model", _TABLE), ((), "metrics", _TABLE), ((), "metrics", "sequence_loglik"),
+    ((), "out", _TABLE), ((), "shard_size", _TABLE), ((), "shard_size", [4]),
+    ((), "backend", "transformers"), ((), "instances", "tokens.npy"), ((), "runner", "ray"),
+    ((), "runner", ["ray"]), ((), "design", "order"), ((), "estimate", "x"),
+    ((), "report", 1),
+    (("backend",), "kind", _TABLE), (("backend",), "checkpoints", "ckpt/step0"),
+    (("backend",), "checkpoints", ["ckpt/step0"]), (("backend",), "batch_size", _TABLE),
+    (("backend",), "device", _TABLE), (("backend",), "dtype", _TABLE),
+    (("backend",), "prefix_length", _TABLE), (("backend",), "suffix_length", [8]),
+    (("backend",), "eos_token_id", _TABLE), (("backend",), "chunk_tokens", _TABLE),
+    (("backend", "checkpoints"), "0", _TABLE), (("backend", "checkpoints"), "0", ["a", "b", "c"]),
+    (("backend", "checkpoints"), "0", 5),
+    (("instances",), "file", _TABLE), (("instances",), "units", _TABLE),
+    (("instances",), "units", ["units.npy"]),
+    (("runner",), "kind", _TABLE), (("runner",), "max_retries", _TABLE),
+    (("design",), "kind", _TABLE), (("design",), "file", _TABLE),
+]
+
+
+@pytest.mark.parametrize("where, key, value", _WRONG_SHAPES)
+def test_every_key_of_the_wrong_shape_is_one_line_naming_file_and_key(
+        two_checkpoints, instances, tmp_path, capsys, where, key, value):
+    from pathlib import Path
+
+    config = json.loads(Path(write_config(tmp_path, two_checkpoints, instances,
+                                          suffix=".json")).read_text())
+    config["design"] = {"kind": "order", "file": "order.parquet"}
+    config["runner"] = {"kind": "local", "max_retries": 1}
+    table = config
+    for name in where:
+        table = table[name]
+    table[key] = value
+    path = tmp_path / "wrong.json"
+    path.write_text(json.dumps(config))
+    assert main(["score", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("didmem score: error: ") and err.count("\n") == 1, err
+    assert f"config {path}" in err, err
+    assert key in err, err
+
+
+_RAY_KEYS = ["num_workers", "num_gpus", "num_cpus", "address"]
+
+
+@pytest.mark.parametrize("key", _RAY_KEYS)
+def test_ray_runner_keys_of_the_wrong_shape(two_checkpoints, instances, tmp_path, capsys, key):
+    path = write_config(tmp_path, two_checkpoints, instances, suffix=".json",
+                        runner={"kind": "ray", key: {"a": 1}})
+    assert main(["score", "--config", path]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"config {path}" in err and key in err, err
+
+
+@pytest.mark.parametrize("key, value", [("name", {"a": 1}), ("steps", 1000),
+                                        ("steps", {"a": 1}), ("revision_format", ["step{}"])])
+def test_hub_backend_keys_of_the_wrong_shape(instances, tmp_path, capsys, key, value):
+    np.save(tmp_path / "tokens.npy", instances[0])
+    backend = {"kind": "transformers", "name": "EleutherAI/pythia-14m", "steps": [0, 1000]}
+    backend[key] = value
+    path = tmp_path / "hub.json"
+    path.write_text(json.dumps({"backend": backend, "instances": {"file": "tokens.npy"}}))
+    assert main(["score", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"config {path}" in err and key in err, err

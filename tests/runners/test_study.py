@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import METRICS
+from .conftest import METRICS
 
 import didmem
 from didmem.backends.indexed import MMapIndexedDataset, write_indexed_dataset
@@ -122,7 +122,7 @@ def pythia_design(rule="didmem", **changes):
 
 @pytest.fixture(scope="module")
 def three_checkpoints(tmp_path_factory):
-    from backend_helpers import build_checkpoints
+    from ..backends.backend_helpers import build_checkpoints
 
     return build_checkpoints(tmp_path_factory.mktemp("study-ckpt"), n=3)
 

@@ -85,12 +85,12 @@ def test_truth_comes_from_panel_values(quick_run):
     twin = pd.read_parquet(root / "twin_scores.parquet")
     merged = panel.merge(twin, on=["unit", "time"], suffixes=("", "_twin"))
     truth = quick_run.truth
-    assert list(truth.columns[:4]) == ["cohort", "time", "metric", "tau"]
+    assert list(truth.columns[:6]) == ["cohort", "time", "metric", "tau", "tau_twin", "exact"]
     assert set(truth["metric"]) == set(cfg.metrics)
     for m in cfg.metrics:
         recomputed = (merged.assign(e=merged[m] - merged[m + "_twin"])
                       .groupby(["cohort", "time"])["e"].mean())
-        ours = truth[truth["metric"] == m].set_index(["cohort", "time"])["tau"]
+        ours = truth[truth["metric"] == m].set_index(["cohort", "time"])["tau_twin"]
         np.testing.assert_array_equal(ours.to_numpy(), recomputed.loc[ours.index].to_numpy())
     # one cell per cohort and checkpoint
     assert len(truth) == len(cfg.metrics) * len(cfg.cohorts) * len(cfg.checkpoints)
@@ -110,11 +110,40 @@ def test_instantaneous_memorisation_is_detectable(quick_run):
     inst = quick_run.instantaneous("mean_token_loglik")
     assert (inst["tau"] > 0).all()
     assert (inst["z"] > 2).sum() >= len(inst) - 1
-    # before training on it, the twin barely differs; at the cohort it clearly does
     truth = quick_run.truth[quick_run.truth["metric"] == "mean_token_loglik"]
-    pre = truth[truth["time"] < truth["cohort"]]["tau"].abs().mean()
-    assert inst["tau"].mean() > 3 * pre
-    assert (truth[truth["time"] == 0]["tau"] == 0).all()  # same initial model
+    assert (truth[truth["time"] == 0]["tau_twin"] == 0).all()  # same initial model
+
+
+def test_did_tracks_the_exact_truth_at_the_quick_scale(quick_run):
+    """The design gives DiD enough signal for a test to see it (issue 16, target 4)."""
+    import didmem
+
+    panel = didmem.Panel(quick_run.panel, unit="unit", time="time", cohort="cohort",
+                         outcome="mean_token_loglik")
+    res = didmem.DiDEstimator(n_bootstrap=499, random_state=0).fit(panel)
+    row = didmem.compare({"did": res}, truth=quick_run.truth, metric="mean_token_loglik").iloc[0]
+    assert row["n_cells"] == 10
+    assert row["corr"] >= 0.7
+    assert row["coverage"] >= 0.8
+
+
+def test_exact_truth_for_every_cohort(quick_run):
+    truth, cfg = quick_run.truth, quick_run.config
+    assert cfg.exact_cohort_steps == cfg.cohorts and truth["exact"].all()
+    pre = truth[truth["time"] < truth["cohort"]]
+    assert (pre["tau"] == 0).all() and (pre["sd"] == 0).all()  # the same model before g
+    assert (pre["tau_twin"] != 0).any()  # the twin's does move before g
+    # tau is the exact run's value, cell for cell
+    ex = quick_run.exact.set_index(["metric", "cohort", "time"])
+    ours = truth.set_index(["metric", "cohort", "time"])
+    np.testing.assert_array_equal(ours["tau"].to_numpy(), ex.loc[ours.index, "tau_exact"].to_numpy())
+    np.testing.assert_array_equal(ours["tau_twin"].to_numpy(),
+                                  ex.loc[ours.index, "tau_twin"].to_numpy())
+    units = pd.read_parquet(quick_run.out_dir / "truth_units.parquet")
+    assert {"effect", "effect_twin", "exact"} <= set(units.columns)
+    for g in cfg.cohorts:
+        d = quick_run.out_dir / "exact" / f"cohort{g}" / f"step{cfg.n_steps}" / "model.safetensors"
+        assert d.is_file()
 
 
 def test_exact_check(quick_run):
@@ -125,8 +154,6 @@ def test_exact_check(quick_run):
     at = ex[(ex["time"] == ex["cohort"]) & (ex["metric"] == "mean_token_loglik")]
     assert (at["tau_exact"] > 0).all()
     np.testing.assert_allclose(ex["difference"], ex["tau_twin"] - ex["tau_exact"])
-    # the twin is close to the exact truth relative to the effect's size
-    assert (at["difference"].abs() < at["tau_exact"]).all()
 
 
 def test_subsets_membership_and_scores(subset_run):
@@ -176,7 +203,8 @@ def test_overwrite_replaces_a_run(tmp_path):
     pytest.importorskip("torch")
     from didmem.lab import run
 
-    small = {"quick": True, "n_steps": 12, "exact_cohorts": (), "n_validation": 16, "n_analysed": 4}
+    small = {"quick": True, "n_steps": 12, "burn_in": 0, "exact_cohorts": (), "n_validation": 16,
+             "n_analysed": 4}
     first = run(tmp_path / "r", seed=0, **small)
     (first.out_dir / "exact").mkdir()  # a stale entry that the new run must not keep
     second = run(tmp_path / "r", seed=2, overwrite=True, **small)
@@ -193,7 +221,8 @@ def test_interrupted_run_is_restarted(tmp_path):
     out.mkdir()
     (out / IN_PROGRESS).write_text("")
     (out / "panel.parquet").write_text("half written")
-    result = run(out, quick=True, n_steps=12, exact_cohorts=(), n_validation=16, n_analysed=4)
+    result = run(out, quick=True, n_steps=12, burn_in=0, exact_cohorts=(), n_validation=16,
+                 n_analysed=4)
     assert len(pd.read_parquet(out / "panel.parquet")) == len(result.panel)
 
 
@@ -225,12 +254,16 @@ def test_run_on_user_text_files(tmp_path):
 @pytest.mark.slow
 def test_demo_scale_signal(tmp_path):
     pytest.importorskip("torch")
+    import didmem
     from didmem.lab import run
 
     result = run(tmp_path / "demo")
     inst = result.instantaneous()
-    assert len(inst) == 10
+    assert len(inst) == len(result.config.cohorts) == 7
     assert (inst["z"] > 3).all()
-    ex = result.exact[(result.exact["metric"] == "mean_token_loglik")
-                      & (result.exact["time"] == result.exact["cohort"])]
-    assert (ex["difference"].abs() < 0.5 * ex["tau_exact"]).all()
+    panel = didmem.Panel(result.panel, unit="unit", time="time", cohort="cohort",
+                         outcome="mean_token_loglik")
+    res = didmem.DiDEstimator(n_bootstrap=999, random_state=0).fit(panel)
+    row = didmem.compare({"did": res}, truth=result.truth, metric="mean_token_loglik").iloc[0]
+    assert row["n_cells"] == 28
+    assert row["corr"] >= 0.8 and row["coverage"] >= 0.9  # issue 16's demo targets

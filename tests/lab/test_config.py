@@ -14,7 +14,7 @@ def test_presets_are_valid_and_consistent():
     for cfg in (demo_config(), quick_config()):
         assert cfg.n_steps % cfg.checkpoint_every == 0
         assert cfg.checkpoints[0] == 0 and cfg.checkpoints[-1] == cfg.n_steps
-        assert cfg.cohorts == cfg.checkpoints[1:]
+        assert cfg.cohorts == cfg.checkpoints[1 + cfg.burn_in:]
         assert set(cfg.exact_cohort_steps) <= set(cfg.cohorts)
         assert cfg.seq_len <= cfg.max_positions
 
@@ -31,12 +31,19 @@ def test_unknown_setting_is_refused():
 
 
 def test_more_analysed_than_a_batch_holds():
-    with pytest.raises(ParameterError, match="do not fit in a batch, which holds 8"):
-        quick_config(placement="last_batch", n_analysed=9)
+    with pytest.raises(ParameterError, match="do not fit in a batch, which holds 16"):
+        quick_config(placement="last_batch", n_analysed=17)
     # spread placement: the capacity is the whole macro-batch
-    with pytest.raises(ParameterError, match="macro-batch, which holds 96"):
-        quick_config(placement="spread", n_analysed=97)
-    quick_config(placement="last_batch", n_analysed=8)
+    with pytest.raises(ParameterError, match="macro-batch, which holds 192"):
+        quick_config(placement="spread", n_analysed=193)
+    quick_config(placement="last_batch", n_analysed=16)
+
+
+def test_burn_in_must_leave_a_cohort():
+    assert quick_config(burn_in=0).cohorts == (12, 24, 36, 48, 60)
+    assert quick_config(burn_in=4).cohorts == (60,)
+    with pytest.raises(ParameterError, match="burn_in=5 leaves no cohort"):
+        quick_config(burn_in=5)
 
 
 def test_checkpoints_must_divide_steps():
@@ -58,15 +65,21 @@ def test_other_impossible_settings():
         quick_config(placement="middle")
     with pytest.raises(ParameterError, match="too short for a secret"):
         quick_config(seq_len=10, secret_digits=8)
-    with pytest.raises(ParameterError, match="positive integer"):
+    with pytest.raises(ParameterError, match=r"'batch_size' parameter of LabConfig must be an "
+                                             r"integer in \[1, inf\]. Got 0"):
         quick_config(batch_size=0)
     with pytest.raises(ParameterError, match="multiple of n_heads"):
         quick_config(hidden_size=30, n_heads=4)
 
 
-def test_auto_exact_cohorts():
-    assert demo_config().exact_cohort_steps == (96, 192, 288)
-    assert quick_config().exact_cohort_steps == (12, 24, 48)
+def test_exact_cohorts_all_and_auto():
+    for cfg in (demo_config(), quick_config()):
+        assert cfg.exact_cohorts == "all" and cfg.exact_cohort_steps == cfg.cohorts
+    assert demo_config(n_steps=320, checkpoint_every=32, burn_in=0,
+                       exact_cohorts="auto").exact_cohort_steps == (96, 192, 288)
+    assert quick_config(n_steps=48, checkpoint_every=12, burn_in=0,
+                        exact_cohorts="auto").exact_cohort_steps == (12, 24, 48)
+    assert quick_config(exact_cohorts="all").to_dict()["exact_cohorts"] == "all"
     assert quick_config(exact_cohorts=()).exact_cohort_steps == ()
     assert quick_config(exact_cohorts="auto").to_dict()["exact_cohorts"] == "auto"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
@@ -11,82 +10,34 @@ from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
-from scipy import linalg
-from scipy.special import chdtrc
 
-from .aggregate import AggregationSpec, build_aggregation
-from .errors import InferenceWarning
-from .inference.bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
-from .inference.bootstrap import BootstrapDraws
-from .inference.linear import cell_covariance, combination_covariance, combination_draws
-
-__all__ = ["Estimate", "Pretest", "GroupTimeResult", "AggregateResult", "CellResult"]
-
-SIGN_NOTE = (
-    "Sign convention: an estimate is positive when training on the instances raised the "
-    "outcome (memorisation under a higher-is-better metric)."
+from .._arrays import readonly
+from ..errors import ParameterError
+from ..inference.cell_inference import PRETREND_METHODS, CellInference, PretrendTest, normal_quantile
+from ._common import (
+    SIGN_NOTE,
+    Estimate,
+    Pretest,
+    PicklableProxies,
+    _interval,
+    level_label,
+    _significant,
+    profile_matrix,
 )
+from .aggregations import AggregateResult, AggregationSpec, build_aggregation
+from .saving import save_result
+
+__all__ = ["Estimate", "Pretest", "PretrendTest", "GroupTimeResult", "AggregateResult",
+           "CellResult"]
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a = np.array(a, copy=True)
-    a.flags.writeable = False
-    return a
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A scalar estimate with its standard error and (pointwise) confidence interval."""
-
-    estimate: float
-    std_error: float
-    ci_lower: float
-    ci_upper: float
-
-    @property
-    def significant(self) -> bool:
-        """True when the interval excludes zero."""
-        return bool(self.ci_lower > 0 or self.ci_upper < 0)
-
-
-@dataclass(frozen=True)
-class Pretest:
-    """Wald pre-test of parallel trends: all pre-treatment cells are zero.
-
-    ``statistic = tau_pre' V^-1 tau_pre`` with the analytic covariance ``V`` of the
-    pre-treatment cells (those with cohort > time, less cells whose variance is zero),
-    chi-squared with ``df`` = their number, as R ``did``'s ``att_gt`` reports.
-    ``note`` says why the test is missing when ``statistic`` is NaN.
-    """
-
-    statistic: float
-    df: int
-    pvalue: float
-    note: str = ""
-
-
-def profile_matrix(frame: pd.DataFrame, value: str, significant_only: bool) -> pd.DataFrame:
-    """Cohort x time matrix of one column of a tidy cell table (NaN where no cell)."""
-    if value not in frame.columns:
-        raise KeyError(f"Unknown column {value!r}; choose from {list(frame.columns)}.")
-    if significant_only:
-        frame = frame.copy()
-        frame.loc[~frame["significant"], value] = np.nan
-    return frame.pivot(index="cohort", columns="time", values=value)
-
-
-def _interval(est, se, crit):
-    with np.errstate(invalid="ignore"):
-        return est - crit * se, est + crit * se
-
-
-def _significant(lo, hi):
-    with np.errstate(invalid="ignore"):
-        return (lo > 0) | (hi < 0)
+def _inferred(name: str, doc: str) -> property:
+    """A read-only attribute of the result that the fit's inference object holds."""
+    return property(lambda self: getattr(self.inference, name), doc=doc)
 
 
 @dataclass(frozen=True, eq=False)
-class GroupTimeResult:
+class GroupTimeResult(PicklableProxies):
     """Group-time effects tau(g, c) of one estimator on one panel.
 
     Attributes
@@ -99,41 +50,56 @@ class GroupTimeResult:
     lower_is_better : bool
         True when the outcome's sign was flipped before estimation (surprisal, rank, ...),
         so that positive estimates mean memorisation.
+    inference : CellInference
+        The fit's inference (:class:`didmem.inference.cell_inference.CellInference`): scale,
+        bootstrap draws, alpha and the band rule, shared by the cells, every aggregation and
+        the pre-test. ``design``, ``cells``, ``stats``, ``influence``, ``bootstrap`` and
+        ``alpha`` are read from it.
     critical_value : float
         Multiplier of the standard errors in ``ci_lower`` / ``ci_upper``: the simultaneous
-        sup-t value of the bootstrap, or the normal quantile for pointwise intervals.
+        sup-t value of the bootstrap, or the normal quantile for pointwise intervals. With
+        the small-sample correction the cells have their own multipliers
+        (``cell_critical_values``) and this is the largest of them.
     band : {"simultaneous", "pointwise"}
     n_units, n_clusters : int
-    influence : CellInfluence or None
-        With covariates, the per-unit influence functions of the cells
-        (:class:`didmem.inference.influence.CellInfluence`) from which standard errors,
-        bootstrap draws, aggregations and the pre-test are computed; None on the grouped-sum
-        route (no covariates).
+    cell_critical_values : ndarray or None
+        Each cell's multiplier under the small-sample correction: the t quantile, with the
+        cell's degrees of freedom, at the pointwise level of the sup-t band
+        (:mod:`didmem.inference.small_sample`); None under R's rule (``small_sample=False``).
     """
 
     estimator: str
     params: Mapping[str, Any]
     outcome: str
     lower_is_better: bool
-    design: Any = field(repr=False)
-    cells: Any = field(repr=False)
-    stats: Mapping[str, np.ndarray] = field(repr=False)
+    inference: CellInference = field(repr=False)
     estimates: np.ndarray = field(repr=False)
     std_errors: np.ndarray = field(repr=False)
     analytic_std_errors: np.ndarray = field(repr=False)
     critical_value: float = 1.959963984540054
     band: str = "pointwise"
-    alpha: float = 0.05
-    bootstrap: BootstrapDraws | None = field(default=None, repr=False)
-    influence: Any = field(default=None, repr=False)
+    cell_critical_values: np.ndarray | None = field(default=None, repr=False)
+
+    _proxies = ("params",)
 
     def __post_init__(self):
         for name in ("estimates", "std_errors", "analytic_std_errors"):
-            object.__setattr__(self, name, _readonly(getattr(self, name)))
+            object.__setattr__(self, name, readonly(getattr(self, name)))
+        if self.cell_critical_values is not None:
+            object.__setattr__(self, "cell_critical_values",
+                               readonly(self.cell_critical_values))
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
-        object.__setattr__(self, "stats", MappingProxyType({k: _readonly(v) for k, v in self.stats.items()}))
 
     # ------------------------------------------------------------------ basics
+    design = _inferred("design", "The prepared panel the cells were estimated on.")
+    cells = _inferred("cells", "The layout of the (cohort, time) cells.")
+    stats = _inferred("stats", "The cells' grouped statistics (read-only).")
+    influence = _inferred("influence", "Per-unit influence functions (covariates), else None.")
+    bootstrap = _inferred("bootstrap", "The bootstrap draws, or None for analytic inference.")
+    alpha = _inferred("alpha", "One minus the coverage of intervals and bands.")
+    small_sample = _inferred("correction", "The small-sample correction (Welch variances and "
+                             "degrees of freedom), or None under R's rule.")
+
     @property
     def n_units(self) -> int:
         return self.design.n_units
@@ -151,9 +117,16 @@ class GroupTimeResult:
         return self.design.times[self.cells.t]
 
     @property
+    def _crit(self):
+        """The multiplier of every cell's standard error (one value, or one per cell)."""
+        if self.cell_critical_values is not None:
+            return np.asarray(self.cell_critical_values)
+        return self.critical_value
+
+    @property
     def significant(self) -> np.ndarray:
         """Cells whose band excludes zero."""
-        lo, hi = _interval(self.estimates, self.std_errors, self.critical_value)
+        lo, hi = _interval(self.estimates, self.std_errors, self._crit)
         return _significant(lo, hi)
 
     def to_frame(self) -> pd.DataFrame:
@@ -163,7 +136,7 @@ class GroupTimeResult:
         estimate, std_error, ci_lower, ci_upper, significant, n_treated, n_control.
         """
         d, c = self.design, self.cells
-        lo, hi = _interval(self.estimates, self.std_errors, self.critical_value)
+        lo, hi = _interval(self.estimates, self.std_errors, self._crit)
         counts = np.diff(d.starts)
         tail = np.cumsum(counts[::-1])[::-1]
         n_control = tail[c.cs] - np.where(c.k >= c.cs, counts[c.k], 0)
@@ -237,24 +210,60 @@ class GroupTimeResult:
     @cached_property
     def pretest(self) -> Pretest:
         """Wald pre-test of parallel trends over the pre-treatment cells (computed once)."""
-        pre = (self.cohorts > self.times) & np.isfinite(self.analytic_std_errors)
-        which = np.flatnonzero(pre)
-        if which.size == 0:
-            return Pretest(np.nan, 0, np.nan, "no pre-treatment cells to test")
-        cov = cell_covariance(self.design, self.cells, self.stats, which, self.influence)
-        if not np.all(np.isfinite(cov)):
-            warnings.warn("Pre-test not computed: NaN in the pre-treatment covariance.",
-                          InferenceWarning, stacklevel=2)
-            return Pretest(np.nan, which.size, np.nan, "NaN in the covariance")
-        lu, piv = linalg.lu_factor(cov, check_finite=False)
-        rcond, _ = linalg.lapack.dgecon(lu, np.abs(cov).sum(axis=0).max(), norm="1")
-        if rcond <= np.finfo(float).eps:  # R: rcond(preV) <= .Machine$double.eps
-            warnings.warn("Pre-test not computed: the pre-treatment covariance is singular.",
-                          InferenceWarning, stacklevel=2)
-            return Pretest(np.nan, which.size, np.nan, "singular covariance")
-        est = np.asarray(self.estimates)[which]
-        stat = float(est @ linalg.lu_solve((lu, piv), est, check_finite=False))
-        return Pretest(stat, int(which.size), float(chdtrc(which.size, stat)))
+        before = self.cohorts > self.times
+        pre = before & np.isfinite(self.analytic_std_errors)
+        return Pretest(*self.inference.pretest(np.asarray(self.estimates), np.flatnonzero(pre),
+                                               n_before=int(before.sum())))
+
+    def pretrend_test(self, method: str | None = None) -> PretrendTest:
+        """Pre-test of parallel trends.
+
+        Parameters
+        ----------
+        method : {None, "event", "max_t", "wald"}
+            ``None``: the calibrated default, ``"event"``. ``"event"``: Wald test that the
+            event-time averages of the pre-treatment cells (R's ``dynamic`` aggregation at
+            ``e < 0``) are zero; with ``small_sample`` its covariance is scaled by
+            ``n / (n - 1)`` and the p-value is Hotelling's F. ``"max_t"``: the largest
+            studentised pre-treatment cell against the multiplier bootstrap's maximum (the
+            fit's draws, or 999 fresh ones seeded by ``random_state``). ``"wald"``: R
+            ``did``'s Wald test of every pre-treatment cell, the same numbers as
+            :attr:`pretest`.
+
+        Returns
+        -------
+        PretrendTest
+            ``statistic``, ``pvalue``, ``method``, ``df`` (Wald tests) and, for ``"event"``,
+            its power against a linear pre-trend of 0.25 pre-cell standard errors per period.
+
+        Notes
+        -----
+        R's Wald test inverts the covariance of every pre-treatment cell, estimated from the
+        units; with thousands of cells (the paper's 4,465) it rejects true parallel trends
+        almost always. The event-time test has one restriction per event time and, against a
+        trend shared by the cohorts, the power of all the cells together; the maximum-absolute-t test is
+        calibrated however many cells there are (Chernozhukov, Chetverikov & Kato 2013) and
+        detects a few large deviations. Sizes and powers: the docs' *Inference* page.
+        """
+        if method is not None and method not in PRETREND_METHODS:
+            raise ParameterError(f"The 'method' of pretrend_test must be one of "
+                                 f"{set(PRETREND_METHODS)} or None. Got {method!r}.")
+        if method == "wald":
+            pre = self.pretest
+            return PretrendTest("wald", pre.statistic, pre.pvalue, df=float(pre.df),
+                                n_restrictions=int(pre.df), note=pre.note)
+        which = np.flatnonzero((self.cohorts > self.times)
+                               & np.isfinite(np.asarray(self.analytic_std_errors)))
+        rows = None
+        if method in (None, "event") and which.size:
+            est = np.where(np.isfinite(self.estimates), np.asarray(self.estimates), 0.0)
+            spec = build_aggregation(self.design, self.cells, est, "dynamic")
+            keys = np.flatnonzero(spec.keys < 0)
+            rows = (spec.weights[keys], spec.omega[keys])
+        return self.inference.pretrend_test(
+            method, estimates=self.estimates, std_errors=self.std_errors,
+            analytic_std_errors=self.analytic_std_errors, which=which, event_rows=rows,
+            random_state=self.params.get("random_state"))
 
     def plot(self, kind: str = "profile", **options):
         """Draw a figure of :mod:`didmem.plotting` (``kind`` is a key of ``PLOTS``).
@@ -262,32 +271,23 @@ class GroupTimeResult:
         ``options`` (``ax=``, ``lr_schedule=``, ...) go to the plotting function; returns the
         matplotlib Axes.
         """
-        from .plotting import PLOTS
+        from ..plotting import plot_result  # a face: imported when a figure is drawn
 
-        if kind not in PLOTS:
-            from .errors import ParameterError
-
-            raise ParameterError(f"Unknown figure {kind!r}; choose from {sorted(PLOTS)}.")
-        return PLOTS[kind](self, **options)
+        return plot_result(self, kind, **options)
 
     # ------------------------------------------------------------------- save
     def save(self, path):
         """Write the cells, aggregations, pre-test and settings to a parquet file.
 
-        Read it back with :func:`didmem.load_result` (see :mod:`didmem.results_io`); the
+        Read it back with :func:`didmem.load_result` (see :mod:`didmem.results.saving`); the
         result itself is not changed.
         """
-        from .results_io import save_result
-
         return save_result(self, path)
 
     # --------------------------------------------------------------- display
     def _inference_line(self) -> str:
-        if self.bootstrap is None:
-            return "analytic standard errors (influence function); pointwise intervals"
-        return (f"multiplier bootstrap, {self.bootstrap.n_draws} {self.bootstrap.multiplier} "
-                f"draws; {self.band} {100 * (1 - self.alpha):g}% band, critical value "
-                f"{self.critical_value:.3f}")
+        return self.inference.describe(self.critical_value, self.band,
+                                       self.cell_critical_values)
 
     def summary(self) -> str:
         """A text summary: settings, significant cells, overall effect and the pre-test."""
@@ -295,7 +295,10 @@ class GroupTimeResult:
         post = frame[frame["post"]]
         overall = self.aggregate("simple").overall
         pre = self.pretest
+        calibrated = self.pretrend_test()
         p = dict(self.params)
+        if "outcome" in p:  # the outcome used, also when the panel's only one was implied
+            p["outcome"] = self.outcome
         lines = [
             f"{self.estimator} on outcome {self.outcome!r}"
             + (" (sign flipped: lower is better)" if self.lower_is_better else ""),
@@ -308,10 +311,12 @@ class GroupTimeResult:
             f"{int(post['significant'].sum())} post, "
             f"{int(frame.loc[~frame['post'], 'significant'].sum())} pre",
             f"  overall ATT (simple): {overall.estimate:.4g} (SE {overall.std_error:.3g}, "
-            f"95% CI [{overall.ci_lower:.4g}, {overall.ci_upper:.4g}])",
-            (f"  pre-test of parallel trends: W = {pre.statistic:.4g}, df = {pre.df}, "
-             f"p = {pre.pvalue:.4g}") if pre.df and np.isfinite(pre.statistic)
-            else f"  pre-test: not available ({pre.note})",
+            f"{level_label(self.alpha)} CI [{overall.ci_lower:.4g}, {overall.ci_upper:.4g}])",
+            "  " + calibrated.describe(),
+            (f"  R did's Wald pre-test (all {pre.df} pre-treatment cells; over-rejects with "
+             f"many cells): W = {pre.statistic:.4g}, p = {pre.pvalue:.4g}")
+            if pre.df and np.isfinite(pre.statistic)
+            else f"  R did's Wald pre-test: not available ({pre.note})",
             "  " + SIGN_NOTE,
         ]
         return "\n".join(lines)
@@ -326,115 +331,12 @@ class GroupTimeResult:
         return f"<div><p style='font-family:monospace'>{text}</p>{head}</div>"
 
 
-@dataclass(frozen=True, eq=False)
-class AggregateResult:
-    """An aggregation of group-time effects: one value per key, and an overall value.
-
-    Attributes
-    ----------
-    kind : str
-        The aggregation (canonical R name or memorisation name).
-    key_name : str or None
-        ``"cohort"``, ``"event_time"`` or ``"time"``; None for ``simple``.
-    overall : Estimate
-        The overall value, with a pointwise interval.
-    critical_value : float
-        Multiplier of the keys' standard errors (simultaneous over keys when bootstrapped).
-    """
-
-    kind: str
-    key_name: str | None
-    keys: np.ndarray = field(repr=False)
-    estimates: np.ndarray = field(repr=False)
-    std_errors: np.ndarray = field(repr=False)
-    overall: Estimate = None
-    critical_value: float = 1.959963984540054
-    band: str = "pointwise"
-    options: Mapping[str, Any] = field(default_factory=dict, repr=False)
-    draws: np.ndarray | None = field(default=None, repr=False)
-    covariance: np.ndarray | None = field(default=None, repr=False)
-
-    @classmethod
-    def _from_spec(cls, res: GroupTimeResult, spec: AggregationSpec) -> "AggregateResult":
-        est = spec.weights @ np.asarray(res.estimates)
-        cov = combination_covariance(res.design, res.cells, res.stats, spec.weights,
-                                     spec.omega, res.influence)
-        se = analytic_se(np.diag(cov).copy())
-        z = normal_quantile(1 - res.alpha / 2)
-        crit, band, draws = z, "pointwise", None
-        if res.bootstrap is not None:
-            draws = combination_draws(res.design, res.bootstrap, spec.weights, spec.omega)
-            scale = res.n_units / np.sqrt(res.n_clusters or res.n_units)
-            se = bootstrap_se(draws, scale)
-            if res.band == "simultaneous" and spec.key_name is not None:
-                crit, band = simultaneous_band(draws[:, :-1], se[:-1], res.alpha, scale,
-                                               at_least_normal=True)
-        lo, hi = _interval(est[-1], se[-1], z)
-        return cls(kind=spec.kind, key_name=spec.key_name, keys=_readonly(spec.keys),
-                   estimates=_readonly(est[:-1]), std_errors=_readonly(se[:-1]),
-                   overall=Estimate(float(est[-1]), float(se[-1]), float(lo), float(hi)),
-                   critical_value=float(crit), band=band,
-                   options=MappingProxyType(dict(spec.options)),
-                   draws=None if draws is None else _readonly(draws),
-                   covariance=_readonly(cov[:-1, :-1]))
-
-    def vcov(self) -> pd.DataFrame:
-        """The analytic covariance of the keys' estimates, labelled by key on both axes.
-
-        ``sum_i psi_i psi_i'`` of the same influence functions as the analytic standard
-        errors (of cluster sums when clustered), as R ``did``'s ``honest_did`` uses
-        (``IF'IF / n**2``); its diagonal is the analytic squared standard error. This is what
-        :func:`didmem.sensitivity` takes.
-
-        Raises
-        ------
-        ValueError
-            For ``simple`` (no keys) or a result loaded without its covariance.
-        """
-        if self.key_name is None:
-            raise ValueError(f"The {self.kind!r} aggregation has no keys, so no covariance "
-                             "matrix; aggregate by event_time, cohort or time.")
-        if self.covariance is None:
-            raise ValueError("This aggregation carries no covariance (it was loaded from a "
-                             "file written without it); aggregate the group-time result again.")
-        idx = pd.Index(self.keys, name=self.key_name)
-        return pd.DataFrame(np.array(self.covariance), index=idx,
-                            columns=pd.Index(self.keys, name=self.key_name))
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per key: the key column, estimate, std_error, ci_lower, ci_upper, significant.
-
-        For ``simple`` (no keys) the single row is the overall value.
-        """
-        if self.key_name is None:
-            o = self.overall
-            return pd.DataFrame({"estimate": [o.estimate], "std_error": [o.std_error],
-                                 "ci_lower": [o.ci_lower], "ci_upper": [o.ci_upper],
-                                 "significant": [o.significant]})
-        lo, hi = _interval(self.estimates, self.std_errors, self.critical_value)
-        return pd.DataFrame({self.key_name: self.keys, "estimate": self.estimates,
-                             "std_error": self.std_errors, "ci_lower": lo, "ci_upper": hi,
-                             "significant": _significant(lo, hi)})
-
-    def summary(self) -> str:
-        o = self.overall
-        head = (f"{self.kind} aggregation: overall {o.estimate:.4g} (SE {o.std_error:.3g}, "
-                f"95% CI [{o.ci_lower:.4g}, {o.ci_upper:.4g}])")
-        if self.key_name is None:
-            return head
-        return head + f"\n{self.band} band, critical value {self.critical_value:.3f}\n" + \
-            self.to_frame().to_string(index=False, float_format=lambda v: f"{v:.4g}")
-
-    def __repr__(self) -> str:
-        return f"<AggregateResult {self.kind}: {self.keys.size} keys, overall={self.overall.estimate:.4g}>"
-
-
 _CELL_COLUMNS = ("cohort", "time", "event_time", "estimate", "std_error", "ci_lower",
                  "ci_upper", "significant", "n_units")
 
 
 @dataclass(frozen=True, eq=False)
-class CellResult:
+class CellResult(PicklableProxies):
     """Estimates of one of the other memorisation estimators on the (cohort, time) grid.
 
     The architectural, extractable, influence-function and two-way fixed-effects estimators
@@ -472,6 +374,8 @@ class CellResult:
     units: pd.DataFrame | None = field(default=None, repr=False)
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
     alpha: float = 0.05
+
+    _proxies = ("params", "extra")
 
     def __post_init__(self):
         missing = [c for c in _CELL_COLUMNS if c not in self.cells.columns]
@@ -513,9 +417,12 @@ class CellResult:
             raise AttributeError(f"{self.estimator} has no per-instance estimates.")
         return self.units.copy()
 
-    def profile(self, value: str = "estimate") -> pd.DataFrame:
-        """The cohort x time matrix of one column of :meth:`to_frame`."""
-        return self.cells.pivot(index="cohort", columns="time", values=value)
+    def profile(self, value: str = "estimate", significant_only: bool = False) -> pd.DataFrame:
+        """The cohort x time matrix of one column of :meth:`to_frame` (NaN where no cell).
+
+        With ``significant_only``, cells whose interval covers zero are NaN.
+        """
+        return profile_matrix(self.to_frame(), value, significant_only)
 
     def summary(self) -> str:
         c = self.cells

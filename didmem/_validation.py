@@ -1,0 +1,180 @@
+"""Parameter checks declared once, for the whole package.
+
+A class declares its constraints in a ``_constraints`` mapping (``name -> constraint``) and
+keeps its defaults in its signature only; :func:`defaults_of` reads them with
+:func:`inspect.signature`, as scikit-learn does. The estimators, backends, runners, the lab
+configuration and the command line all check with :func:`check`, so every invalid value is
+reported with one message shape::
+
+    The 'control_group' parameter of DiDEstimator must be one of {...}. Got 'never'.
+
+The command line builds its choices, types and defaults from the same declarations
+(:func:`add_option`), so a default is never written a second time.
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .errors import ParameterError
+
+__all__ = [
+    "Constraint", "OneOf", "Interval", "Integral", "Instance", "Boolean",
+    "check", "check_all", "constraints_of", "defaults_of", "add_option",
+]
+
+
+class Constraint:
+    """A rule a value must follow; ``description`` completes "must be ..."."""
+
+    description: str = "valid"
+
+    def __call__(self, value) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class OneOf(Constraint):
+    """One of a few values (compared by value and type, so ``1`` is not ``True``)."""
+
+    def __init__(self, *values):
+        self.values = values
+        self.description = "one of {" + ", ".join(repr(v) for v in values) + "}"
+
+    def __call__(self, value) -> bool:
+        return any(value == v and type(value) is type(v) for v in self.values)
+
+
+def Boolean() -> OneOf:
+    """True or False (not 0 or 1)."""
+    return OneOf(True, False)
+
+
+class Interval(Constraint):
+    """A finite real number in [low, high] (either bound may be open, or None for none)."""
+
+    def __init__(self, low=None, high=None, *, closed="both", integer=False, allow_none=False):
+        self.low, self.high, self.closed, self.integer = low, high, closed, integer
+        self.allow_none = allow_none
+        kind = "an integer" if integer else "a number"
+        lo = "(" if closed in ("right", "neither") else "["
+        hi = ")" if closed in ("left", "neither") else "]"
+        self.description = (f"{kind} in {lo}{'-inf' if low is None else low}, "
+                            f"{'inf' if high is None else high}{hi}"
+                            + (" or None" if allow_none else ""))
+
+    def __call__(self, value) -> bool:
+        if value is None:
+            return self.allow_none
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return False
+        if self.integer and not isinstance(value, numbers.Integral):
+            return False
+        if not np.isfinite(value):
+            return False
+        if self.low is not None:
+            if value < self.low or (value == self.low and self.closed in ("right", "neither")):
+                return False
+        if self.high is not None:
+            if value > self.high or (value == self.high and self.closed in ("left", "neither")):
+                return False
+        return True
+
+    @property
+    def python_type(self) -> type:
+        return int if self.integer else float
+
+
+def Integral(low=None, high=None, *, allow_none=False) -> Interval:
+    """An integer in [low, high]."""
+    return Interval(low, high, integer=True, allow_none=allow_none)
+
+
+class Instance(Constraint):
+    """An instance of one of ``types`` (or None when ``allow_none``)."""
+
+    def __init__(self, *types, description: str | None = None, allow_none=False):
+        self.types, self.allow_none = types, allow_none
+        names = " or ".join(t.__name__ for t in types)
+        self.description = description or (f"an instance of {names}"
+                                            + (" or None" if allow_none else ""))
+
+    def __call__(self, value) -> bool:
+        return (value is None and self.allow_none) or isinstance(value, self.types)
+
+
+class Seed(Constraint):
+    """A random seed as numpy takes it: None, a non-negative integer or a Generator."""
+
+    description = "None, a non-negative int or a numpy Generator"
+
+    def __call__(self, value) -> bool:
+        if value is None or isinstance(value, np.random.Generator):
+            return True
+        return (isinstance(value, numbers.Integral) and not isinstance(value, bool)
+                and value >= 0)
+
+
+def check(owner: str, name: str, value, constraint: Constraint | Callable[[Any], bool]):
+    """Return ``value`` when it meets ``constraint``; raise :class:`ParameterError` otherwise.
+
+    ``owner`` names the class (or command) the parameter belongs to.
+    """
+    if not constraint(value):
+        description = getattr(constraint, "description", "valid")
+        raise ParameterError(
+            f"The {name!r} parameter of {owner} must be {description}. Got {value!r}."
+        )
+    return value
+
+
+def check_all(owner: str, values: Mapping[str, Any],
+              constraints: Mapping[str, Constraint]) -> dict[str, Any]:
+    """Check every value that has a constraint; return them as a new dict."""
+    for name, constraint in constraints.items():
+        if name in values:
+            check(owner, name, values[name], constraint)
+    return dict(values)
+
+
+def constraints_of(cls: type) -> dict[str, Constraint]:
+    """The ``_constraints`` a class declares, merged along its bases (subclasses win)."""
+    merged: dict[str, Constraint] = {}
+    for base in reversed(cls.__mro__):
+        merged.update(vars(base).get("_constraints", {}))
+    return merged
+
+
+def defaults_of(func_or_cls) -> dict[str, Any]:
+    """Keyword defaults from a signature (a class means its ``__init__``); the one source."""
+    target = func_or_cls.__init__ if isinstance(func_or_cls, type) else func_or_cls
+    return {
+        name: p.default for name, p in inspect.signature(target).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+
+
+def add_option(parser, owner, name: str, *flags: str, help: str = "",
+               default=inspect.Parameter.empty, **kwargs):
+    """Add ``--name`` to an argparse parser from ``owner``'s declaration of ``name``.
+
+    ``owner`` is the class (or function) the option configures. The default comes from its
+    signature (or ``default=`` where the command line deliberately differs, such as a fixed
+    seed), the choices from a :class:`OneOf`, the type from an :class:`Interval`; the value
+    is checked again when ``owner`` is built or called.
+    """
+    constraint = constraints_of(owner).get(name) if isinstance(owner, type) else None
+    if default is inspect.Parameter.empty:
+        default = defaults_of(owner)[name]
+    flags = flags or ("--" + name.replace("_", "-"),)
+    options: dict[str, Any] = {"default": default, "dest": name}
+    if isinstance(constraint, OneOf) and all(isinstance(v, str) for v in constraint.values):
+        options["choices"] = list(constraint.values)
+    elif isinstance(constraint, Interval):
+        options["type"] = constraint.python_type
+    options.update(kwargs)
+    shown = "" if default is None else " (default: %(default)s)"
+    return parser.add_argument(*flags, help=help + shown, **options)

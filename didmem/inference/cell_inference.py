@@ -1,0 +1,336 @@
+"""The one owner of a fit's inference: scale, bootstrap draws, alpha and the band rule.
+
+A group-time estimator builds one :class:`CellInference` per fit (drawing the multiplier
+bootstrap once) and hands it to its result. The result's cells, every aggregation, the
+pre-test and the covariances then ask this object, so the ``n / sqrt(G)`` scale, the
+pointwise-or-simultaneous rule and the draws are written and held in one place.
+
+The small-sample correction (:mod:`didmem.inference.small_sample`: Welch variances and
+degrees of freedom, t critical values at the sup-t band's pointwise level) is held here too,
+as :attr:`CellInference.correction`, and applied by :meth:`CellInference.cell_band` and
+:meth:`CellInference.combination`; ``small_sample=False`` leaves R ``did``'s rule.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import numpy as np
+from scipy import linalg
+from scipy.special import chdtrc
+
+from .._arrays import PicklableProxies, readonly
+from ..errors import InferenceWarning
+from .bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
+from .bootstrap import BootstrapDraws, bootstrap_cells, bootstrap_influence
+from .linear import (cell_covariance, combination_block_variances, combination_covariance,
+                     combination_draws)
+from .pretrend import PretrendTest
+from .pretrend_cells import (DEFAULT_PRETREND, PRETREND_METHODS, event_time_test,
+                             max_t_cells_test)
+from .small_sample import (SmallSampleCells, block_welch, cluster_correction, normal_level,
+                           small_sample_cells, t_critical_values)
+
+__all__ = ["CellInference", "Band", "Combination", "PretrendTest", "PRETREND_METHODS",
+           "normal_quantile"]
+
+
+@dataclass(frozen=True)
+class Band:
+    """Standard errors and the critical value that multiplies them."""
+
+    std_errors: np.ndarray
+    critical_value: float
+    kind: str  # "simultaneous" or "pointwise"
+    #: one multiplier per cell under the small-sample correction (``critical_value`` is then
+    #: the largest of them); None under R's rule
+    cell_critical_values: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Combination:
+    """Inference on linear combinations of the cells (the rows of an aggregation).
+
+    ``std_errors`` and ``draws`` have one column per row of the weights; ``covariance`` is
+    the analytic covariance of all rows; ``band`` covers the keyed rows (all but the last,
+    the overall value).
+    """
+
+    std_errors: np.ndarray
+    covariance: np.ndarray
+    draws: np.ndarray | None
+    band: Band
+    #: the pointwise multiplier of the overall value (the last row)
+    overall_critical_value: float = 1.959963984540054
+
+
+@dataclass(frozen=True, eq=False)
+class CellInference(PicklableProxies):
+    """Inference of the group-time cells of one fit.
+
+    Parameters
+    ----------
+    design, cells, stats
+        The prepared panel, the cell layout and the cells' grouped statistics (``mu1``,
+        ``mu0``, ``w1``, ``w0``): what the analytic covariances and the bootstrap sums need.
+    influence : CellInfluence or None
+        Per-unit influence functions of the cells (covariate route), else None.
+    alpha : float
+        One minus the coverage of intervals and bands.
+    cband : bool or None
+        Ask for a simultaneous (sup-t) band over the cells.
+    bootstrap : BootstrapDraws or None
+        The multiplier-bootstrap draws (None: analytic standard errors, pointwise bands).
+    """
+
+    design: Any = field(repr=False)
+    cells: Any = field(repr=False)
+    stats: Mapping[str, np.ndarray] = field(repr=False)
+    influence: Any = field(repr=False)
+    alpha: float
+    cband: bool | None
+    bootstrap: BootstrapDraws | None = field(default=None, repr=False)
+    correction: SmallSampleCells | None = field(default=None, repr=False)
+    multiplier_choice: str = "rademacher"
+
+    _proxies = ("stats",)
+
+    _proxies = ("stats",)
+
+    def __post_init__(self):
+        frozen = {name: readonly(value) for name, value in self.stats.items()}
+        object.__setattr__(self, "stats", MappingProxyType(frozen))
+
+    @classmethod
+    def draw(cls, design, cells, stats, influence, *, alpha: float, cband: bool | None,
+             n_bootstrap: int, multiplier: str | None, random_state,
+             small_sample: bool = False, variance: np.ndarray | None = None,
+             owner: str = "estimator") -> "CellInference":
+        """Draw the bootstrap (when ``n_bootstrap > 0``) and return the fit's inference.
+
+        ``small_sample`` computes the Welch correction of the cells' ``variance`` (their
+        uncorrected influence-function variances); ``multiplier=None`` means Gaussian weights
+        with the correction (the sup-t value its t adjustment needs) and Rademacher (R's)
+        without.
+
+        ``cband=None`` means a simultaneous band whenever there are draws; ``cband=True``
+        warns (:class:`~didmem.InferenceWarning`, naming ``owner``) when the band cannot be
+        simultaneous: without draws, or with two periods.
+        """
+        if cband and n_bootstrap == 0:
+            warnings.warn(
+                f"{owner}: cband=True needs bootstrap draws for the simultaneous band, but "
+                "n_bootstrap=0: the intervals are pointwise. Pass n_bootstrap > 0, or leave "
+                "cband=None.", InferenceWarning, stacklevel=4)
+        elif cband and design.times.size <= 2:
+            warnings.warn(
+                f"{owner}: cband=True, but the panel has only two periods (after "
+                "pre-processing), so there is no band over periods to make simultaneous: "
+                "the intervals are pointwise, as in R did.", InferenceWarning, stacklevel=4)
+        multiplier = multiplier or ("normal" if small_sample else "rademacher")
+        correction = None
+        if small_sample:
+            correction = small_sample_cells(design, cells, stats, variance, influence)
+        boot = None
+        if n_bootstrap > 0:
+            rng = np.random.default_rng(random_state)
+            if influence is None:
+                boot = bootstrap_cells(design, cells, stats, n_draws=n_bootstrap,
+                                       multiplier=multiplier, rng=rng)
+            else:
+                boot = bootstrap_influence(design, influence, n_draws=n_bootstrap,
+                                           multiplier=multiplier, rng=rng)
+        return cls(design=design, cells=cells, stats=stats, influence=influence, alpha=alpha,
+                   cband=cband, bootstrap=boot, correction=correction,
+                   multiplier_choice=multiplier)
+
+    # ------------------------------------------------------------ settings
+    @property
+    def n_bootstrap(self) -> int:
+        """Number of bootstrap draws (0 without the bootstrap)."""
+        return 0 if self.bootstrap is None else self.bootstrap.n_draws
+
+    @property
+    def multiplier(self) -> str | None:
+        return None if self.bootstrap is None else self.bootstrap.multiplier
+
+    @property
+    def scale(self) -> float:
+        """``n / sqrt(G)``: turns sums of influence functions into standard errors (R's
+        ``bres`` scale), with ``G`` the clusters (the units when not clustered)."""
+        return self.design.n_units / np.sqrt(self.design.n_clusters or self.design.n_units)
+
+    @property
+    def normal_critical_value(self) -> float:
+        """The pointwise critical value ``z_{1 - alpha/2}``."""
+        return normal_quantile(1 - self.alpha / 2)
+
+    # ------------------------------------------------------------ the band rule
+    def critical_value(self, draws: np.ndarray | None, std_errors: np.ndarray, *,
+                       simultaneous: bool, at_least_normal: bool) -> tuple[float, str]:
+        """The critical value of a band, and whether it is ``"simultaneous"``.
+
+        Pointwise (the normal quantile) without draws or when a simultaneous band is not
+        asked for; otherwise the bootstrap sup-t value (see
+        :func:`~didmem.inference.bands.simultaneous_band`).
+        """
+        if draws is None or not simultaneous:
+            return self.normal_critical_value, "pointwise"
+        crit, kind = simultaneous_band(draws, std_errors, self.alpha, self.scale,
+                                       at_least_normal=at_least_normal)
+        return float(crit), kind
+
+    def cell_band(self, variance: np.ndarray) -> tuple[np.ndarray, Band]:
+        """Analytic standard errors of the cells from their variances, and the cells' band.
+
+        R's rule: with the bootstrap, the band's standard errors come from the draws (NaN
+        where the analytic one is NaN, the reference cells); the band is simultaneous unless
+        ``cband`` is False, when there are more than two times. With the small-sample
+        correction the standard errors are the Welch ones, the draws give only the band's
+        dependence between cells (the sup-t value of the draws studentised by the
+        uncorrected analytic standard errors), and each cell gets the t quantile with its
+        degrees of freedom at that value's pointwise level.
+        """
+        analytic = analytic_se(variance)
+        se = analytic
+        if self.correction is not None:
+            se = np.where(np.isnan(analytic), np.nan, analytic_se(self.correction.variance))
+        crit, kind = self.normal_critical_value, "pointwise"
+        if self.bootstrap is not None:
+            boot_se = analytic
+            if self.correction is None:
+                boot_se = bootstrap_se(self.bootstrap.cells, self.scale)
+                se = np.where(np.isnan(analytic), np.nan, boot_se)
+            crit, kind = self.critical_value(
+                self.bootstrap.cells, boot_se,
+                simultaneous=self.cband is not False and self.design.times.size > 2,
+                at_least_normal=False)
+        cell_crit = None
+        if self.correction is not None:
+            cell_crit = readonly(t_critical_values(normal_level(crit), self.correction.df))
+            if np.isfinite(cell_crit).any():
+                crit = float(np.nanmax(cell_crit))
+        return analytic, Band(se, crit, kind, cell_crit)
+
+    def combination(self, weights: np.ndarray, omega, *, simultaneous: bool) -> Combination:
+        """Inference on ``weights @ cells`` (rows: the keys, then the overall value).
+
+        ``omega`` carries the estimated-weights term of R's aggregations; ``simultaneous``
+        asks for a sup-t band over the keyed rows (given only when the cells' band is).
+        """
+        cov = combination_covariance(self.design, self.cells, self.stats, weights, omega,
+                                     self.influence)
+        se = analytic_se(np.diag(cov).copy())
+        draws = None
+        if self.bootstrap is not None:
+            draws = combination_draws(self.design, self.bootstrap, weights, omega)
+            se = bootstrap_se(draws, self.scale)
+        crit, kind = self.critical_value(None if draws is None else draws[:, :-1], se[:-1],
+                                         simultaneous=simultaneous, at_least_normal=True)
+        overall = self.normal_critical_value
+        if self.correction is not None:
+            se, crit, overall = self._corrected_rows(weights, omega, cov, draws, kind, crit)
+        return Combination(std_errors=se, covariance=cov, draws=draws,
+                           band=Band(se[:-1], crit, kind), overall_critical_value=overall)
+
+    def _corrected_rows(self, weights, omega, cov, draws, kind, crit):
+        """Welch-corrected standard errors and t critical values of combinations' rows.
+
+        Each row's variance is corrected block by block (:func:`~didmem.inference.
+        small_sample.block_welch`; CR1 with clusters). A simultaneous band's normal-scale
+        sup-t value comes from the draws studentised by the uncorrected analytic standard
+        errors, and the keyed rows share the largest of their t quantiles at its pointwise
+        level. Returns the standard errors, the keys' critical value and the overall value's
+        (pointwise) one.
+        """
+        raw = np.diag(cov).copy()
+        if self.design.clusters is not None:
+            var, df = cluster_correction(raw, self.design.n_clusters)
+        else:
+            parts = combination_block_variances(self.design, self.cells, self.stats, weights,
+                                                omega, self.influence)
+            var, df = block_welch(parts, np.diff(self.design.starts))
+        raw_se = analytic_se(raw)
+        se = np.where(np.isnan(raw_se), np.nan, analytic_se(var))
+        overall = float(t_critical_values(1 - self.alpha / 2, df[-1:])[0])
+        level = 1 - self.alpha / 2
+        if kind == "simultaneous":
+            c_normal, _ = simultaneous_band(draws[:, :-1], raw_se[:-1], self.alpha, self.scale,
+                                            at_least_normal=True)
+            level = normal_level(c_normal)
+        keys_crit = t_critical_values(level, df[:-1])
+        if np.isfinite(keys_crit).any():
+            crit = float(np.nanmax(keys_crit))
+        return se, crit, overall
+
+    # ------------------------------------------------------------ tests
+    def covariance(self, which: np.ndarray) -> np.ndarray:
+        """Analytic covariance of the cells ``which``."""
+        return cell_covariance(self.design, self.cells, self.stats, which, self.influence)
+
+    def pretest(self, estimates: np.ndarray, which: np.ndarray, *,
+                n_before: int | None = None) -> tuple[float, int, float, str]:
+        """Wald test that the cells ``which`` are all zero (R ``did``'s pre-test).
+
+        Returns ``(statistic, df, pvalue, note)``: ``statistic = tau' V^-1 tau`` with the
+        analytic covariance ``V``, chi-squared with ``df = len(which)``; NaN, with a note and
+        an :class:`~didmem.InferenceWarning`, when ``V`` has a NaN or is singular (R:
+        ``rcond(V) <= .Machine$double.eps``). ``n_before`` counts the pre-treatment cells
+        before those without a standard error were left out, for the note when none is left.
+        """
+        if which.size == 0:
+            if n_before:
+                return (np.nan, 0, np.nan, f"none of the {n_before} pre-treatment cells has a "
+                        "standard error; their variance is zero: is the outcome constant?")
+            return np.nan, 0, np.nan, "no pre-treatment cells to test"
+        cov = self.covariance(which)
+        if not np.all(np.isfinite(cov)):
+            warnings.warn("Pre-test not computed: NaN in the pre-treatment covariance.",
+                          InferenceWarning, stacklevel=3)
+            return np.nan, int(which.size), np.nan, "NaN in the covariance"
+        lu, piv = linalg.lu_factor(cov, check_finite=False)
+        rcond, _ = linalg.lapack.dgecon(lu, np.abs(cov).sum(axis=0).max(), norm="1")
+        if rcond <= np.finfo(float).eps:
+            warnings.warn("Pre-test not computed: the pre-treatment covariance is singular.",
+                          InferenceWarning, stacklevel=3)
+            return np.nan, int(which.size), np.nan, "singular covariance"
+        est = np.asarray(estimates)[which]
+        stat = float(est @ linalg.lu_solve((lu, piv), est, check_finite=False))
+        return stat, int(which.size), float(chdtrc(which.size, stat)), ""
+
+    def pretrend_test(self, method: str | None, *, estimates, std_errors, analytic_std_errors,
+                      which: np.ndarray, event_rows, random_state) -> PretrendTest:
+        """The calibrated pre-tests of parallel trends (``"event"``, the default, or
+        ``"max_t"``) over the pre-treatment cells ``which``.
+
+        ``event_rows`` is ``(weights, omega)`` of the dynamic aggregation's rows at negative
+        event times (only read by ``"event"``); ``random_state`` seeds the draws of the maximum-absolute-t
+        test when the fit has none. R's Wald test is :meth:`pretest`.
+        """
+        method = DEFAULT_PRETREND if method is None else method
+        if method == "event":
+            weights, omega = event_rows if event_rows is not None else (None, None)
+            return event_time_test(self, estimates, std_errors, which, weights, omega)
+        if method == "max_t":
+            return max_t_cells_test(self, estimates, analytic_std_errors, which, random_state)
+        raise ValueError(f"unknown pre-test {method!r}; one of {PRETREND_METHODS}")
+
+    def describe(self, critical_value: float, kind: str,
+                 cell_critical_values: np.ndarray | None = None) -> str:
+        """One line naming the inference and a band of it (printed in summaries)."""
+        corrected = " with small-sample (Welch, t) correction" if self.correction else ""
+        if self.bootstrap is None:
+            return f"analytic standard errors (influence function){corrected}; pointwise intervals"
+        if cell_critical_values is not None:
+            crit = np.asarray(cell_critical_values)
+            crit = crit[np.isfinite(crit)]
+            lo_c, hi_c = (crit.min(), crit.max()) if crit.size else (np.nan, np.nan)
+            return (f"multiplier bootstrap, {self.n_bootstrap} {self.multiplier} draws; "
+                    f"{kind} {100 * (1 - self.alpha):g}% band{corrected}, critical values "
+                    f"{lo_c:.3f}-{hi_c:.3f}")
+        return (f"multiplier bootstrap, {self.n_bootstrap} {self.multiplier} "
+                f"draws; {kind} {100 * (1 - self.alpha):g}% band, critical value "
+                f"{critical_value:.3f}")

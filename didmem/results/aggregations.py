@@ -1,0 +1,353 @@
+"""Aggregations of group-time effects: memorisation names and R ``did``'s ``aggte`` types.
+
+Every aggregation is a set of *keys* (cohorts, event times or times) plus an overall value,
+each a linear combination of cells ``sum_c L[key, c] tau(c)``. Where the weights are
+estimated cohort shares ``pg = W_g / n``, the influence function gains R's
+estimated-weights term, which for a key with cells ``S`` and total weight ``P = sum pg`` is
+
+    sum_c (tau_c - theta) (w_i 1{G_i = g_c} - pg_c) / P
+
+per unit (divided by ``n`` on the scale of ``psi``). It is parametrised here by one
+coefficient per cohort, ``omega[key, g]``, so that analytic variances and bootstrap draws of
+every key follow from the cells' influence functions and the same grouped sums.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+
+from .._arrays import readonly
+from ..errors import EstimationError, ParameterError
+from ._common import Estimate, PicklableProxies, _interval, _significant, level_label
+
+if TYPE_CHECKING:
+    from .cells import GroupTimeResult
+
+__all__ = ["KINDS", "ALIASES", "AggregationSpec", "build_aggregation", "AggregateResult"]
+
+KINDS = ("simple", "group", "dynamic", "calendar", "instantaneous", "persistent", "residual")
+ALIASES = {"overall": "simple", "cohort": "group", "checkpoint": "calendar", "event_time": "dynamic"}
+KEY_NAMES = {
+    "simple": None,
+    "group": "cohort",
+    "dynamic": "event_time",
+    "calendar": "time",
+    "instantaneous": "cohort",
+    "persistent": "event_time",
+    "residual": "cohort",
+}
+
+
+@dataclass(frozen=True)
+class AggregationSpec:
+    """Keys of an aggregation and the linear maps from cells to them.
+
+    The last row of ``weights`` and ``omega`` is the overall value.
+    """
+
+    kind: str
+    key_name: str | None
+    keys: np.ndarray
+    weights: sparse.csr_matrix  # (n_keys + 1) x n_cells
+    omega: np.ndarray  # (n_keys + 1) x n_cohorts
+    options: dict
+    #: True when the overall value is undefined (NaN), e.g. a dynamic window with only
+    #: pre-treatment event times, as R ``aggte`` and csdid report it
+    undefined_overall: bool = False
+
+
+def canonical_kind(kind: str) -> str:
+    kind = ALIASES.get(kind, kind)
+    if kind not in KINDS:
+        raise ParameterError(
+            f"Unknown aggregation {kind!r}; choose one of {sorted(set(KINDS) | set(ALIASES))}."
+        )
+    return kind
+
+
+class _Cells:
+    """Cell labels on the original scale, plus cohort shares."""
+
+    def __init__(self, design, cells, att):
+        self.att = att
+        self.k = cells.k
+        self.cohort = design.cohorts[cells.k]
+        self.time = design.times[cells.t]
+        self.event = self.time - self.cohort
+        self.post = self.cohort <= self.time
+        self.n_cohorts = design.n_cohorts
+        self.cohorts = design.cohorts
+        self.pg = design.block_weights[: design.n_cohorts] / design.n_units
+        self.pg_cell = self.pg[cells.k]
+        self.size = cells.k.size
+
+
+class _Rows:
+    def __init__(self, cells: _Cells):
+        self.c = cells
+        self.rows: list[np.ndarray] = []
+        self.omegas: list[np.ndarray] = []
+
+    def weighted(self, idx: np.ndarray, estimated_weights: bool = True) -> None:
+        """A key that averages cells ``idx`` with weights proportional to cohort shares."""
+        c = self.c
+        row = np.zeros(c.size)
+        omega = np.zeros(c.n_cohorts)
+        if idx.size:
+            total = c.pg_cell[idx].sum()
+            row[idx] = c.pg_cell[idx] / total
+            if estimated_weights:
+                theta = row @ c.att
+                np.add.at(omega, c.k[idx], (c.att[idx] - theta) / total)
+        self.rows.append(row)
+        self.omegas.append(omega)
+
+    def single(self, cell: int) -> None:
+        row = np.zeros(self.c.size)
+        row[cell] = 1.0
+        self.rows.append(row)
+        self.omegas.append(np.zeros(self.c.n_cohorts))
+
+    def mean_of(self, which: np.ndarray) -> None:
+        """The overall value as the plain mean of existing keys (R's dynamic and calendar)."""
+        if which.sum() == 0:
+            self.rows.append(np.full(self.c.size, np.nan))
+            self.omegas.append(np.zeros(self.c.n_cohorts))
+            return
+        self.rows.append(np.mean(np.array(self.rows)[which], axis=0))
+        self.omegas.append(np.mean(np.array(self.omegas)[which], axis=0))
+
+    def cohort_weighted_overall(self, key_cohorts: np.ndarray) -> None:
+        """Overall over per-cohort keys, weighted by cohort share, with estimated weights."""
+        c = self.c
+        blocks = np.searchsorted(c.cohorts, key_cohorts)
+        pg = c.pg[blocks]
+        total = pg.sum()
+        rows = np.array(self.rows)
+        key_att = rows @ c.att
+        theta = pg @ key_att / total
+        omega = np.zeros(c.n_cohorts)
+        np.add.at(omega, blocks, (key_att - theta) / total)
+        self.rows.append(pg @ rows / total)
+        self.omegas.append(omega + pg @ np.array(self.omegas) / total)
+
+    def spec(self, kind, keys, options) -> AggregationSpec:
+        rows = np.array(self.rows)
+        undefined = bool(np.isnan(rows[-1]).all())
+        weights = sparse.csr_matrix(np.nan_to_num(rows))
+        return AggregationSpec(
+            kind=kind,
+            key_name=KEY_NAMES[kind],
+            keys=np.asarray(keys, dtype=np.float64),
+            weights=weights,
+            omega=np.array(self.omegas),
+            options=options,
+            undefined_overall=undefined,
+        )
+
+
+def build_aggregation(design, cells, att, kind, *, min_e=-np.inf, max_e=np.inf,
+                      balance_e=None, time=None) -> AggregationSpec:
+    """Lay out one aggregation of the cells (see :meth:`GroupTimeResult.aggregate`)."""
+    kind = canonical_kind(kind)
+    c = _Cells(design, cells, att)
+    rows = _Rows(c)
+    options = {"min_e": min_e, "max_e": max_e, "balance_e": balance_e, "time": time}
+    _check_options(kind, options)
+    in_window = c.post & (c.event <= max_e)
+
+    if kind == "simple":
+        rows.weighted(np.flatnonzero(in_window))
+        return rows.spec(kind, [], options)
+
+    if kind in ("group", "instantaneous", "residual"):
+        keys = []
+        for g in design.cohorts:
+            mine = np.flatnonzero((c.cohort == g) & in_window)
+            if kind == "residual":
+                last = design.times[-1] if time is None else _checked_time(design, time)
+                mine = np.flatnonzero((c.cohort == g) & c.post & (c.time == last))
+            elif kind == "instantaneous" and mine.size:
+                mine = mine[np.argmin(c.time[mine])][None]
+            if mine.size == 0:
+                continue
+            keys.append(g)
+            if mine.size == 1:
+                rows.single(int(mine[0]))
+            else:
+                rows.weighted(mine, estimated_weights=False)
+        if not keys:
+            raise EstimationError(f"The {kind!r} aggregation has no post-treatment cells.")
+        rows.cohort_weighted_overall(np.array(keys))
+        return rows.spec(kind, keys, options)
+
+    if kind in ("dynamic", "persistent"):
+        include = np.ones(c.size, dtype=bool)
+        events = np.unique(c.event)
+        if balance_e is not None:
+            t_min, t_max = c.time.min(), c.time.max()
+            events = events[(events <= balance_e) & (events >= balance_e - (t_max - t_min))]
+            include = (t_max - c.cohort) >= balance_e
+        events = events[(events >= min_e) & (events <= max_e)]
+        if kind == "persistent":
+            events = events[events > 0]
+        keys = [e for e in events if np.any(include & (c.event == e))]
+        for e in keys:
+            rows.weighted(np.flatnonzero(include & (c.event == e)))
+        if not keys:
+            raise EstimationError(f"The {kind!r} aggregation has no cells in its event window.")
+        rows.mean_of(np.asarray(keys) >= 0)
+        return rows.spec(kind, keys, options)
+
+    # calendar
+    cell_times = np.unique(c.time)
+    keys = [t for t in cell_times[cell_times >= c.cohort.min()]]
+    for t1 in keys:
+        rows.weighted(np.flatnonzero((c.time == t1) & c.post))
+    rows.mean_of(np.ones(len(keys), dtype=bool))
+    return rows.spec(kind, keys, options)
+
+
+def _check_options(kind: str, options: dict) -> None:
+    """Refuse options that an aggregation would ignore (or honour in one direction only)."""
+    given = [name for name in ("min_e", "max_e") if np.isfinite(options[name])]
+    given += [name for name in ("balance_e", "time") if options[name] is not None]
+    if kind in ("instantaneous", "residual"):
+        ignored = [n for n in given if n != "time" or kind != "residual"]
+        what = ("one cell per cohort at event time 0" if kind == "instantaneous" else
+                "one cell per cohort at the final checkpoint (choose it with time=)")
+        hint = "'dynamic' or 'persistent'"
+    elif kind in ("simple", "group"):
+        ignored = [n for n in given if n in ("min_e", "balance_e", "time")]
+        what = "the post-treatment cells (limited by max_e only)"
+        hint = "'dynamic'"
+    else:
+        ignored = [n for n in given if n == "time"] + (
+            [n for n in given if n in ("min_e", "max_e", "balance_e")] if kind == "calendar"
+            else [])
+        what = "its own keys" if kind == "calendar" else "an event-time window"
+        hint = "'residual'" if ignored == ["time"] else "'dynamic'"
+    if ignored:
+        raise ParameterError(
+            f"The {kind!r} aggregation takes {what}; it does not use "
+            f"{', '.join(ignored)}. Leave {'it' if len(ignored) == 1 else 'them'} out, or use "
+            f"the {hint} aggregation."
+        )
+
+
+def _checked_time(design, time) -> float:
+    if not np.any(design.times == time):
+        raise ParameterError(
+            f"time={time!r} is not a time of the panel; the times run from "
+            f"{design.times[0]:g} to {design.times[-1]:g}."
+        )
+    return float(time)
+
+
+@dataclass(frozen=True, eq=False)
+class AggregateResult(PicklableProxies):
+    """An aggregation of group-time effects: one value per key, and an overall value.
+
+    Attributes
+    ----------
+    kind : str
+        The aggregation (canonical R name or memorisation name).
+    key_name : str or None
+        ``"cohort"``, ``"event_time"`` or ``"time"``; None for ``simple``.
+    overall : Estimate
+        The overall value, with a pointwise interval.
+    critical_value : float
+        Multiplier of the keys' standard errors (simultaneous over keys when bootstrapped).
+    """
+
+    kind: str
+    key_name: str | None
+    keys: np.ndarray = field(repr=False)
+    estimates: np.ndarray = field(repr=False)
+    std_errors: np.ndarray = field(repr=False)
+    overall: Estimate = None
+    critical_value: float = 1.959963984540054
+    band: str = "pointwise"
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    draws: np.ndarray | None = field(default=None, repr=False)
+    covariance: np.ndarray | None = field(default=None, repr=False)
+    alpha: float = 0.05
+
+    _proxies = ("options",)
+
+    @classmethod
+    def _from_spec(cls, res: GroupTimeResult, spec: AggregationSpec) -> "AggregateResult":
+        """The aggregation ``spec`` of a fitted result, with the result's own inference."""
+        est = spec.weights @ np.asarray(res.estimates)
+        inference = res.inference
+        combo = inference.combination(
+            spec.weights, spec.omega,
+            simultaneous=res.band == "simultaneous" and spec.key_name is not None)
+        se = np.array(combo.std_errors, dtype=float)
+        if spec.undefined_overall:  # e.g. only pre-treatment event times: NaN as in R
+            est[-1] = se[-1] = np.nan
+        lo, hi = _interval(est[-1], se[-1], combo.overall_critical_value)
+        return cls(kind=spec.kind, key_name=spec.key_name, keys=readonly(spec.keys),
+                   estimates=readonly(est[:-1]), std_errors=readonly(se[:-1]),
+                   overall=Estimate(float(est[-1]), float(se[-1]), float(lo), float(hi)),
+                   critical_value=float(combo.band.critical_value), band=combo.band.kind,
+                   options=MappingProxyType(dict(spec.options)),
+                   draws=None if combo.draws is None else readonly(combo.draws),
+                   covariance=readonly(combo.covariance[:-1, :-1]),
+                   alpha=float(inference.alpha))
+
+    def vcov(self) -> pd.DataFrame:
+        """The analytic covariance of the keys' estimates, labelled by key on both axes.
+
+        ``sum_i psi_i psi_i'`` of the same influence functions as the analytic standard
+        errors (of cluster sums when clustered), as R ``did``'s ``honest_did`` uses
+        (``IF'IF / n**2``); its diagonal is the analytic squared standard error. This is what
+        :func:`didmem.sensitivity` takes.
+
+        Raises
+        ------
+        ValueError
+            For ``simple`` (no keys) or a result loaded without its covariance.
+        """
+        if self.key_name is None:
+            raise ValueError(f"The {self.kind!r} aggregation has no keys, so no covariance "
+                             "matrix; aggregate by event_time, cohort or time.")
+        if self.covariance is None:
+            raise ValueError("This aggregation carries no covariance (it was loaded from a "
+                             "file written without it); aggregate the group-time result again.")
+        idx = pd.Index(self.keys, name=self.key_name)
+        return pd.DataFrame(np.array(self.covariance), index=idx,
+                            columns=pd.Index(self.keys, name=self.key_name))
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per key: the key column, estimate, std_error, ci_lower, ci_upper, significant.
+
+        For ``simple`` (no keys) the single row is the overall value.
+        """
+        if self.key_name is None:
+            o = self.overall
+            return pd.DataFrame({"estimate": [o.estimate], "std_error": [o.std_error],
+                                 "ci_lower": [o.ci_lower], "ci_upper": [o.ci_upper],
+                                 "significant": [o.significant]})
+        lo, hi = _interval(self.estimates, self.std_errors, self.critical_value)
+        return pd.DataFrame({self.key_name: self.keys, "estimate": self.estimates,
+                             "std_error": self.std_errors, "ci_lower": lo, "ci_upper": hi,
+                             "significant": _significant(lo, hi)})
+
+    def summary(self) -> str:
+        o = self.overall
+        head = (f"{self.kind} aggregation: overall {o.estimate:.4g} (SE {o.std_error:.3g}, "
+                f"{level_label(self.alpha)} CI [{o.ci_lower:.4g}, {o.ci_upper:.4g}])")
+        if self.key_name is None:
+            return head
+        return head + f"\n{self.band} band, critical value {self.critical_value:.3f}\n" + \
+            self.to_frame().to_string(index=False, float_format=lambda v: f"{v:.4g}")
+
+    def __repr__(self) -> str:
+        return f"<AggregateResult {self.kind}: {self.keys.size} keys, overall={self.overall.estimate:.4g}>"

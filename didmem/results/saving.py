@@ -1,0 +1,294 @@
+"""Saving fitted results to parquet and reading them back.
+
+A results file is a parquet table with one row per (cohort, checkpoint) cell — the columns of
+:meth:`GroupTimeResult.to_frame` — and, in the file's metadata under the key ``didmem``, a
+JSON document with the settings, the pre-test, the summary and every memorisation and R
+``did`` aggregation with default options. Any parquet reader sees the cells; didmem reads the
+whole back as a :class:`SavedResult`, which answers the same questions as the fitted result
+it came from (``to_frame``, ``profile``, ``aggregate``, ``pretest``, ``summary``) without the
+panel. Aggregations with non-default options (an event-time window, another final checkpoint)
+need the panel: refit for those.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DidmemError, ParameterError, optional_import
+from ..inference.cell_inference import PretrendTest
+from ._common import Estimate, PicklableProxies, Pretest, profile_matrix
+from .aggregations import ALIASES, KINDS, AggregateResult
+
+__all__ = ["save_result", "load_result", "SavedResult", "FORMAT_VERSION"]
+
+FORMAT_VERSION = 1
+META_KEY = b"didmem"
+SAVED_KINDS = KINDS  # every aggregation, with default options
+
+
+class ResultFileError(DidmemError, ValueError):
+    """A file is not a didmem results file (or of a newer format)."""
+
+
+def _jsonable(value):
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return repr(value)
+
+
+def _float(v):
+    return None if v is None else float(v)
+
+
+def _aggregate_doc(agg: AggregateResult) -> dict:
+    o = agg.overall
+    return {
+        "kind": agg.kind, "key_name": agg.key_name, "keys": agg.keys.tolist(),
+        "estimates": agg.estimates.tolist(), "std_errors": agg.std_errors.tolist(),
+        "overall": [o.estimate, o.std_error, o.ci_lower, o.ci_upper],
+        "critical_value": agg.critical_value, "band": agg.band,
+        # the keys' analytic covariance, for didmem.sensitivity (absent in older files)
+        "covariance": None if agg.covariance is None else agg.covariance.tolist(),
+    }
+
+
+def _aggregate_from(doc: dict, alpha: float) -> AggregateResult:
+    def arr(name):
+        a = np.array([np.nan if v is None else v for v in doc[name]], dtype=float)
+        a.flags.writeable = False
+        return a
+
+    cov = doc.get("covariance")
+    if cov is not None:
+        cov = np.array(cov, dtype=float).reshape(len(doc["keys"]), len(doc["keys"]))
+        cov.flags.writeable = False
+    return AggregateResult(kind=doc["kind"], key_name=doc["key_name"], keys=arr("keys"),
+                           estimates=arr("estimates"), std_errors=arr("std_errors"),
+                           overall=Estimate(*(math.nan if v is None else float(v)
+                                              for v in doc["overall"])),
+                           critical_value=float(doc["critical_value"]), band=doc["band"],
+                           alpha=float(alpha), covariance=cov)
+
+
+def _pyarrow():
+    optional_import("pyarrow", "plot")
+    return optional_import("pyarrow.parquet", "plot")
+
+
+def save_result(result, path) -> Path:
+    """Write a fitted result to a parquet file (see the module notes for the layout).
+
+    Parameters
+    ----------
+    result : GroupTimeResult or SavedResult
+    path : str or Path
+        The file to write; its name must end in ``.parquet``.
+
+    Returns
+    -------
+    Path
+    """
+    pq = _pyarrow()
+    import pyarrow as pa
+
+    path = Path(path)
+    if path.suffix != ".parquet":
+        raise ParameterError(f"A results file must end in '.parquet'; got {str(path)!r}.")
+    aggregations = {}
+    for kind in SAVED_KINDS:
+        try:
+            aggregations[kind] = _aggregate_doc(result.aggregate(kind))
+        except DidmemError:  # e.g. no post-treatment cells for persistent
+            continue
+    pre = result.pretest
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "estimator": result.estimator, "params": dict(result.params),
+        "outcome": result.outcome, "lower_is_better": bool(result.lower_is_better),
+        "critical_value": float(result.critical_value), "band": result.band,
+        "alpha": float(result.alpha), "n_units": int(result.n_units),
+        "inference": result._inference_line(),
+        "pretest": [_float(pre.statistic), int(pre.df), _float(pre.pvalue), pre.note],
+        "pretrend_test": _pretrend_doc(result.pretrend_test()),
+        "summary": result.summary(), "aggregations": aggregations,
+    }
+    table = pa.Table.from_pandas(result.to_frame(), preserve_index=False)
+    schema_meta = dict(table.schema.metadata or {})
+    schema_meta[META_KEY] = json.dumps(meta, default=_jsonable).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table.replace_schema_metadata(schema_meta), path)
+    return path
+
+
+def load_result(path) -> "SavedResult":
+    """Read a results file written by :meth:`GroupTimeResult.save` / :func:`save_result`.
+
+    Raises
+    ------
+    FileNotFoundError
+        When ``path`` does not exist.
+    DidmemError
+        When the file is not a didmem results file.
+    """
+    pq = _pyarrow()
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"No results file at {str(path)!r}.")
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises several types for a non-parquet file
+        raise ResultFileError(f"{str(path)!r} is not a parquet file ({exc}).") from None
+    raw = (table.schema.metadata or {}).get(META_KEY)
+    if raw is None:
+        raise ResultFileError(f"{str(path)!r} is a parquet file but not a didmem results file "
+                              "(no 'didmem' metadata); write one with 'didmem estimate'.")
+    meta = json.loads(raw)
+    if meta.get("format_version", 0) > FORMAT_VERSION:
+        raise ResultFileError(f"{str(path)!r} was written by a newer didmem (results format "
+                              f"{meta['format_version']}); upgrade didmem to read it.")
+    stat, df, pvalue, note = meta["pretest"]
+    nan = math.nan
+    return SavedResult(
+        estimator=meta["estimator"], params=meta["params"], outcome=meta["outcome"],
+        lower_is_better=meta["lower_is_better"], critical_value=meta["critical_value"],
+        band=meta["band"], alpha=meta["alpha"], n_units=meta["n_units"],
+        pretest=Pretest(nan if stat is None else stat, df, nan if pvalue is None else pvalue, note),
+        cells=table.to_pandas(), aggregations={k: _aggregate_from(v, meta["alpha"])
+                                               for k, v in meta["aggregations"].items()},
+        summary_text=meta["summary"], inference=meta["inference"], path=str(path),
+        calibrated_pretest=_pretrend_from(meta.get("pretrend_test")),
+    )
+
+
+def _pretrend_doc(test: PretrendTest) -> dict:
+    doc = dataclasses.asdict(test)
+    for key in ("statistic", "pvalue", "power", "drift"):
+        doc[key] = None if doc[key] is None else _float(doc[key])
+    return doc
+
+
+def _pretrend_from(doc) -> PretrendTest | None:
+    """The stored calibrated pre-test (None in files written before it was saved)."""
+    if doc is None:
+        return None
+    doc = dict(doc)
+    for key in ("statistic", "pvalue"):
+        doc[key] = math.nan if doc[key] is None else doc[key]
+    return PretrendTest(**doc)
+
+
+@dataclass(frozen=True, eq=False)
+class SavedResult(PicklableProxies):
+    """A result read back from a results file: the cells, aggregations, pre-test and settings.
+
+    It has the read-only interface of :class:`GroupTimeResult` that needs no panel, so
+    :mod:`didmem.plotting`, :func:`didmem.profile_correlation` and :mod:`didmem.report` take
+    either. Aggregations are those computed with default options when the file was saved.
+    """
+
+    estimator: str
+    params: Mapping[str, Any]
+    outcome: str
+    lower_is_better: bool
+    critical_value: float
+    band: str
+    alpha: float
+    n_units: int
+    pretest: Pretest
+    cells: pd.DataFrame = field(repr=False)
+    aggregations: Mapping[str, AggregateResult] = field(repr=False)
+    summary_text: str = field(repr=False, default="")
+    inference: str = field(repr=False, default="")
+    path: str = ""
+    calibrated_pretest: PretrendTest | None = field(repr=False, default=None)
+
+    _proxies = ("params", "aggregations")
+
+    def __post_init__(self):
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+        object.__setattr__(self, "aggregations", MappingProxyType(dict(self.aggregations)))
+        object.__setattr__(self, "cells", self.cells.copy())
+
+    def pretrend_test(self, method: str | None = None) -> PretrendTest:
+        """The stored pre-test: the calibrated default (``None``) or R's ``"wald"``.
+
+        The other methods need the panel: fit it again and call
+        :meth:`GroupTimeResult.pretrend_test`.
+        """
+        if method == "wald":
+            p = self.pretest
+            return PretrendTest("wald", p.statistic, p.pvalue, df=float(p.df),
+                                n_restrictions=int(p.df), note=p.note)
+        if method is None or (self.calibrated_pretest is not None
+                              and method == self.calibrated_pretest.method):
+            if self.calibrated_pretest is None:
+                raise ValueError(f"{self.path!r} was saved without the calibrated pre-test; "
+                                 "fit the panel again.")
+            return self.calibrated_pretest
+        raise ValueError(f"A results file stores the default and the 'wald' pre-tests only; "
+                         f"for {method!r} fit the panel again.")
+
+    def to_frame(self) -> pd.DataFrame:
+        """The cells, one row per (cohort, time), as :meth:`GroupTimeResult.to_frame` (a copy)."""
+        return self.cells.copy()
+
+    @property
+    def estimates(self) -> np.ndarray:
+        return self.cells["estimate"].to_numpy(copy=True)
+
+    @property
+    def significant(self) -> np.ndarray:
+        return self.cells["significant"].to_numpy(copy=True)
+
+    def profile(self, value: str = "estimate", significant_only: bool = False) -> pd.DataFrame:
+        """The cohort x time matrix of one column (see :meth:`GroupTimeResult.profile`)."""
+        return profile_matrix(self.to_frame(), value, significant_only)
+
+    def aggregate(self, kind: str = "simple", **options) -> AggregateResult:
+        """A saved aggregation (default options only; refit the panel for others)."""
+        given = {k: v for k, v in options.items() if v is not None and not (
+            isinstance(v, float) and math.isinf(v))}
+        if given:
+            raise ParameterError(
+                f"A saved result keeps its aggregations with default options only; got "
+                f"{sorted(given)}. Refit the panel to aggregate with options."
+            )
+        kind = ALIASES.get(kind, kind)
+        if kind not in self.aggregations:
+            raise ParameterError(f"Unknown or unavailable aggregation {kind!r}; this result has "
+                                 f"{sorted(self.aggregations)}.")
+        return self.aggregations[kind]
+
+    def _inference_line(self) -> str:
+        return self.inference
+
+    def summary(self) -> str:
+        """The summary printed when the result was fitted."""
+        return self.summary_text
+
+    def plot(self, kind: str = "profile", **options):
+        """Draw a figure of :mod:`didmem.plotting` (see :meth:`GroupTimeResult.plot`)."""
+        from ..plotting import plot_result
+
+        return plot_result(self, kind, **options)
+
+    def save(self, path) -> Path:
+        """Write the result to another parquet file."""
+        return save_result(self, path)
+
+    def __repr__(self) -> str:
+        return (f"<SavedResult {self.estimator} outcome={self.outcome!r}: {len(self.cells)} "
+                f"cells, {self.n_units} units, {self.band} band, from {self.path!r}>")

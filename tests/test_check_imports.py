@@ -1,0 +1,89 @@
+"""tools/check_imports.py: import cycles (counting imports inside functions) and defaults."""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def checker():
+    spec = importlib.util.spec_from_file_location("check_imports", ROOT / "tools" / "check_imports.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "pkg"
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def test_didmem_has_no_import_cycle(checker):
+    graph = checker.import_graph(ROOT / "didmem")
+    assert "didmem.results.aggregations" in graph["didmem.results.cells"]
+    assert checker.cycles(graph) == []
+
+
+def test_didmem_writes_no_default_twice(checker):
+    assert checker.main(["check_imports", str(ROOT / "didmem")]) == 0
+
+
+def test_a_cycle_through_an_import_inside_a_function_is_found(checker, tmp_path):
+    root = _package(tmp_path, {
+        "__init__.py": "",
+        "a.py": "from .b import g\n",
+        "b.py": "def g():\n    from .a import f\n    return f\n",
+        "c.py": "import pkg.a\n",
+    })
+    graph = checker.import_graph(root)
+    assert graph["pkg.a"] == {"pkg.b"} and graph["pkg.b"] == {"pkg.a"}
+    assert checker.cycles(graph) == [["pkg.a", "pkg.b"]]
+    assert checker.main(["check_imports", str(root)]) == 1
+
+
+def test_type_checking_imports_and_subpackages(checker, tmp_path):
+    root = _package(tmp_path, {
+        "__init__.py": "from .sub import x\n",
+        "sub/__init__.py": "from .x import value\n",
+        "sub/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .. import y\n"
+                    "value = 1\n",
+        "y.py": "from .sub import x\n",
+    })
+    graph = checker.import_graph(root)
+    assert graph["pkg"] == {"pkg.sub.x"}
+    assert graph["pkg.sub.x"] == set()
+    assert graph["pkg.y"] == {"pkg.sub.x"}
+    assert checker.cycles(graph) == []
+
+
+def test_a_default_written_twice_is_found(checker, tmp_path):
+    root = _package(tmp_path, {
+        "__init__.py": "",
+        "est.py": """
+            class Est:
+                _parameters = {"alpha": (0.05, None), "draws": (None, None)}
+
+                def __init__(self, *, alpha=0.05, draws=None):
+                    self.alpha = alpha
+            """,
+        "cli.py": """
+            def build(parser):
+                parser.add_argument("--alpha", type=float, default=0.05)
+                parser.add_argument("--other", default=0.05)
+            """,
+    })
+    findings = [f for p in sorted(root.rglob("*.py"))
+                for f in checker.repeated_defaults(p, {"alpha": 0.05})]
+    assert len(findings) == 2
+    assert "cli.py:3" in findings[0] and "--alpha" in findings[0]
+    assert "est.py:3" in findings[1] and "'alpha'" in findings[1]

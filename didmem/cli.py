@@ -124,14 +124,18 @@ def _estimate(args) -> int:
     out = Path(args.out)
     if out.suffix != ".parquet":
         raise ParameterError(f"--out must name a '.parquet' file; got {args.out!r}.")
+    if args.base_period is not None and args.estimator != "did":
+        raise ParameterError(f"--base-period applies to --estimator did only; got --estimator "
+                             f"{args.estimator}.")
     frame = _read_panel_frame(Path(args.panel))
     panel = didmem.Panel(frame, unit=args.unit, time=args.time, cohort=args.cohort,
                          outcome=args.outcome, never_treated=args.never_treated,
                          balance=args.balance)
     cls = _ESTIMATORS[args.estimator]
+    options = {} if args.base_period is None else {"base_period": args.base_period}
     res = cls(control_group=args.control_group, n_bootstrap=args.n_bootstrap, random_state=args.seed,
               lower_is_better=args.lower_is_better, outcome=args.outcome,
-              small_sample=not args.r_inference).fit(panel)
+              small_sample=not args.r_inference, **options).fit(panel)
     print(res.summary())
     print(f"\nwrote {res.save(out)}")
     return 0
@@ -175,10 +179,20 @@ def _plot(args) -> int:
 def _report(args) -> int:
     from .report import write_report
 
+    sensitivity = None
+    if (args.sensitivity is None) != (args.sensitivity_m is None):
+        raise ParameterError("--sensitivity and --sensitivity-m go together: the restriction "
+                             "and its values of M or Mbar.")
+    if args.sensitivity is not None:
+        from .cli_sensitivity import parse_floats
+
+        sensitivity = {"restriction": args.sensitivity,
+                       "m": parse_floats(args.sensitivity_m, "--sensitivity-m"),
+                       "event_time": args.sensitivity_event_time}
     results = _load_all(args.results)
     _agg_backend()
     named = {p: r for p, r in zip(args.results, results)}
-    path = write_report(named, args.out, title=args.title)
+    path = write_report(named, args.out, title=args.title, sensitivity=sensitivity)
     print(f"wrote {path}")
     return 0
 
@@ -189,12 +203,13 @@ def _subcommand_modules():
     Each module has ``HELP``, ``DESCRIPTION`` and ``add_arguments(parser)``; they are
     imported when the parser is built, so ``import didmem.cli`` stays light.
     """
-    from . import cli_plan, pipeline
+    from . import cli_plan, cli_sensitivity, pipeline
     from .lab import cli_args
     from .runners import config as score_config
 
     return (("lab", cli_args, "main_from_args"), ("score", score_config, "main_from_args"),
-            ("plan", cli_plan, "main_from_args"), ("run", pipeline, "run"))
+            ("plan", cli_plan, "main_from_args"), ("sensitivity", cli_sensitivity, "main_from_args"),
+            ("run", pipeline, "run"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -236,6 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--estimator", choices=list(_ESTIMATORS), default="did",
                      help="difference-in-differences or the plain difference (default: %(default)s)")
     add_option(est, DiDEstimator, "control_group", "--control", help="control group")
+    est.add_argument("--base-period", choices=["varying", "universal"],
+                     help="did only: the pre-treatment cells' base period (default: varying); "
+                          "'didmem sensitivity' needs universal")
     panel_column_options(est)
     est.add_argument("--never-treated", type=float, default=None, metavar="CODE",
                      help="a cohort value that marks never-treated units, such as R did's 0 "
@@ -276,6 +294,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("results", nargs="+", help="results file(s) (.parquet)")
     rep.add_argument("--out", default="report.html", help="HTML file (default: %(default)s)")
     add_option(rep, render_report, "title", help="report title")
+    rep.add_argument("--sensitivity", choices=["relative_magnitudes", "smoothness"],
+                     help="add the sensitivity to violations of parallel trends under this "
+                          "restriction (results estimated with --base-period universal)")
+    rep.add_argument("--sensitivity-m", help="its values of Mbar or M, comma-separated")
+    rep.add_argument("--sensitivity-event-time", type=float, default=0.0,
+                     help="its target event time (default: %(default)s)")
     rep.set_defaults(func=_report)
 
     for name, module, handler in _subcommand_modules():

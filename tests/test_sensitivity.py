@@ -170,3 +170,22 @@ def test_plot_sensitivity(mpdta_event_study):
     import matplotlib.pyplot as plt
 
     plt.close(ax.figure)
+
+
+def test_event_times_in_training_steps_are_read_in_periods():
+    """Checkpoints every 1,000 steps give event times ..., -1000, 0, 1000: the same intervals
+    as event times in periods, with the target named in steps."""
+    import didmem
+
+    out = {}
+    for step in (1, 1000):
+        df, _ = didmem.datasets.simulate_panel(n_cohorts=4, units_per_cohort=60,
+                                               n_never_treated=200, time_step=step, seed=3)
+        panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
+        ev = didmem.DiDEstimator(base_period="universal", n_bootstrap=0).fit(panel)
+        ev = ev.aggregate("dynamic")
+        out[step] = didmem.sensitivity(ev, restriction="smoothness", m=[0.0, 0.05],
+                                       event_time=step).to_frame()
+    pd.testing.assert_frame_equal(out[1], out[1000], rtol=1e-9)
+    with pytest.raises(didmem.errors.ParameterError, match="not among the post-treatment"):
+        didmem.sensitivity(ev, restriction="smoothness", m=[0.0], event_time=1)

@@ -60,8 +60,34 @@ def _listed(values) -> str:
     return "[" + ", ".join(f"{float(v):g}" for v in values) + "]"
 
 
+def _period(event_times) -> float:
+    """The spacing of the event times: 1 for integer periods, 1000 for event times in
+    training steps with a checkpoint every 1,000 steps (as the Pythia panels have)."""
+    e = np.unique(np.asarray(event_times, float))
+    if e.size < 2:
+        return 1.0
+    step = float(np.min(np.diff(e)))
+    if step > 0 and step != 1 and np.allclose(e / step, np.round(e / step), rtol=0, atol=1e-9):
+        return step
+    return 1.0
+
+
+def _in_periods(beta, vcov, step):
+    """Event times divided by their spacing ``step``, so that -1 is the period before
+    treatment."""
+    if step == 1:
+        return beta, vcov
+    beta, vcov = beta.copy(), vcov.copy()
+    beta.index = np.round(beta.index.to_numpy(float) / step, 9)
+    vcov.index = np.round(vcov.index.to_numpy(float) / step, 9)
+    vcov.columns = np.round(vcov.columns.to_numpy(float) / step, 9)
+    return beta, vcov
+
+
 def _as_estimates(data):
-    """``(beta, sigma, event_times)`` without the reference period, checked."""
+    """``(beta, sigma, event_times, n_pre, step)`` without the reference period, checked;
+    event times in periods of their spacing ``step``."""
+    step = 1.0
     if isinstance(data, AggregateResult):
         if data.key_name != "event_time":
             raise EstimationError("didmem.sensitivity needs an event-time aggregation "
@@ -72,12 +98,15 @@ def _as_estimates(data):
             vcov = data.vcov()
         except ValueError as exc:
             raise EstimationError(f"didmem.sensitivity: {exc}") from None
+        step = _period(beta.index)
+        beta, vcov = _in_periods(beta, vcov, step)
         e = beta.index.to_numpy()
         if -1.0 not in e or beta.loc[-1.0] != 0 or vcov.loc[-1.0, -1.0] != 0:
             raise EstimationError("didmem.sensitivity needs a universal base period (every effect "
-                                  "measured against event time -1, whose estimate is then 0): fit "
-                                  "with DiDEstimator(base_period='universal'). This aggregation "
-                                  "has no zero reference row at event time -1.")
+                                  "measured against the period before treatment, whose estimate "
+                                  "is then 0): fit with DiDEstimator(base_period='universal'). "
+                                  f"This aggregation has no zero reference row at event time "
+                                  f"{-step:g}.")
         keep = e != -1.0
         beta, vcov = beta[keep], vcov.loc[keep, keep]
     elif isinstance(data, tuple) and len(data) == 2:
@@ -90,6 +119,8 @@ def _as_estimates(data):
         beta.index = beta.index.astype(float)
         vcov = vcov.astype(float)
         vcov.index, vcov.columns = vcov.index.astype(float), vcov.columns.astype(float)
+        step = _period(np.concatenate([beta.index.to_numpy(float), [0.0]]))
+        beta, vcov = _in_periods(beta, vcov, step)
         if -1.0 in beta.index:
             if beta.loc[-1.0] != 0:
                 raise EstimationError("beta has a non-zero entry at event time -1, the reference "
@@ -120,7 +151,7 @@ def _as_estimates(data):
     sigma = vcov.to_numpy()
     if not np.allclose(sigma, sigma.T, rtol=1e-8, atol=1e-14):
         raise EstimationError("vcov is not symmetric.")
-    return beta.to_numpy(), sigma, e, n_pre
+    return beta.to_numpy(), sigma, e, n_pre, step
 
 
 def _target(event_time, post_times):
@@ -158,7 +189,10 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
         The values of ``M`` or ``Mbar`` (non-negative).
     event_time : float or mapping
         The target: one post-treatment event time, or weights by post-treatment event time
-        (an average of effects).
+        (an average of effects), in the data's units. Event times spaced by a constant other
+        than 1 (training steps with a checkpoint every 1,000 steps: ..., -1000, 0, 1000) are
+        read in periods of that spacing, so ``-1000`` is the reference period and ``M`` is
+        per period squared.
     alpha : float
         One minus the coverage.
     method : {"C-LF", "conditional"}
@@ -205,8 +239,9 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     if method not in _METHODS:
         raise ParameterError(f"The 'method' parameter of sensitivity must be one of "
                              f"{set(_METHODS)}. Got {method!r}.")
-    beta, sigma, e, n_pre = _as_estimates(data)
-    target = _target(event_time, e[e >= 0])
+    beta, sigma, e, n_pre, step = _as_estimates(data)
+    target = _target(event_time, e[e >= 0] * step)
+    target.index = np.round(target.index.to_numpy(float) / step, 9)
     l_post = target.to_numpy()
     z = stats.norm.ppf(1 - alpha / 2)
     theta = float(l_post @ beta[n_pre:])
@@ -228,6 +263,7 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
             label = method
     frame = pd.DataFrame({"m": ms, "lower": [r[0] for r in rows], "upper": [r[1] for r in rows],
                           "method": label})
+    target.index = target.index.to_numpy(float) * step  # back to the data's event times
     return SensitivityResult(restriction=restriction, target=target, original=original,
                              intervals=frame, breakdown=breakdown,
                              alpha=alpha)

@@ -35,7 +35,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .errors import ParameterError
+from ..errors import ParameterError
+from ..runners.config import RUNNER_KINDS, load_config
+from . import score
+from ._options import use_agg_backend
 
 __all__ = ["HELP", "DESCRIPTION", "add_arguments", "run"]
 
@@ -60,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="output directory (default: the config's 'out', else "
                              "'didmem-study')")
-    parser.add_argument("--runner", choices=["local", "ray"], default=None,
+    parser.add_argument("--runner", choices=list(RUNNER_KINDS), default=None,
                         help="where the scoring runs (default: the config's, else local)")
     parser.add_argument("--address", default=None,
                         help="address of an existing Ray cluster (ray runner)")
@@ -130,9 +133,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``didmem run`` with parsed arguments; return the exit status."""
     import pandas as pd
 
-    from .runners import config as score_config
-
-    config = score_config.load_config(args.config, runner=args.runner, address=args.address)
+    config = load_config(args.config, runner=args.runner, address=args.address)
     where = f"config {config.path}"
     if config.design is None:
         raise ParameterError(
@@ -157,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         print("1/3 score")
         score_args = argparse.Namespace(config=args.config, runner=args.runner,
                                         address=args.address, out=str(out), plan=False)
-        score_config.main_from_args(score_args)
+        score.run(score_args)
 
     frame = pd.read_parquet(panel_path)
     scored = [c for c in pd.read_parquet(scores_path).columns if c not in ("unit", "time")]
@@ -184,11 +185,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.redo and _done([report_path], [*results.values(), source]):
         print(f"3/3 report: done already ({report_path}); skipped")
     else:
-        from .errors import optional_import
-        from .report import write_report
-        from .results.saving import load_result
+        from ..report import write_report
+        from ..results.saving import load_result
 
-        optional_import("matplotlib", "plot").use("Agg")
+        use_agg_backend()
         named = {o: load_result(p) for o, p in results.items()}
         print(f"3/3 report: wrote {write_report(named, report_path, title=title)}")
     return 0

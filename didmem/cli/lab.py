@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from .._validation import add_option
 from ..lab.config import LabConfig
+from ._fields import add_dataclass_options, field_changes
 
-__all__ = ["HELP", "DESCRIPTION", "add_arguments", "config_changes", "run"]
+__all__ = ["HELP", "DESCRIPTION", "add_arguments", "config_changes", "run", "FLAGS", "SPECIAL"]
 
 HELP = "train tiny language models with counterfactual twins (the true memorisation profile)"
 DESCRIPTION = (
@@ -33,50 +33,55 @@ def _cohort_list(text: str) -> tuple:
         ) from exc
 
 
+def _names(text: str) -> tuple:
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated names; got {text!r}")
+    return names
+
+
+#: LabConfig fields whose flag is not ``--field-name``: the names users already have.
+FLAGS = {"n_subset_models": "--subset-models", "n_domains": "--domains",
+         "text_files": "--text-file"}
+
+#: How the fields that are not one number or word are given on the command line.
+SPECIAL = {
+    "exact_cohorts": {"type": _cohort_list, "metavar": "STEPS",
+                      "help": "On the command line: 'all', 'auto', 'none' or steps such as "
+                              "96,192."},
+    "metrics": {"type": _names, "metavar": "NAMES", "help": "Comma-separated."},
+    "text_files": {"action": "append", "metavar": "PATH", "help": "Repeatable."},
+    "validation_mix": {"help": "Implies --domains 2 unless given."},
+}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add the ``didmem lab`` options to ``parser`` and return it."""
+    """Add the ``didmem lab`` options to ``parser`` and return it.
+
+    Every field of :class:`~didmem.lab.LabConfig` has an option (built by
+    :func:`~didmem.cli._fields.add_dataclass_options`); the others are written here.
+    """
+    from ..lab.config import quick_config
+
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--quick", action="store_true",
                         help="the quick scale (seconds) instead of the demo scale (about a minute)")
-    add_option(parser, LabConfig, "seed", help="master seed")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a different run, or other files, in DIR")
-    parser.add_argument("--exact-cohorts", type=_cohort_list, default=None, metavar="STEPS",
-                        help="cohorts with an exact counterfactual run: 'all' (default), 'auto', "
-                             "'none' or e.g. 96,192")
-    parser.add_argument("--subset-models", type=int, default=None, metavar="M",
-                        help="also train M (even) subset models for the architectural estimator")
-    parser.add_argument("--validation-shift", type=float, default=None, metavar="S",
-                        help="draw validation from a shifted language (0..1)")
-    parser.add_argument("--domains", type=int, default=None, metavar="D",
-                        help="domains of the generated language (each its own words and chain)")
-    parser.add_argument("--validation-mix", type=float, default=None, metavar="P",
-                        help="share of validation instances from the first domain (0..1); "
-                             "implies --domains 2 unless given")
     parser.add_argument("--replicate", type=int, default=None, metavar="N",
                         help="run N seeds (from --seed) into DIR/seed{s} and print each "
                              "estimator's mean error, MC error, RMSE, correlation and coverage "
                              "against the exact truth; writes DIR/replication.csv")
-    parser.add_argument("--text-file", action="append", default=None, metavar="PATH",
-                        help="train on this text file instead of the generated language "
-                             "(repeatable)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (results are bit-identical for a fixed count)")
+    settings = parser.add_argument_group(
+        "settings (the fields of didmem.lab.LabConfig; those not given keep the scale's value)")
+    add_dataclass_options(settings, LabConfig, flags=FLAGS, special=SPECIAL,
+                          scales={"--quick": quick_config()}, keep_default=("seed",))
     return parser
 
 
 def config_changes(args: argparse.Namespace) -> dict:
     """The :class:`~didmem.lab.LabConfig` fields that the parsed options change."""
-    mapping = {
-        "exact_cohorts": args.exact_cohorts,
-        "n_subset_models": args.subset_models,
-        "validation_shift": args.validation_shift,
-        "n_domains": args.domains,
-        "validation_mix": args.validation_mix,
-        "text_files": tuple(args.text_file) if args.text_file else None,
-        "threads": args.threads,
-    }
-    changes = {k: v for k, v in mapping.items() if v is not None}
+    changes = field_changes(args, LabConfig, exclude=("seed",))
     if "validation_mix" in changes and "n_domains" not in changes:
         changes["n_domains"] = 2
     return changes

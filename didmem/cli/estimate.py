@@ -6,11 +6,12 @@ from pathlib import Path
 
 from .._validation import add_option
 from ..errors import ParameterError
-from ..estimators import DiDEstimator, DifferenceEstimator
+from ..estimators import DiDEstimator
 from ..panel import Panel
 from ._options import bootstrap_option, panel_column_options, read_panel_frame, seed_option
+from ._study import ESTIMATORS, EstimateSettings
 
-__all__ = ["HELP", "DESCRIPTION", "add_arguments", "run", "ESTIMATORS", "FLAG_ADVICE"]
+__all__ = ["HELP", "DESCRIPTION", "add_arguments", "run", "FLAG_ADVICE"]
 
 HELP = "estimate the profile of a panel file and write a results parquet"
 DESCRIPTION = (
@@ -18,9 +19,6 @@ DESCRIPTION = (
     "tau(g, c) with a bootstrap band, print the summary and write the results file (read it "
     "with didmem.load_result, 'didmem plot' or 'didmem report')."
 )
-
-ESTIMATORS = {"did": DiDEstimator, "difference": DifferenceEstimator}
-"""The estimators ``--estimator`` names."""
 
 FLAG_ADVICE = (
     ("Pass balance='drop_incomplete_units' to drop those units.",
@@ -38,9 +36,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("panel", help="the panel file (.parquet or .csv)")
     parser.add_argument("--outcome", required=True, help="the outcome column")
     parser.add_argument("--out", required=True, help="the results file to write (.parquet)")
-    parser.add_argument("--estimator", choices=list(ESTIMATORS), default="did",
-                        help="difference-in-differences or the plain difference "
-                             "(default: %(default)s)")
+    add_option(parser, EstimateSettings, "estimator",
+               help="difference-in-differences or the plain difference")
     add_option(parser, DiDEstimator, "control_group", "--control", help="control group")
     panel_column_options(parser)
     parser.add_argument("--never-treated", type=float, default=None, metavar="CODE",

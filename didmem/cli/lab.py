@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..lab.config import LabConfig
+from ..lab.config import LabConfig, quick_config
 from ._fields import add_dataclass_options, field_changes
 
 __all__ = ["HELP", "DESCRIPTION", "add_arguments", "config_changes", "run", "FLAGS", "SPECIAL"]
@@ -61,8 +61,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     Every field of :class:`~didmem.lab.LabConfig` has an option (built by
     :func:`~didmem.cli._fields.add_dataclass_options`); the others are written here.
     """
-    from ..lab.config import quick_config
-
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--quick", action="store_true",
                         help="the quick scale (seconds) instead of the demo scale (about a minute)")

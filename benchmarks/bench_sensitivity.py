@@ -1,8 +1,9 @@
 """Time didmem.sensitivity(restriction="smoothness") on a long event study.
 
-Usage: python benchmarks/bench_sensitivity.py [n_pre] [n_post] [n_m]
-An AR(1)-correlated covariance and an event study with a linear pre-trend; one FLCI per value
-of M (the target is event time 0) plus the breakdown value.
+Usage: python benchmarks/bench_sensitivity.py [n_pre] [n_post] [n_m] [restriction]
+An AR(1)-correlated covariance and an event study with a linear pre-trend; one interval per
+value of M (the target is event time 0) plus the breakdown value. ``restriction`` is
+``smoothness`` (default; M from 0 to 0.01) or ``relative_magnitudes`` (C-LF, Mbar from 0 to 2).
 """
 
 from __future__ import annotations
@@ -17,22 +18,24 @@ import pandas as pd
 import didmem
 
 
-def main(n_pre=95, n_post=95, n_m=10):
+def main(n_pre=95, n_post=95, n_m=10, restriction="smoothness"):
     rng = np.random.default_rng(0)
     e = np.concatenate([np.arange(-n_pre - 1, -1), np.arange(n_post)]).astype(float)
     idx = np.abs(np.subtract.outer(np.arange(e.size), np.arange(e.size)))
     sigma = 0.01 ** 2 * 0.5 ** idx
     beta = 0.001 * (e + 1) + 0.05 * (e >= 0) + rng.multivariate_normal(np.zeros(e.size), sigma)
     data = (pd.Series(beta, index=e), pd.DataFrame(sigma, index=e, columns=e))
-    ms = np.linspace(0, 0.01, n_m)
+    ms = np.linspace(0, 0.01 if restriction == "smoothness" else 2.0, n_m)
     t = time.perf_counter()
-    s = didmem.sensitivity(data, restriction="smoothness", m=ms, event_time=0)
+    s = didmem.sensitivity(data, restriction=restriction, m=ms, event_time=0)
     took = time.perf_counter() - t
     print(s.to_frame().to_string())
     print(f"breakdown {s.breakdown:.6g}")
-    print(f"{n_pre} pre, {n_post} post, {n_m} values of M (+ breakdown): {took:.2f} s "
+    print(f"{restriction}: {n_pre} pre, {n_post} post, {n_m} values of M (+ breakdown): "
+          f"{took:.2f} s "
           f"on {platform.processor() or platform.machine()}, python {platform.python_version()}")
 
 
 if __name__ == "__main__":
-    main(*(int(a) for a in sys.argv[1:]))
+    args = sys.argv[1:]
+    main(*(int(a) for a in args[:3]), *args[3:4])

@@ -2,8 +2,8 @@
 
 Pilot: one quick-scale lab run (``didmem.lab.run(quick=True)``) with ``n_analysed=16``
 instances per cohort; ``plan_design`` (simulated, the pilot's own instantaneous estimates as
-the effect, and separately the pilot twin's instantaneous truth as a stated effect) plans
-the quick default design (24 per cohort, 96 validation). Monte Carlo: the quick default run
+the effect, and separately the pilot's exact instantaneous truth as a stated effect) plans
+the quick default design (read from ``quick_config()``). Monte Carlo: the quick default run
 at ``--reps`` other seeds, each fitted with the default ``DiDEstimator``; its power is the
 share of cohorts whose instantaneous effect is significant under the band of
 ``aggregate("instantaneous")``, averaged over seeds (each seed is a new language, corpus and
@@ -62,15 +62,15 @@ def main(argv=None):
     shares = np.array(shares)
     at_mean = didmem.plan_design(pilot, effect=float(np.mean(truths)), **kw).to_frame()
     print(f"pilot (16 per cohort, seed 0): own instantaneous effect {own['effect'][0]:.4f}, "
-          f"twin truth {pilot_truth:.4f}")
+          f"exact truth {pilot_truth:.4f}")
     print(f"planned power of the quick default ({default.n_analysed} per cohort, "
           f"{default.n_validation} validation): pilot's own effect {own['power'][0]:.3f} "
-          f"(MC error {own['power_mc_error'][0]:.3f}), twin truth {stated['power'][0]:.3f} "
+          f"(MC error {own['power_mc_error'][0]:.3f}), exact truth {stated['power'][0]:.3f} "
           f"(MC error {stated['power_mc_error'][0]:.3f}); {args.sims} simulations")
-    print(f"planned at the seeds' mean twin truth {np.mean(truths):.4f} (known from the twins, "
+    print(f"planned at the seeds' mean exact truth {np.mean(truths):.4f} (known from the lab's exact runs, "
           f"not to a user): {at_mean['power'][0]:.3f} (MC error {at_mean['power_mc_error'][0]:.3f})")
     print(f"Monte Carlo power of the default run over {args.reps} seeds: {shares.mean():.3f} "
-          f"(MC error {shares.std(ddof=1) / np.sqrt(shares.size):.3f}); mean twin truth "
+          f"(MC error {shares.std(ddof=1) / np.sqrt(shares.size):.3f}); mean exact truth "
           f"{np.mean(truths):.4f}; {time.perf_counter() - t0:.0f} s")
 
 

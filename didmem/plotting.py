@@ -23,6 +23,7 @@ __all__ = [
     "plot_profile_correlation",
     "plot_pretrends",
     "plot_plan",
+    "plot_sensitivity",
     "plot_result",
     "PLOTS",
 ]
@@ -394,6 +395,45 @@ def plot_plan(plan, *, power: float = 0.8, ax=None):
                   f"{best['n_validation']:g} validation, {best['tokens']:.3g} tokens")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
+    return ax
+
+
+def plot_sensitivity(sensitivity, *, ax=None, color: str = BAND_COLOR):
+    """Robust confidence intervals against ``M`` (or ``Mbar``), the original interval first.
+
+    As in Rambachan & Roth (2023, Figures 4-6): one vertical interval per value of the
+    restriction's bound, the interval under exact parallel trends at the left in grey, a
+    horizontal line at zero and the breakdown value in the title.
+
+    Parameters
+    ----------
+    sensitivity : didmem.SensitivityResult
+        The result of :func:`didmem.sensitivity`.
+    ax : matplotlib Axes, optional
+    color : str
+        Colour of the robust intervals.
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    ax = _axes(ax)
+    t = sensitivity.to_frame()
+    labels = ["original"] + [_fmt(m) for m in t["m"].iloc[1:]]
+    pos = np.arange(len(t))
+    for i, row in enumerate(t.itertuples()):
+        c = "0.45" if i == 0 else color
+        ax.plot([i, i], [row.lower, row.upper], color=c, linewidth=3, solid_capstyle="butt")
+        ax.plot([i, i], [row.lower, row.upper], color=c, marker="_", markersize=12,
+                linestyle="none")
+    ax.axhline(0, color="0.3", linewidth=0.8, linestyle="--")
+    ax.set_xticks(pos, labels, rotation=45 if len(labels) > 8 else 0)
+    bound = "M" if sensitivity.restriction == "smoothness" else "Mbar"
+    ax.set_xlabel(f"{bound} ({sensitivity.restriction.replace('_', ' ')})")
+    ax.set_ylabel(f"{1 - sensitivity.alpha:.0%} confidence interval")
+    method = t["method"].iloc[-1] if len(t) > 1 else ""
+    ax.set_title(f"Sensitivity to violations of parallel trends ({method})\n"
+                 f"breakdown {bound} = {sensitivity.breakdown:.3g}", fontsize=9)
     return ax
 
 

@@ -2,7 +2,8 @@
 
 One file, no server and no network: styles inline, figures embedded as base64 PNG. For each
 result it shows the settings, the pre-test, the summary, the instantaneous, persistent and
-residual tables and the figures of :mod:`didmem.plotting`; with two or more results, the
+residual tables and the figures of :mod:`didmem.plotting`; when asked, the sensitivity of the
+event-time profile to violations of parallel trends; with two or more results, the
 correlation of their profiles.
 """
 
@@ -18,7 +19,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ._version import __version__
-from .errors import DidmemError, optional_import
+from .errors import DidmemError, EstimationError, ParameterError, optional_import
 
 __all__ = ["render_report", "write_report", "figure_png"]
 
@@ -142,6 +143,60 @@ def _figures_html(result, figures, figure_options) -> str:
     return f"<div class='figs'>{''.join(items)}</div>"
 
 
+SENSITIVITY_OPTIONS = ("restriction", "m", "event_time", "alpha", "method", "grid_points",
+                       "simulations", "seed")
+
+
+def _check_sensitivity(options):
+    if options is None:
+        return None
+    if not isinstance(options, Mapping):
+        raise ParameterError("sensitivity must be a mapping of didmem.sensitivity's arguments, "
+                             f"e.g. {{'restriction': 'relative_magnitudes', 'm': [0, 1]}}; got "
+                             f"{type(options).__name__}.")
+    unknown = sorted(set(options) - set(SENSITIVITY_OPTIONS))
+    if unknown:
+        raise ParameterError(f"Unknown sensitivity option(s) {unknown}; choose from "
+                             f"{list(SENSITIVITY_OPTIONS)}.")
+    if "m" not in options:
+        raise ParameterError("The report's sensitivity section needs 'm', the values of M "
+                             "(smoothness) or Mbar (relative magnitudes).")
+    return dict(options)
+
+
+def _sensitivity_html(result, options) -> str:
+    from .honest import sensitivity
+    from .plotting import plot_sensitivity
+
+    head = "<h3>Sensitivity to violations of parallel trends</h3>"
+    try:
+        dynamic = result.aggregate("dynamic")
+        s = sensitivity(dynamic, **options)
+    except EstimationError as exc:  # the result does not suit it; other options are the caller's
+        return head + f"<p>Not available: {html.escape(str(exc))}</p>"
+    bound = "M" if s.restriction == "smoothness" else "Mbar"
+    used = s.target[s.target != 0]
+    target = (f"the effect at event time {used.index[0]:g}" if used.size == 1 else
+              "the weighted average of event times " + ", ".join(f"{e:g}" for e in used.index))
+    if s.breakdown == 0:
+        reading = "the original interval already contains zero"
+    elif np.isinf(s.breakdown):
+        reading = "no bound searched makes the interval contain zero"
+    else:
+        reading = (f"the conclusion that {target} differs from zero holds for {bound} below "
+                   f"{s.breakdown:.4g} and no further")
+    restriction = ("smoothness (the violation's slope changes by at most M per period)"
+                   if s.restriction == "smoothness" else
+                   "relative magnitudes (each post-treatment change of the violation at most "
+                   "Mbar times the largest pre-treatment one)")
+    src = figure_png(plot_sensitivity(s))
+    return (head + f"<p>{1 - s.alpha:.0%} confidence intervals of {html.escape(target)} under "
+            f"{html.escape(restriction)}, Rambachan &amp; Roth (2023). Breakdown {bound} = "
+            f"{s.breakdown:.4g}: {html.escape(reading)}.</p>" + _table(s.to_frame())
+            + f"<div class='figs'><figure><img alt='sensitivity figure' src='{src}'>"
+            "<figcaption>sensitivity</figcaption></figure></div>")
+
+
 def _named(results) -> dict:
     if isinstance(results, Mapping):
         return dict(results)
@@ -157,7 +212,8 @@ def _named(results) -> dict:
 
 
 def render_report(results, *, title: str = "didmem report", figures: Sequence[str] = FIGURES,
-                  figure_options: Mapping[str, Mapping] | None = None, notes: str = "") -> str:
+                  figure_options: Mapping[str, Mapping] | None = None, notes: str = "",
+                  sensitivity: Mapping | None = None) -> str:
     """The report as one HTML string.
 
     Parameters
@@ -171,6 +227,11 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
         Keyword arguments per figure name, e.g. ``{"instantaneous": {"lr_schedule": s}}``.
     notes : str
         Plain text shown under the title (escaped).
+    sensitivity : mapping, optional
+        Arguments of :func:`didmem.sensitivity` (``m`` required; ``restriction``,
+        ``event_time``, ``method``, ...): adds for every result a section with the intervals,
+        the breakdown value and the figure, from its event-time aggregation. A result that
+        does not suit the analysis (no universal base period, no covariance) says so there.
 
     Returns
     -------
@@ -181,9 +242,8 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
 
     unknown = [f for f in figures if f not in PLOTS]
     if unknown:
-        from .errors import ParameterError
-
         raise ParameterError(f"Unknown figure(s) {unknown}; choose from {sorted(PLOTS)}.")
+    sensitivity = _check_sensitivity(sensitivity)
     named = _named(results)
     figure_options = dict(figure_options or {})
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -203,6 +263,8 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
         out.append(f"<h3>Summary</h3><pre>{html.escape(res.summary())}</pre>")
         out.append(_aggregate_tables(res))
         out.append("<h3>Figures</h3>" + _figures_html(res, figures, figure_options))
+        if sensitivity is not None:
+            out.append(_sensitivity_html(res, sensitivity))
     if len(named) >= 2:
         try:
             corr = profile_correlation(named)

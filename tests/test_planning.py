@@ -3,9 +3,11 @@
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 from scipy.stats import norm
 
 import didmem
+from didmem import DiDEstimator
 from didmem.errors import ParameterError
 from didmem.planning import Assumptions, plan_design
 from didmem.planning._analytic import analytic_power, sup_t_critical
@@ -47,15 +49,34 @@ def test_tokens_follow_the_cost_formula_and_thinning_keeps_every_kth_checkpoint(
 
 def test_analytic_matches_the_two_period_closed_form():
     # one cohort, two checkpoints: Var = 2 s^2 (1 - rho) (1/n1 + 1/n0), one key, crit = z
+    # R's rule (small_sample=False): normal critical value and normal power
     a = Assumptions(n_cohorts=1, n_checkpoints=2, outcome_sd=2.0, unit_share=0.75)
     t = plan_design(a, units_per_cohort=50, n_validation=200, effect=0.3,
-                    random_state=0).to_frame()
+                    estimator=DiDEstimator(small_sample=False), random_state=0).to_frame()
     se = np.sqrt(2 * 4.0 * 0.25 * (1 / 50 + 1 / 200))
     z = norm.ppf(0.975)
     assert t["critical_value"][0] == pytest.approx(z)
     assert t["power"][0] == pytest.approx(norm.cdf(0.3 / se - z) + norm.cdf(-0.3 / se - z),
                                           abs=1e-12)
     assert t["mde"][0] == pytest.approx((z + norm.ppf(0.8)) * se, rel=1e-3)
+
+
+def test_analytic_small_sample_is_welch_t_in_the_two_period_case():
+    # the default band: Welch-Satterthwaite df, t quantile, noncentral t power
+    a = Assumptions(n_cohorts=1, n_checkpoints=2, outcome_sd=2.0, unit_share=0.75)
+    t = plan_design(a, units_per_cohort=10, n_validation=200, effect=0.8,
+                    random_state=0).to_frame()
+    part = 2 * 4.0 * 0.25
+    treated, control = part / 10, part / 200
+    df = (treated + control) ** 2 / (treated**2 / 9 + control**2 / 199)
+    se = np.sqrt(treated + control)
+    crit = stats.t.ppf(0.975, df)
+    assert t["critical_value"][0] == pytest.approx(crit, rel=1e-9)
+    power = stats.nct.sf(crit, df, 0.8 / se) + stats.nct.cdf(-crit, df, 0.8 / se)
+    assert t["power"][0] == pytest.approx(power, abs=1e-10)
+    normal = plan_design(a, units_per_cohort=10, n_validation=200, effect=0.8,
+                         estimator=DiDEstimator(small_sample=False), random_state=0).to_frame()
+    assert t["power"][0] < normal["power"][0]  # the t band is wider
 
 
 def test_sup_t_critical_value_of_independent_keys():

@@ -150,3 +150,23 @@ def test_clear_errors(mpdta_panel, mpdta_event_study):
         didmem.sensitivity(ev, event_time=7)
     with pytest.raises(ValueError, match="non-negative"):
         didmem.sensitivity(ev, m=[-1])
+
+
+def test_plot_sensitivity(mpdta_event_study):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from didmem.plotting import plot_sensitivity
+
+    s = didmem.sensitivity(mpdta_event_study, restriction="smoothness", m=[0, 0.01, 0.02])
+    ax = plot_sensitivity(s)
+    lines = ax.get_lines()
+    # two artists per interval (bar and caps) plus the zero line
+    assert len(lines) == 2 * 4 + 1
+    np.testing.assert_allclose(lines[0].get_ydata(), s.original)
+    assert [t.get_text() for t in ax.get_xticklabels()][0] == "original"
+    assert "breakdown" in ax.get_title()
+    import matplotlib.pyplot as plt
+
+    plt.close(ax.figure)

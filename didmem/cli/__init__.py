@@ -37,7 +37,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import DidmemError
-from . import demo, estimate, lab, plan, plot, report, run, score
+from . import demo, estimate, lab, plan, plot, report, run, score, sensitivity
 
 __all__ = ["main", "build_parser", "SUBCOMMANDS"]
 
@@ -49,6 +49,7 @@ SUBCOMMANDS = {
     "lab": lab,
     "score": score,
     "plan": plan,
+    "sensitivity": sensitivity,
     "run": run,
 }
 """Subcommand name -> its module, in the order ``didmem --help`` lists them."""

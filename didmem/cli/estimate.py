@@ -39,6 +39,9 @@ def add_arguments(parser) -> None:
     add_option(parser, EstimateSettings, "estimator",
                help="difference-in-differences or the plain difference")
     add_option(parser, DiDEstimator, "control_group", "--control", help="control group")
+    parser.add_argument("--base-period", choices=["varying", "universal"],
+                        help="did only: the pre-treatment cells' base period (default: varying); "
+                             "'didmem sensitivity' needs universal")
     panel_column_options(parser)
     parser.add_argument("--never-treated", type=float, default=None, metavar="CODE",
                         help="a cohort value that marks never-treated units, such as R did's 0 "
@@ -60,13 +63,17 @@ def run(args) -> int:
     out = Path(args.out)
     if out.suffix != ".parquet":
         raise ParameterError(f"--out must name a '.parquet' file; got {args.out!r}.")
+    if args.base_period is not None and args.estimator != "did":
+        raise ParameterError(f"--base-period applies to --estimator did only; got --estimator "
+                             f"{args.estimator}.")
     frame = read_panel_frame(Path(args.panel))
     panel = Panel(frame, unit=args.unit, time=args.time, cohort=args.cohort,
                   outcome=args.outcome, never_treated=args.never_treated, balance=args.balance)
     cls = ESTIMATORS[args.estimator]
+    options = {} if args.base_period is None else {"base_period": args.base_period}
     res = cls(control_group=args.control_group, n_bootstrap=args.n_bootstrap,
               random_state=args.seed, lower_is_better=args.lower_is_better, outcome=args.outcome,
-              small_sample=not args.r_inference).fit(panel)
+              small_sample=not args.r_inference, **options).fit(panel)
     print(res.summary())
     print(f"\nwrote {res.save(out)}")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .._validation import add_option
+from ..errors import ParameterError
 from ..report import render_report
 from ._options import load_results, use_agg_backend
 
@@ -21,15 +22,31 @@ def add_arguments(parser) -> None:
     parser.add_argument("results", nargs="+", help="results file(s) (.parquet)")
     parser.add_argument("--out", default="report.html", help="HTML file (default: %(default)s)")
     add_option(parser, render_report, "title", help="report title")
+    parser.add_argument("--sensitivity", choices=["relative_magnitudes", "smoothness"],
+                        help="add the sensitivity to violations of parallel trends under this "
+                             "restriction (results estimated with --base-period universal)")
+    parser.add_argument("--sensitivity-m", help="its values of Mbar or M, comma-separated")
+    parser.add_argument("--sensitivity-event-time", type=float, default=0.0,
+                        help="its target event time (default: %(default)s)")
 
 
 def run(args) -> int:
     """Run ``didmem report`` with parsed arguments; return the exit status."""
     from ..report import write_report
 
+    sensitivity = None
+    if (args.sensitivity is None) != (args.sensitivity_m is None):
+        raise ParameterError("--sensitivity and --sensitivity-m go together: the restriction "
+                             "and its values of M or Mbar.")
+    if args.sensitivity is not None:
+        from .sensitivity import parse_floats
+
+        sensitivity = {"restriction": args.sensitivity,
+                       "m": parse_floats(args.sensitivity_m, "--sensitivity-m"),
+                       "event_time": args.sensitivity_event_time}
     results = load_results(args.results)
     use_agg_backend()
     named = {p: r for p, r in zip(args.results, results)}
-    path = write_report(named, args.out, title=args.title)
+    path = write_report(named, args.out, title=args.title, sensitivity=sensitivity)
     print(f"wrote {path}")
     return 0

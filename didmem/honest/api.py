@@ -7,13 +7,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from scipy import optimize, stats
+from threadpoolctl import threadpool_limits
 
+from ..errors import EstimationError, ParameterError
 from ..results import AggregateResult
-from ._flci import flci
+from ._flci import SmoothnessProblem
+from ._relative import RelativeMagnitudes
 
 __all__ = ["sensitivity", "SensitivityResult"]
 
-_RESTRICTIONS = ("smoothness",)
+_RESTRICTIONS = ("smoothness", "relative_magnitudes")
+_METHODS = ("C-LF", "conditional")
 
 
 @dataclass(frozen=True)
@@ -23,7 +27,8 @@ class SensitivityResult:
     Attributes
     ----------
     restriction : str
-        The restriction on the violations (``"smoothness"``: ``Delta^SD(M)``).
+        The restriction on the violations (``"smoothness"``: ``Delta^SD(M)``;
+        ``"relative_magnitudes"``: ``Delta^RM(Mbar)``).
     target : pandas.Series
         Weights on the post-treatment event times that define the target.
     original : tuple of float
@@ -50,21 +55,29 @@ class SensitivityResult:
         return pd.concat([first, self.intervals], ignore_index=True)
 
 
+def _listed(values) -> str:
+    """``[-2, -1, 0]``: numbers for a message (no numpy reprs)."""
+    return "[" + ", ".join(f"{float(v):g}" for v in values) + "]"
+
+
 def _as_estimates(data):
     """``(beta, sigma, event_times)`` without the reference period, checked."""
     if isinstance(data, AggregateResult):
         if data.key_name != "event_time":
-            raise ValueError("didmem.sensitivity needs an event-time aggregation "
-                             f"(res.aggregate('dynamic')); got the {data.kind!r} aggregation "
-                             f"keyed by {data.key_name!r}.")
+            raise EstimationError("didmem.sensitivity needs an event-time aggregation "
+                                  f"(res.aggregate('dynamic')); got the {data.kind!r} aggregation "
+                                  f"keyed by {data.key_name!r}.")
         beta = pd.Series(np.asarray(data.estimates, float), index=np.asarray(data.keys, float))
-        vcov = data.vcov()
+        try:
+            vcov = data.vcov()
+        except ValueError as exc:
+            raise EstimationError(f"didmem.sensitivity: {exc}") from None
         e = beta.index.to_numpy()
         if -1.0 not in e or beta.loc[-1.0] != 0 or vcov.loc[-1.0, -1.0] != 0:
-            raise ValueError("didmem.sensitivity needs a universal base period (every effect "
-                             "measured against event time -1, whose estimate is then 0): fit "
-                             "with DiDEstimator(base_period='universal'). This aggregation "
-                             "has no zero reference row at event time -1.")
+            raise EstimationError("didmem.sensitivity needs a universal base period (every effect "
+                                  "measured against event time -1, whose estimate is then 0): fit "
+                                  "with DiDEstimator(base_period='universal'). This aggregation "
+                                  "has no zero reference row at event time -1.")
         keep = e != -1.0
         beta, vcov = beta[keep], vcov.loc[keep, keep]
     elif isinstance(data, tuple) and len(data) == 2:
@@ -79,33 +92,34 @@ def _as_estimates(data):
         vcov.index, vcov.columns = vcov.index.astype(float), vcov.columns.astype(float)
         if -1.0 in beta.index:
             if beta.loc[-1.0] != 0:
-                raise ValueError("beta has a non-zero entry at event time -1, the reference "
-                                 "period; leave the reference period out (or give it as 0).")
+                raise EstimationError("beta has a non-zero entry at event time -1, the reference "
+                                      "period; leave the reference period out (or give it as 0).")
             beta = beta.drop(-1.0)
             vcov = vcov.drop(index=-1.0, columns=-1.0, errors="ignore")
         if not (vcov.index.equals(beta.index) and vcov.columns.equals(beta.index)):
-            raise ValueError("vcov must be labelled by the same event times as beta, in the "
-                             f"same order; beta has {list(beta.index)}, vcov rows "
-                             f"{list(vcov.index)} and columns {list(vcov.columns)}.")
+            raise EstimationError("vcov must be labelled by the same event times as beta, in the "
+                                  f"same order; beta has {_listed(beta.index)}, vcov rows "
+                                  f"{_listed(vcov.index)} and columns {_listed(vcov.columns)}.")
     else:
         raise TypeError("didmem.sensitivity takes an event-time AggregateResult or a tuple "
                         f"(beta, vcov); got {type(data).__name__}.")
     e = beta.index.to_numpy()
     if not np.all(np.isfinite(beta.to_numpy())) or not np.all(np.isfinite(vcov.to_numpy())):
-        raise ValueError("beta and vcov must be finite; event times with NaN: "
-                         f"{list(e[~np.isfinite(beta.to_numpy())])}.")
+        raise EstimationError("beta and vcov must be finite; event times with NaN: "
+                              f"{_listed(e[~np.isfinite(beta.to_numpy())])}.")
     full = np.concatenate([e, [-1.0]])
     full.sort()
     if np.any(np.diff(full) != 1) or np.any(full != np.round(full)):
-        raise ValueError("didmem.sensitivity needs consecutive integer event times around the "
-                         f"reference period -1; got {list(e)} (a gap or a repeat). Aggregate "
-                         "with the same min_e/max_e on a balanced grid, or drop the gap.")
+        raise EstimationError("didmem.sensitivity needs consecutive integer event times around "
+                              f"the reference period -1; got {_listed(e)} (a gap or a repeat). "
+                              "Aggregate with the same min_e/max_e on a balanced grid, or drop "
+                              "the gap.")
     n_pre = int((e < -1).sum())
     if not (e >= 0).any():
-        raise ValueError("No post-treatment event times (>= 0) among the estimates.")
+        raise EstimationError("No post-treatment event times (>= 0) among the estimates.")
     sigma = vcov.to_numpy()
     if not np.allclose(sigma, sigma.T, rtol=1e-8, atol=1e-14):
-        raise ValueError("vcov is not symmetric.")
+        raise EstimationError("vcov is not symmetric.")
     return beta.to_numpy(), sigma, e, n_pre
 
 
@@ -117,13 +131,14 @@ def _target(event_time, post_times):
         w.index = w.index.astype(float)
     missing = sorted(set(w.index) - set(post_times))
     if missing:
-        raise ValueError(f"event_time {missing} is not among the post-treatment event times "
-                         f"{list(post_times)}.")
+        raise ParameterError(f"event_time {_listed(missing)} is not among the post-treatment "
+                             f"event times {_listed(post_times)}.")
     return w.reindex(post_times, fill_value=0.0)
 
 
 def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *,
-                alpha: float = 0.05) -> SensitivityResult:
+                alpha: float = 0.05, method: str = "C-LF", grid_points: int = 1000,
+                simulations: int = 1000, seed: int = 0) -> SensitivityResult:
     """Confidence intervals robust to restricted violations of parallel trends.
 
     Parameters
@@ -133,16 +148,28 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
         ``base_period="universal"``), or estimates by event time (reference period -1 left
         out) and their covariance labelled by event time on both axes, as R ``HonestDiD``
         takes them.
-    restriction : {"smoothness"}
+    restriction : {"smoothness", "relative_magnitudes"}
         ``"smoothness"``: ``Delta^SD(M)``, the slope of the violation changes by at most ``M``
         per period; intervals are the FLCI of Rambachan & Roth (2023, Section 4.1).
+        ``"relative_magnitudes"``: ``Delta^RM(Mbar)``, every post-treatment first difference
+        of the violation is at most ``Mbar`` times the largest pre-treatment one; intervals
+        invert the ARP test over a grid of the target (Section 4.2).
     m : sequence of float
-        The values of ``M`` (non-negative).
+        The values of ``M`` or ``Mbar`` (non-negative).
     event_time : float or mapping
         The target: one post-treatment event time, or weights by post-treatment event time
         (an average of effects).
     alpha : float
         One minus the coverage.
+    method : {"C-LF", "conditional"}
+        Relative magnitudes only: the conditional-least-favourable hybrid of Andrews, Roth &
+        Pakes (``kappa = alpha / 10``; R's default) or their conditional test.
+    grid_points : int
+        Relative magnitudes only: points of the grid of the target over which the test is
+        inverted (the identified set at the estimates, 20 standard errors beyond each end,
+        widened while an end point is accepted); the interval's end points are grid points.
+    simulations, seed : int
+        ``"C-LF"`` only: draws and seed of the Monte Carlo least-favourable critical value.
 
     Returns
     -------
@@ -156,19 +183,28 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     ``cv_alpha(b)`` the ``1 - alpha`` quantile of ``|N(b, 1)|``; ``v_pre`` minimises the
     half-length. It is computed exactly (no Monte Carlo quantile, unlike R).
 
+    Under relative magnitudes the set is the union over the pre-treatment difference that
+    attains the maximum, and its sign, of polyhedra; each is tested by the linear-programming
+    statistic of Andrews, Roth & Pakes (2023) on its post-treatment rows, with the
+    post-treatment effects other than the target as nuisance parameters. The breakdown value
+    bisects on ``Mbar`` with the test of ``theta = 0`` itself (no grid).
+
     References
     ----------
     Rambachan, A. and Roth, J. (2023). A More Credible Approach to Parallel Trends. Review of
     Economic Studies 90(5), 2555-2591.
     """
     if restriction not in _RESTRICTIONS:
-        raise ValueError(f"The 'restriction' parameter of sensitivity must be one of "
-                         f"{set(_RESTRICTIONS)}. Got {restriction!r}.")
+        raise ParameterError(f"The 'restriction' parameter of sensitivity must be one of "
+                             f"{set(_RESTRICTIONS)}. Got {restriction!r}.")
     if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie in (0, 1); got {alpha}.")
+        raise ParameterError(f"alpha must lie in (0, 1); got {alpha}.")
     ms = np.atleast_1d(np.asarray(m, dtype=float))
     if ms.size == 0 or np.any(~np.isfinite(ms)) or np.any(ms < 0):
-        raise ValueError(f"m must be finite non-negative numbers; got {list(ms)}.")
+        raise ParameterError(f"m must be finite non-negative numbers; got {_listed(ms)}.")
+    if method not in _METHODS:
+        raise ParameterError(f"The 'method' parameter of sensitivity must be one of "
+                             f"{set(_METHODS)}. Got {method!r}.")
     beta, sigma, e, n_pre = _as_estimates(data)
     target = _target(event_time, e[e >= 0])
     l_post = target.to_numpy()
@@ -176,28 +212,71 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     theta = float(l_post @ beta[n_pre:])
     sd = float(np.sqrt(l_post @ sigma[n_pre:, n_pre:] @ l_post))
     original = (theta - z * sd, theta + z * sd)
-    rows = [flci(beta, sigma, n_pre, l_post, float(mi), alpha) for mi in ms]
+    # the problems are small and dense: several BLAS threads only contend on a busy machine
+    with threadpool_limits(limits=1, user_api="blas"):
+        if restriction == "smoothness":
+            problem = SmoothnessProblem(sigma, n_pre, l_post, alpha)
+            rows = [problem.interval(beta, float(mi)) for mi in ms]
+            breakdown = _breakdown(problem, beta, sd)
+            label = "FLCI"
+        else:
+            rm = RelativeMagnitudes(beta, sigma, n_pre, l_post, alpha,
+                                    hybrid=method == "C-LF", grid_points=grid_points,
+                                    simulations=simulations, seed=seed)
+            rows = [rm.interval(float(mi)) for mi in ms]
+            breakdown = _breakdown_rm(rm, original)
+            label = method
     frame = pd.DataFrame({"m": ms, "lower": [r[0] for r in rows], "upper": [r[1] for r in rows],
-                          "method": "FLCI"})
+                          "method": label})
     return SensitivityResult(restriction=restriction, target=target, original=original,
-                             intervals=frame, breakdown=_breakdown(beta, sigma, n_pre, l_post,
-                                                                   alpha, sd),
+                             intervals=frame, breakdown=breakdown,
                              alpha=alpha)
 
 
-def _breakdown(beta, sigma, n_pre, l_post, alpha, sd):
-    def covers_zero(mi):
-        lo, hi = flci(beta, sigma, n_pre, l_post, mi, alpha)
-        return lo <= 0 <= hi
+def _breakdown(problem, beta, sd):
+    """The smallest ``M`` whose FLCI contains zero: a root of the end point nearest zero.
 
-    if covers_zero(0.0):
+    The end point is continuous in ``M``; the root is bracketed by doubling from ``M = 0`` and
+    found by Brent's method, each evaluation warm-started from the previous solution.
+    """
+    lo, hi = problem.interval(beta, 0.0)
+    if lo <= 0 <= hi:
         return 0.0
-    hi = sd
-    for _ in range(40):
-        if covers_zero(hi):
+    sign = 1.0 if lo > 0 else -1.0
+
+    def gap(mi):  # positive while zero is outside the interval
+        lower, upper = problem.interval(beta, mi)
+        return lower if sign > 0 else -upper
+
+    left, right = 0.0, sd
+    for _ in range(60):
+        if gap(right) <= 0:
             break
-        hi *= 2
+        left, right = right, 2 * right
     else:
         return float("inf")
-    return float(optimize.brentq(lambda mi: (0.5 if covers_zero(mi) else -0.5), 0.0, hi,
-                                 xtol=1e-6 * hi))
+    return float(optimize.brentq(gap, left, right, xtol=1e-10 * right, rtol=1e-10))
+
+
+def _breakdown_rm(rm, original, rtol=1e-4):
+    """The smallest ``Mbar`` whose confidence set accepts ``theta = 0``, by bisection.
+
+    The set grows with ``Mbar`` (the restriction is nested), so acceptance of zero is
+    bracketed by doubling from ``Mbar = 1`` and bisected to ``rtol``.
+    """
+    if rm.covers_zero(0.0):
+        return 0.0
+    left, right = 0.0, 1.0
+    for _ in range(30):
+        if rm.covers_zero(right):
+            break
+        left, right = right, 2 * right
+    else:
+        return float("inf")
+    while right - left > rtol * right:
+        mid = 0.5 * (left + right)
+        if rm.covers_zero(mid):
+            right = mid
+        else:
+            left = mid
+    return float(right)

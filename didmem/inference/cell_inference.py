@@ -307,7 +307,7 @@ class CellInference(PicklableProxies):
         ``"max_t"``) over the pre-treatment cells ``which``.
 
         ``event_rows`` is ``(weights, omega)`` of the dynamic aggregation's rows at negative
-        event times (only read by ``"event"``); ``random_state`` seeds the draws of the max-|t|
+        event times (only read by ``"event"``); ``random_state`` seeds the draws of the maximum-absolute-t
         test when the fit has none. R's Wald test is :meth:`pretest`.
         """
         method = DEFAULT_PRETREND if method is None else method

@@ -148,7 +148,7 @@ def wald_test(estimates, covariance, *, n_obs: int | None = None):
 
 
 def max_t_test(estimates, std_errors, draws, draw_std_errors, df=None):
-    """Max-|t| test that all ``estimates`` are zero, calibrated by the multiplier bootstrap.
+    """Maximum-absolute-t test that all ``estimates`` are zero, calibrated by the multiplier bootstrap.
 
     Parameters
     ----------

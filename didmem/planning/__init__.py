@@ -21,7 +21,8 @@ from scipy.stats import norm
 from ..errors import ParameterError
 from ..estimators import DiDEstimator
 from ..estimators.base import Seed
-from ._analytic import analytic_power, key_contrasts, key_covariance_parts, sup_t_critical
+from ._analytic import (analytic_power, key_contrasts, key_covariance_parts,
+                        small_sample_critical, sup_t_critical, t_power, welch_df)
 from ._pilot import AGGREGATION, Pilot, centred, fit_quiet, pilot_from
 
 __all__ = ["Assumptions", "DesignPlan", "plan_design", "PAPER_TOKENS_PER_INSTANCE"]
@@ -195,10 +196,11 @@ def plan_design(source, *, units_per_cohort, n_validation=None, checkpoint_every
         ``"simulated"`` (the default with a pilot): resample the pilot's units, fit the real
         estimator, count significance under its band. ``"analytic"`` (the only choice with
         assumptions): the closed-form covariance of the keys and a Gaussian sup-t critical
-        value; with a pilot, the outcome covariance is estimated from it. It ignores the
-        estimator's small-sample correction (Welch variances, t critical values), so with
-        cohorts of under about 30 units it overstates the power of the default band: plan
-        such designs with the simulated route.
+        value; with a pilot, the outcome covariance is estimated from it. Under the
+        estimator's small-sample correction (``small_sample=True``, the default) each key
+        takes the t quantile at the sup-t's pointwise level with Welch-Satterthwaite
+        degrees of freedom and its power is a noncentral t probability, as the band the
+        fit will use.
     pool : {"all", "cohort"}
         Simulated route: where a new unit's deviation from its group's mean comes from:
         any pilot unit (``"all"``, the default: training and validation instances are
@@ -323,8 +325,9 @@ def plan_design(source, *, units_per_cohort, n_validation=None, checkpoint_every
                                           thin.panel(), AGGREGATION[target]), target)[1]
         for u, v in itertools.product(units, validation):
             if method == "analytic":
-                power, mc, mde, crit, eff = _analytic_design(stats, u, v, alpha, effect,
-                                                             keys_effect, mde_power, rng)
+                power, mc, mde, crit, eff = _analytic_design(
+                    stats, u, v, alpha, effect, keys_effect, mde_power, rng,
+                    small_sample=bool(params.get("small_sample", False)))
             else:
                 est, se, cr = _simulate(sampler, u, v, params, target, n_simulations, rng)
                 power, mc, mde, crit, eff = _simulated_design(est, se, cr, effect,
@@ -380,14 +383,27 @@ def _analytic_layout(pos, n_kept, sigma, target):
     return key_covariance_parts(L, sigma)
 
 
-def _analytic_design(parts, u, v, alpha, effect, keys_effect, mde_power, rng):
+def _analytic_design(parts, u, v, alpha, effect, keys_effect, mde_power, rng,
+                     small_sample=False):
+    treated, control = np.diag(parts[0]) / u, np.diag(parts[1]) / v
     cov = parts[0] / u + parts[1] / v
     se = np.sqrt(np.diag(cov))
     crit = sup_t_critical(cov, alpha, rng)
     delta = np.full(se.size, float(effect)) if effect is not None else np.asarray(keys_effect)
-    power = analytic_power(delta, se, crit)
+    if small_sample:  # the default band: t quantiles at the sup-t's pointwise level
+        df = welch_df(treated, control, u, v)
+        crits = small_sample_critical(crit, df)
+
+        def power_of(d):
+            return t_power(d, se, crits, df)
+
+        crit = float(np.max(crits))
+    else:
+        def power_of(d):
+            return analytic_power(d, se, crit)
+    power = power_of(delta)
     hi = (crit + 10.0) * se.max()
-    mde = brentq(lambda d: analytic_power(np.full(se.size, d), se, crit) - mde_power, 0.0, hi)
+    mde = brentq(lambda d: power_of(np.full(se.size, d)) - mde_power, 0.0, hi)
     return power, 0.0, float(mde), crit, float(np.mean(delta))
 
 

@@ -17,9 +17,10 @@ Only the never-treated group is shared between cohorts, which is what correlates
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import norm
+from scipy.stats import nct, norm, t as t_dist
 
-__all__ = ["key_contrasts", "key_covariance_parts", "sup_t_critical", "analytic_power"]
+__all__ = ["key_contrasts", "key_covariance_parts", "sup_t_critical", "analytic_power",
+           "welch_df", "small_sample_critical", "t_power"]
 
 
 def key_contrasts(cohort_pos: np.ndarray, n_times: int, kind: str) -> np.ndarray:
@@ -87,3 +88,36 @@ def analytic_power(effect: np.ndarray, se: np.ndarray, crit: float) -> float:
     """Average over keys of ``P(|N(effect, se^2)| > crit * se)``."""
     shift = np.abs(effect) / se
     return float(np.mean(norm.cdf(shift - crit) + norm.cdf(-shift - crit)))
+
+
+def welch_df(treated: np.ndarray, control: np.ndarray, u: int, v: int) -> np.ndarray:
+    """Welch-Satterthwaite degrees of freedom of keys whose variance is ``treated + control``
+    (the treated part estimated from ``u`` units per cohort, the control part from ``v``).
+
+    The estimator corrects each cohort's block separately; taking the treated part as one
+    block of ``u`` units gives fewer degrees of freedom for keys that average cohorts, so the
+    planned power errs low there.
+    """
+    treated, control = np.asarray(treated, float), np.asarray(control, float)
+    den = treated**2 / max(u - 1, 1) + control**2 / max(v - 1, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, (treated + control) ** 2 / den, np.inf)
+
+
+def small_sample_critical(crit: float, df: np.ndarray) -> np.ndarray:
+    """Each key's t quantile at the pointwise level of a normal-scale critical value, as the
+    estimator's small-sample band takes it (:mod:`didmem.inference.small_sample`)."""
+    return t_dist.ppf(norm.cdf(crit), df)
+
+
+def t_power(effect: np.ndarray, se: np.ndarray, crit: np.ndarray, df: np.ndarray) -> float:
+    """Average over keys of ``P(|T| > crit)``, ``T`` noncentral t with ``df`` and
+    noncentrality ``effect / se`` (the studentised key under the small-sample band)."""
+    shift = np.abs(np.asarray(effect, float)) / se
+    with np.errstate(all="ignore"):
+        upper = nct.sf(crit, df, shift)
+        lower = nct.cdf(-crit, df, shift)
+    # far in the tails scipy's noncentral t returns NaN: the normal limit is exact enough there
+    upper = np.where(np.isfinite(upper), upper, norm.cdf(shift - crit))
+    lower = np.where(np.isfinite(lower), lower, norm.cdf(-shift - crit))
+    return float(np.mean(upper + lower))

@@ -241,7 +241,7 @@ class GroupTimeResult(PicklableProxies):
         R's Wald test inverts the covariance of every pre-treatment cell, estimated from the
         units; with thousands of cells (the paper's 4,465) it rejects true parallel trends
         almost always. The event-time test has one restriction per event time and, against a
-        trend shared by the cohorts, the power of all the cells together; the max-|t| test is
+        trend shared by the cohorts, the power of all the cells together; the maximum-absolute-t test is
         calibrated however many cells there are (Chernozhukov, Chetverikov & Kato 2013) and
         detects a few large deviations. Sizes and powers: the docs' *Inference* page.
         """

@@ -60,6 +60,8 @@ def _aggregate_doc(agg: AggregateResult) -> dict:
         "estimates": agg.estimates.tolist(), "std_errors": agg.std_errors.tolist(),
         "overall": [o.estimate, o.std_error, o.ci_lower, o.ci_upper],
         "critical_value": agg.critical_value, "band": agg.band,
+        # the keys' analytic covariance, for didmem.sensitivity (absent in older files)
+        "covariance": None if agg.covariance is None else agg.covariance.tolist(),
     }
 
 
@@ -69,12 +71,16 @@ def _aggregate_from(doc: dict, alpha: float) -> AggregateResult:
         a.flags.writeable = False
         return a
 
+    cov = doc.get("covariance")
+    if cov is not None:
+        cov = np.array(cov, dtype=float).reshape(len(doc["keys"]), len(doc["keys"]))
+        cov.flags.writeable = False
     return AggregateResult(kind=doc["kind"], key_name=doc["key_name"], keys=arr("keys"),
                            estimates=arr("estimates"), std_errors=arr("std_errors"),
                            overall=Estimate(*(math.nan if v is None else float(v)
                                               for v in doc["overall"])),
                            critical_value=float(doc["critical_value"]), band=doc["band"],
-                           alpha=float(alpha))
+                           alpha=float(alpha), covariance=cov)
 
 
 def _pyarrow():

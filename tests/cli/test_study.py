@@ -63,7 +63,7 @@ def test_report_options():
     where = "config c.toml: [report]"
     assert report_options({"title": "T", "notes": "n", "figures": ["profile"]}, where) == {
         "title": "T", "notes": "n", "figures": ["profile"]}
-    for table, message in [({"colour": 1}, "unknown key 'colour'; allowed: figures, notes, title"),
+    for table, message in [({"colour": 1}, "unknown key 'colour'; allowed: figures, notes, sensitivity, title"),
                            ({"figure_options": {}}, "unknown key 'figure_options'"),
                            ({"title": 3}, "title must be a string; got 3."),
                            ({"figures": "profile"}, "figures must be a list of strings")]:

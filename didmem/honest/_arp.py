@@ -1,0 +1,319 @@
+"""Conditional and hybrid tests of moment inequalities with nuisance parameters.
+
+Andrews, Roth & Pakes (2023), "Inference for linear conditional moment inequalities", as used
+by Rambachan & Roth (2023) for ``Delta^RM``. The null is that some nuisance ``g`` satisfies
+``E[y] - X g <= 0`` with ``y ~ N(mu, sigma)``. The statistic is the value of the linear program
+``eta = min {e : y - X g <= e * sd}`` (``sd`` the standard deviations of ``y``); the conditional
+test compares it with a normal quantile truncated to the range over which the optimal vertex of
+the dual program stays optimal; the hybrid first rejects when ``eta`` exceeds the
+least-favourable critical value at level ``kappa`` and then runs the conditional test at level
+``(alpha - kappa) / (1 - kappa)`` with the truncation capped at that critical value.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from math import comb
+
+import numpy as np
+from scipy import optimize, special, stats
+
+_TOL_DUAL = 1e-6
+
+
+def eta_program(y, x, sd):
+    """``(eta, lambda)``: the statistic and the dual weights (non-negative, sum ``lambda sd = 1``)."""
+    k = x.shape[1]
+    cost = np.zeros(k + 1)
+    cost[0] = 1.0
+    res = optimize.linprog(cost, A_ub=np.column_stack([-sd, -x]), b_ub=-y,
+                           bounds=[(None, None)] * (k + 1), method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"The linear program of the moment-inequality test failed: "
+                           f"{res.message}")
+    return float(res.x[0]), -np.asarray(res.ineqlin.marginals)
+
+
+def _dual_value(s, b, c, w):
+    """``max_gamma gamma' (s + b c)`` over ``gamma >= 0, w' gamma = e1``, and the maximiser."""
+    rhs = np.zeros(w.shape[1])
+    rhs[0] = 1.0
+    res = optimize.linprog(-(s + b * c), A_eq=w.T, b_eq=rhs, bounds=[(0, None)] * w.shape[0],
+                           method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"The dual linear program of the conditional test failed: "
+                           f"{res.message}")
+    return -float(res.fun), res.x
+
+
+def _dual_truncation(y, sigma, w, gamma, eta):
+    """``(vlo, vup)``: where ``gamma`` stays optimal as ``gamma' y`` moves (ARP Appendix D).
+
+    ``g(c) = max_gamma gamma'(s + b c)`` is convex and piecewise linear with ``g(c) >= c`` and
+    equality on ``[vlo, vup]``; Newton steps on the supporting lines from either side reach
+    the end points in finitely many steps.
+    """
+    var = float(gamma @ sigma @ gamma)
+    b = sigma @ gamma / var
+    s = y - b * float(gamma @ y)
+    scale = np.sqrt(var)
+    ends = []
+    for side in (+1.0, -1.0):
+        c = eta + side * 1e4 * scale
+        tol = 1e-9 * (abs(c) + scale)
+        value, g = _dual_value(s, b, c, w)
+        if value - c <= tol:
+            ends.append(side * np.inf)
+            continue
+        for _ in range(200):
+            slope = float(g @ b)
+            c = float(g @ s) / (1.0 - slope)
+            value, g = _dual_value(s, b, c, w)
+            if value - c <= 1e-9 * (abs(c) + scale):
+                break
+        ends.append(c)
+    return ends[1], ends[0]
+
+
+def truncation(y, x, sigma, sd, lam, eta):
+    """``(vlo, vup, sigma_b)`` of the conditional test at the statistic ``eta``."""
+    k = x.shape[1]
+    w = np.column_stack([sd, x])
+    basis = lam > _TOL_DUAL
+    if basis.sum() == k + 1 and (k == 0 or np.linalg.matrix_rank(x[basis]) == k):
+        # primal: the active rows determine eta = v_b' y; the others bound its range
+        w_b = w[basis]
+        e1 = np.zeros(k + 1)
+        e1[0] = 1.0
+        v_b = np.zeros(y.size)
+        v_b[basis] = np.linalg.solve(w_b.T, e1)
+        var = float(v_b @ sigma @ v_b)
+        rest = ~basis
+        if not rest.any():
+            return -np.inf, np.inf, np.sqrt(var)
+        gam = w[rest] @ np.linalg.solve(w_b, np.eye(y.size)[basis]) - np.eye(y.size)[rest]
+        rho = gam @ sigma @ v_b / var
+        bound = -(gam @ y) / np.where(rho == 0, np.nan, rho) + float(v_b @ y)
+        vlo = np.max(bound[rho > 0]) if np.any(rho > 0) else -np.inf
+        vup = np.min(bound[rho < 0]) if np.any(rho < 0) else np.inf
+        return float(vlo), float(vup), np.sqrt(var)
+    gamma = lam
+    vlo, vup = _dual_truncation(y, sigma, w, gamma, eta)
+    return vlo, vup, float(np.sqrt(gamma @ sigma @ gamma))
+
+
+def truncated_normal_quantile(p, lo, hi):
+    """The ``p`` quantile of a standard normal truncated to ``[lo, hi]``."""
+    if lo >= hi:
+        return lo
+    if np.isinf(lo) and np.isinf(hi):
+        return float(special.ndtri(p))
+    return float(stats.truncnorm.ppf(p, lo, hi))
+
+
+def conditional_test(y, x, sigma, alpha, lf_cv=None, kappa=0.0):
+    """Reject ``E[y] - X g <= 0`` for every ``g``? The conditional (``lf_cv`` None) or the
+    conditional-least-favourable hybrid test."""
+    sd = np.sqrt(np.diag(sigma))
+    eta, lam = eta_program(y, x, sd)
+    size = alpha
+    if lf_cv is not None:
+        if eta > lf_cv:
+            return True
+        size = (alpha - kappa) / (1 - kappa)
+    vlo, vup, sigma_b = truncation(y, x, sigma, sd, lam, eta)
+    if sigma_b <= np.finfo(float).eps:
+        return eta > 0
+    if lf_cv is not None:
+        vup = min(vup, lf_cv)
+    z, zlo, zup = eta / sigma_b, vlo / sigma_b, vup / sigma_b
+    if not zlo - 1e-9 <= z <= zup + 1e-9:
+        return False
+    return z > max(0.0, truncated_normal_quantile(1 - size, zlo, zup))
+
+
+def least_favourable_cv(x, sigma, kappa, simulations, seed):
+    """The ``1 - kappa`` quantile of ``eta`` when ``E[y] = 0`` (Monte Carlo, seeded).
+
+    Each draw's program is solved by checking the optimal bases already found (a basis whose
+    primal point is feasible is optimal, its dual being feasible by construction) and by a
+    linear program only when none fits, so most draws cost a matrix product.
+    """
+    rng = np.random.default_rng(seed)
+    n, k = x.shape
+    sd = np.sqrt(np.diag(sigma))
+    chol = np.linalg.cholesky(sigma + 1e-14 * np.trace(sigma) / n * np.eye(n))
+    draws = rng.standard_normal((simulations, n)) @ chol.T
+    w = np.column_stack([sd, x])
+    vertices = dual_vertices(w)
+    if vertices is not None:
+        return float(np.quantile((vertices @ draws.T).max(axis=0), 1 - kappa))
+    eta = np.full(simulations, np.nan)
+    bases = []
+    for i in range(simulations):
+        if not np.isnan(eta[i]):
+            continue
+        value, lam = eta_program(draws[i], x, sd)
+        eta[i] = value
+        basis = lam > _TOL_DUAL
+        if basis.sum() != k + 1 or np.linalg.matrix_rank(w[basis]) != k + 1:
+            continue
+        bases.append(basis)
+        todo = np.isnan(eta)
+        if not todo.any():
+            break
+        sol = np.linalg.solve(w[basis], draws[todo][:, basis].T)  # (k+1) x draws
+        slack = draws[todo].T - w @ sol
+        fits = np.all(slack <= 1e-10 * (np.abs(draws[todo].T) + sd[:, None]), axis=0)
+        idx = np.flatnonzero(todo)[fits]
+        eta[idx] = sol[0, fits]
+    return float(np.quantile(eta, 1 - kappa))
+
+
+class _Basis:
+    """A non-degenerate optimal basis of the statistic's program and its conditional test."""
+
+    def __init__(self, rows, w, sigma):
+        self.rows = rows
+        self.w_inv = np.linalg.inv(w[rows])
+        k1 = w.shape[1]
+        n = w.shape[0]
+        e1 = np.zeros(k1)
+        e1[0] = 1.0
+        self.v = np.zeros(n)
+        self.v[rows] = self.w_inv.T @ e1
+        self.var = float(self.v @ sigma @ self.v)
+        select = np.eye(n)[rows]
+        self.gam = w[~rows] @ self.w_inv @ select - np.eye(n)[~rows]
+        self.rho = self.gam @ sigma @ self.v / self.var
+
+    def eta_if_optimal(self, y, w, sd):
+        """``eta`` for each column of ``y`` (rows x cases) where this basis is optimal, else NaN."""
+        sol = self.w_inv @ y[self.rows]
+        slack = y - w @ sol
+        fits = np.all(slack <= 1e-10 * (np.abs(y) + sd[:, None]), axis=0)
+        return np.where(fits, sol[0], np.nan)
+
+    def truncation(self, y):
+        """``(vlo, vup)`` for each column of ``y``."""
+        base = self.v @ y
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bound = -(self.gam @ y) / self.rho[:, None] + base
+        pos, neg = self.rho > 0, self.rho < 0
+        vlo = bound[pos].max(axis=0) if pos.any() else np.full(y.shape[1], -np.inf)
+        vup = bound[neg].min(axis=0) if neg.any() else np.full(y.shape[1], np.inf)
+        return vlo, vup
+
+
+def conditional_test_line(y0, a, x, sigma, alpha, thetas, lf_cv=None, kappa=0.0):
+    """Reject at each ``theta`` the null for ``y = y0 - a theta``? (boolean array).
+
+    The same test as :func:`conditional_test`, vectorised over ``theta``: the optimal bases
+    found are checked against every remaining ``theta`` before solving another program.
+    Degenerate cases fall back to :func:`conditional_test`.
+    """
+    thetas = np.asarray(thetas, float)
+    sd = np.sqrt(np.diag(sigma))
+    w = np.column_stack([sd, x])
+    k1 = w.shape[1]
+    ys = y0[:, None] - np.outer(a, thetas)
+    reject = np.zeros(thetas.size, bool)
+    done = np.zeros(thetas.size, bool)
+    size = alpha if lf_cv is None else (alpha - kappa) / (1 - kappa)
+    for i in range(thetas.size):
+        if done[i]:
+            continue
+        y = ys[:, i]
+        eta, lam = eta_program(y, x, sd)
+        rows = lam > _TOL_DUAL
+        if rows.sum() != k1 or np.linalg.matrix_rank(w[rows]) != k1:
+            reject[i] = conditional_test(y, x, sigma, alpha, lf_cv, kappa)
+            done[i] = True
+            continue
+        basis = _Basis(rows, w, sigma)
+        todo = np.flatnonzero(~done)
+        etas = basis.eta_if_optimal(ys[:, todo], w, sd)
+        etas[todo == i] = eta
+        fit = np.isfinite(etas)
+        idx, etas = todo[fit], etas[fit]
+        vlo, vup = basis.truncation(ys[:, idx])
+        sigma_b = np.sqrt(basis.var)
+        out = np.zeros(idx.size, bool)
+        if lf_cv is not None:
+            out |= etas > lf_cv
+            vup = np.minimum(vup, lf_cv)
+        z, zlo, zup = etas / sigma_b, vlo / sigma_b, vup / sigma_b
+        inside = (zlo - 1e-9 <= z) & (z <= zup + 1e-9)
+        for j in np.flatnonzero(inside & ~out):
+            cv = max(0.0, truncated_normal_quantile(1 - size, zlo[j], zup[j]))
+            out[j] = z[j] > cv
+        reject[idx] = out
+        done[idx] = True
+    return reject
+
+
+def dual_vertices(w, limit=20000):
+    """The vertices of ``{gamma >= 0 : w' gamma = e1}`` (rows), or ``None`` when there are more
+    than ``limit`` candidate bases, ``w`` lacks full column rank or the set is empty (the
+    statistic's program is then unbounded; the LP path says so).
+
+    By duality ``eta(y) = max_v gamma_v' y`` over these vertices, and the conditioning range of
+    the test is where the optimal vertex's line stays on top of the others' (ARP, Appendix D):
+    with the list in hand the test needs no linear program.
+    """
+    n, k1 = w.shape
+    if comb(n, k1) > limit or np.linalg.matrix_rank(w) < k1:
+        return None
+    e1 = np.zeros(k1)
+    e1[0] = 1.0
+    found = []
+    for rows in combinations(range(n), k1):
+        sub = w[list(rows)]
+        if abs(np.linalg.det(sub)) < 1e-12 * np.prod(np.linalg.norm(sub, axis=1)):
+            continue
+        g = np.linalg.solve(sub.T, e1)
+        if np.all(g >= -1e-10 * np.abs(g).max()):
+            v = np.zeros(n)
+            v[list(rows)] = np.maximum(g, 0.0)
+            found.append(v)
+    if not found:
+        return None
+    vertices = np.unique(np.round(np.array(found), 12), axis=0)
+    return vertices
+
+
+def vertex_test_line(y0, a, sigma, vertices, alpha, thetas, lf_cv=None, kappa=0.0):
+    """:func:`conditional_test_line` from the dual vertices: exact, vectorised, no LP."""
+    ys = y0[:, None] - np.outer(a, np.asarray(thetas, float))  # rows x thetas
+    values = vertices @ ys  # vertices x thetas
+    best = np.argmax(values, axis=0)
+    eta = values[best, np.arange(ys.shape[1])]
+    g = vertices[best]  # thetas x rows: the optimal vertex at each theta
+    sg = g @ sigma  # thetas x rows
+    var = np.einsum("tr,tr->t", sg, g)
+    sigma_b = np.sqrt(var)
+    b = sg / var[:, None]  # thetas x rows
+    gy = eta
+    s = ys.T - b * gy[:, None]  # thetas x rows
+    intercept = s @ vertices.T  # thetas x vertices
+    slope = b @ vertices.T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cross = intercept / (1.0 - slope)
+    up = slope > 1 + 1e-12
+    lo = slope < 1 - 1e-12
+    vup = np.where(up, cross, np.inf).min(axis=1)
+    vlo = np.where(lo, cross, -np.inf).max(axis=1)
+    size = alpha
+    reject = np.zeros(eta.size, bool)
+    if lf_cv is not None:
+        size = (alpha - kappa) / (1 - kappa)
+        reject |= eta > lf_cv
+        vup = np.minimum(vup, lf_cv)
+    tiny = sigma_b <= np.finfo(float).eps
+    reject |= tiny & (eta > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z, zlo, zup = eta / sigma_b, vlo / sigma_b, vup / sigma_b
+    inside = (zlo - 1e-9 <= z) & (z <= zup + 1e-9) & ~tiny & ~reject
+    for j in np.flatnonzero(inside):
+        reject[j] = z[j] > max(0.0, truncated_normal_quantile(1 - size, zlo[j], zup[j]))
+    return reject

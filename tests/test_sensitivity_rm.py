@@ -1,0 +1,187 @@
+"""didmem.sensitivity under relative magnitudes: the ARP conditional and hybrid tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import didmem
+from didmem.honest import _arp
+from didmem.honest._relative import RelativeMagnitudes, polyhedra
+
+REFERENCE = Path(__file__).resolve().parent / "data" / "honestdid_rm.json"
+
+
+def _case(name):
+    data = json.loads(REFERENCE.read_text())
+    case = next(c for c in data["cases"] if c["name"] == name)
+    return np.array(case["beta"]), np.array(case["sigma"]), case["n_pre"], case["rows"]
+
+
+def _random_problem(seed, rows=8, k=3):
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(rows, rows))
+    sigma = a @ a.T / rows + 0.1 * np.eye(rows)
+    x = rng.normal(size=(rows, k))
+    return rng.normal(size=rows), x, sigma
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_primal_and_dual_truncation_agree(seed):
+    """Where the optimal basis is unique both routes give the same conditioning range."""
+    y, x, sigma = _random_problem(seed)
+    sd = np.sqrt(np.diag(sigma))
+    eta, lam = _arp.eta_program(y, x, sd)
+    assert (lam > 1e-6).sum() == x.shape[1] + 1
+    vlo, vup, sb = _arp.truncation(y, x, sigma, sd, lam, eta)
+    dlo, dup = _arp._dual_truncation(y, sigma, np.column_stack([sd, x]), lam, eta)
+    assert vlo <= eta <= vup
+    np.testing.assert_allclose([vlo, vup], [dlo, dup], rtol=1e-6, atol=1e-9)
+    assert sb == pytest.approx(np.sqrt(lam @ sigma @ lam), rel=1e-8)
+
+
+@pytest.mark.parametrize("lf", [False, True])
+def test_line_test_matches_pointwise(lf):
+    y, x, sigma = _random_problem(3)
+    a = np.random.default_rng(9).normal(size=y.size)
+    thetas = np.linspace(-6, 6, 41)
+    cv = _arp.least_favourable_cv(x, sigma, 0.005, 400, 0) if lf else None
+    line = _arp.conditional_test_line(y, a, x, sigma, 0.05, thetas, cv, 0.005 if lf else 0.0)
+    point = [_arp.conditional_test(y - a * t, x, sigma, 0.05, cv, 0.005 if lf else 0.0)
+             for t in thetas]
+    np.testing.assert_array_equal(line, point)
+    assert line.any() and not line.all()
+
+
+def test_least_favourable_cv_matches_plain_simulation():
+    """The basis-reuse shortcut returns the same draws' quantile as one LP per draw."""
+    y, x, sigma = _random_problem(1, rows=6, k=2)
+    cv = _arp.least_favourable_cv(x, sigma, 0.05, 300, 4)
+    rng = np.random.default_rng(4)
+    n = sigma.shape[0]
+    chol = np.linalg.cholesky(sigma + 1e-14 * np.trace(sigma) / n * np.eye(n))
+    draws = rng.standard_normal((300, n)) @ chol.T
+    sd = np.sqrt(np.diag(sigma))
+    etas = [_arp.eta_program(d, x, sd)[0] for d in draws]
+    assert cv == pytest.approx(np.quantile(etas, 0.95), rel=1e-8)
+
+
+def test_polyhedra_shape():
+    pieces = polyhedra(3, 2, 1.5)
+    assert len(pieces) == 6
+    (s, sign), a = pieces[0]
+    assert (s, sign) == (0, 1.0) and a.shape == (4, 5)
+    # the first post difference is tau_0 - 0 (reference dropped); bound by the first pre diff
+    np.testing.assert_allclose(a[0], [1.5, -1.5, 0, 1, 0])
+
+
+@pytest.mark.parametrize("name", ["mpdta", "simulated"])
+@pytest.mark.parametrize("method", ["conditional", "C-LF"])
+def test_matches_honestdid(name, method):
+    """Same grid as honestdid 0.1.1 (tests/data/make_honestdid_reference.py).
+
+    The conditional test is deterministic: the same accepted grid points. The hybrid's
+    least-favourable critical value is simulated (1,000 draws, different generators), so its
+    end points may differ by a grid step or two.
+    """
+    beta, sigma, n_pre, rows = _case(name)
+    l_post = np.eye(beta.size - n_pre)[0]
+    for row in (r for r in rows if r["method"] == method):
+        grid = np.linspace(row["grid_lb"], row["grid_ub"], row["grid_points"])
+        rm = RelativeMagnitudes(beta, sigma, n_pre, l_post, 0.05, hybrid=method == "C-LF")
+        lo, hi = rm.interval(row["mbar"], grid)
+        step = grid[1] - grid[0]
+        tol = 1e-9 if method == "conditional" else 2.01 * step
+        assert lo == pytest.approx(row["lower"], abs=tol), row
+        assert hi == pytest.approx(row["upper"], abs=tol), row
+
+
+def test_api_widens_and_breakdown():
+    beta, sigma, n_pre, _ = _case("mpdta")
+    e = np.concatenate([np.arange(-n_pre - 1, -1), np.arange(beta.size - n_pre)]).astype(float)
+    data = (pd.Series(beta, index=e), pd.DataFrame(sigma, index=e, columns=e))
+    s = didmem.sensitivity(data, restriction="relative_magnitudes", m=[0, 0.5, 1],
+                           event_time=0, method="conditional", grid_points=80)
+    frame = s.to_frame()
+    assert list(frame["method"]) == ["original"] + ["conditional"] * 3
+    width = (frame["upper"] - frame["lower"]).iloc[1:].to_numpy()
+    assert np.all(np.diff(width) > 0)
+    rm = RelativeMagnitudes(beta, sigma, n_pre, np.eye(beta.size - n_pre)[0], 0.05,
+                            hybrid=False)
+    b = s.breakdown
+    assert 0 <= b < np.inf
+    if b > 0:
+        assert rm.covers_zero(b) and not rm.covers_zero(b * (1 - 1e-3))
+
+
+def _paired_problem(seed, rows, k):
+    """A random problem whose nuisance rows come in +/- pairs, as in Delta^RM, so that the
+    statistic's program is bounded."""
+    y, _, sigma = _random_problem(seed, rows=rows, k=k)
+    half = np.random.default_rng(seed + 1000).normal(size=(rows // 2, k))
+    return y, np.vstack([half, -half]), sigma
+
+
+def _both_paths(y0, a, x, sigma, thetas, lf, kappa):
+    """Accept/reject of the LP path and of the dual-vertex path on one line of ``theta``."""
+    vertices = _arp.dual_vertices(np.column_stack([np.sqrt(np.diag(sigma)), x]))
+    assert vertices is not None
+    lp = _arp.conditional_test_line(y0, a, x, sigma, 0.05, thetas, lf, kappa)
+    vx = _arp.vertex_test_line(y0, a, sigma, vertices, 0.05, thetas, lf, kappa)
+    return lp, vx
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("lf", [False, True])
+def test_vertex_path_matches_lp_path_random(seed, lf):
+    """The vertex enumeration gives the LP path's decision at every theta (random problems)."""
+    rows = 6 + 2 * (seed % 3)
+    y, x, sigma = _paired_problem(100 + seed, rows=rows, k=1 + seed % 3)
+    a = np.random.default_rng(seed).normal(size=rows)
+    thetas = np.linspace(-8, 8, 161)
+    kappa = 0.005 if lf else 0.0
+    cv = _arp.least_favourable_cv(x, sigma, kappa, 500, seed) if lf else None
+    lp, vx = _both_paths(y, a, x, sigma, thetas, cv, kappa)
+    np.testing.assert_array_equal(vx, lp)
+    assert vx.any() and not vx.all()
+
+
+def test_vertex_eta_is_the_program_value():
+    """max over the dual vertices of v'y equals the LP's statistic (strong duality)."""
+    for seed in range(5):
+        y, x, sigma = _paired_problem(200 + seed, rows=8, k=2)
+        sd = np.sqrt(np.diag(sigma))
+        vertices = _arp.dual_vertices(np.column_stack([sd, x]))
+        assert np.all(vertices >= 0)
+        np.testing.assert_allclose(vertices @ sd, 1.0, rtol=1e-10)
+        np.testing.assert_allclose(vertices @ x, 0.0, atol=1e-10)
+        assert (vertices @ y).max() == pytest.approx(_arp.eta_program(y, x, sd)[0], rel=1e-9)
+
+
+def test_dual_vertices_refuses_large_problems():
+    _, x, sigma = _random_problem(0, rows=30, k=10)
+    w = np.column_stack([np.sqrt(np.diag(sigma)), x])
+    assert _arp.dual_vertices(w) is None
+    assert _arp.dual_vertices(np.column_stack([w[:, :2], w[:, 1]])) is None  # rank deficient
+    # no gamma >= 0 with x' gamma = 0 and sd' gamma = 1: the statistic is unbounded below
+    assert _arp.dual_vertices(np.column_stack([np.ones(4), np.ones(4)])) is None
+
+
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_vertex_path_matches_lp_path_mpdta(hybrid):
+    """On every polyhedron of Delta^RM for mpdta (three Mbar) both paths agree theta by theta."""
+    beta, sigma, n_pre, _ = _case("mpdta")
+    rm = RelativeMagnitudes(beta, sigma, n_pre, np.eye(beta.size - n_pre)[0], 0.05,
+                            hybrid=hybrid)
+    for mbar in (0.5, 1.0, 2.0):
+        thetas = rm.grid(mbar)[::5]
+        some_reject = False
+        for _, a, a_theta, x, sig, lf in rm._pieces(mbar):
+            lp, vx = _both_paths(a @ beta, a_theta, x, sig, thetas, lf, rm.kappa)
+            np.testing.assert_array_equal(vx, lp)
+            some_reject |= vx.any()
+        assert some_reject

@@ -1,55 +1,6 @@
-"""Options shared by several subcommands of the command line, built from the declarations."""
+"""Moved to :mod:`didmem.cli._options`; this name stays for older imports."""
 
-from __future__ import annotations
-
-import argparse
-import sys
-
-from ._validation import add_option
-from .estimators import DiDEstimator
+from .cli._options import (CLI_SEED, PANEL_COLUMNS, bootstrap_option, panel_column_options,
+                           seed_option)
 
 __all__ = ["bootstrap_option", "seed_option", "panel_column_options", "CLI_SEED", "PANEL_COLUMNS"]
-
-
-class _DeprecatedAlias(argparse.Action):
-    """An old spelling of an option: stores into the new one and says so on stderr."""
-
-    def __init__(self, option_strings, dest, new: str = "", **kwargs):
-        self.new = new
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(f"didmem: warning: {option_string} is deprecated; use {self.new}", file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
-def bootstrap_option(parser) -> None:
-    """``--n-bootstrap`` (default from :class:`DiDEstimator`), with the old ``--draws``."""
-    add_option(parser, DiDEstimator, "n_bootstrap", help="multiplier-bootstrap draws")
-    parser.add_argument("--draws", type=int, dest="n_bootstrap", action=_DeprecatedAlias,
-                        new="--n-bootstrap", help=argparse.SUPPRESS)
-
-
-def seed_option(parser) -> None:
-    """``--seed``: the command line fixes the seed (an estimator's default draws a fresh one)."""
-    parser.add_argument("--seed", type=int, default=CLI_SEED,
-                        help="random seed (default: %(default)s)")
-
-
-CLI_SEED = 0
-"""The seed of every subcommand, so that a command repeated gives the same output."""
-
-
-PANEL_COLUMNS = {
-    "unit": "unit column",
-    "time": "time / checkpoint column",
-    "cohort": "cohort / treatment-step column, NaN or inf for never treated",
-}
-"""The panel's columns a subcommand reads; each defaults to its own name, the names that
-didmem writes (``didmem lab``, ``didmem run``, :func:`didmem.datasets.simulate_panel`)."""
-
-
-def panel_column_options(parser) -> None:
-    """``--unit``, ``--time`` and ``--cohort``: the columns of a panel file."""
-    for column, what in PANEL_COLUMNS.items():
-        parser.add_argument(f"--{column}", default=column, help=f"{what} (default: %(default)s)")

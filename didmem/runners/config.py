@@ -1,4 +1,4 @@
-"""The configuration file of ``didmem score`` and the command itself.
+"""The configuration file of ``didmem score`` and ``didmem run`` (:mod:`didmem.cli.score`).
 
 A configuration is a TOML or JSON file (``.toml`` or ``.json``) with four parts; relative
 paths are read from the file's own directory::
@@ -33,7 +33,7 @@ paths are read from the file's own directory::
     file = "order.parquet"
 
 With a ``[design]`` table the run also writes ``OUT/panel.parquet`` (the scores with the
-cohorts and the instance covariates), and ``didmem run`` (:mod:`didmem.pipeline`) reads the
+cohorts and the instance covariates), and ``didmem run`` (:mod:`didmem.cli.run`) reads the
 same file plus its ``[estimate]`` and ``[report]`` tables.
 
 Every mistake is reported as one line naming the file and the key.
@@ -41,61 +41,48 @@ Every mistake is reported as one line naming the file and the key.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-import time
-from dataclasses import dataclass
+import inspect
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 
 from ..backends._spec import BACKEND_KINDS, BackendSpec
 from ..errors import ParameterError
+from ._base import LocalRunner
+from .ray_runner import RayRunner
 
-__all__ = ["ScoreConfig", "load_config", "HELP", "DESCRIPTION", "add_arguments",
-           "main_from_args"]
-
-HELP = "score checkpoints into a panel of outcomes, locally or on Ray (resumable)"
-DESCRIPTION = (
-    "Read a TOML or JSON configuration (backend and checkpoints, instances file, metrics, "
-    "runner), build the scoring plan (one work item per checkpoint and shard), run it with the "
-    "local runner or on Ray, and write OUT/scores.parquet beside the parts, manifest.json and "
-    "plan.json. A re-run with the same configuration skips finished parts. With a [design] table "
-    "(kind 'pythia' or 'order') it also writes OUT/panel.parquet with the cohorts and the "
-    "instance covariates, ready for 'didmem estimate'. See docs/ray.rst and docs/pythia.rst."
-)
-
-_TOP = {"model", "metrics", "out", "shard_size", "backend", "instances", "runner", "design",
-        "estimate", "report"}
-_INSTANCES = {"file", "units", "unit_column", "tokens_column"}
-_RUNNERS = {"local": {"kind", "max_retries"},
-            "ray": {"kind", "max_retries", "num_workers", "num_gpus", "num_cpus", "address"}}
+__all__ = ["ScoreConfig", "InstanceFiles", "load_config", "RUNNERS", "RUNNER_KINDS", "TOP_KEYS",
+           "INSTANCES_KEYS", "runner_keys"]
 
 
 @dataclass(frozen=True)
-class ScoreConfig:
-    """A validated ``didmem score`` configuration (see the module's docstring for the file)."""
+class InstanceFiles:
+    """The ``[instances]`` table of a configuration: where the token ids are.
 
-    path: Path
-    backend: BackendSpec
-    instances_file: Path | None
-    units_file: Path | None
-    unit_column: str
-    tokens_column: str
-    metrics: tuple | None
-    model: str | None
-    out: Path | None
-    shard_size: int | None
-    runner: dict
-    design: object = None
-    estimate: dict | None = None
-    report: dict | None = None
+    Its keys are this class's fields.
 
-    def load_instances(self):
-        """Token ids and unit ids from the instances file."""
-        where = f"config {self.path}: [instances]"
-        file = self.instances_file
+    Parameters
+    ----------
+    file : Path
+        A ``.npy`` file of 2-D integer token ids, or a ``.parquet`` table.
+    units : Path, optional
+        ``.npy`` only: one unit id per row (default ``0..n-1``).
+    unit_column : str
+        ``.parquet`` only: the column of unit ids.
+    tokens_column : str
+        ``.parquet`` only: the column of token ids (lists of ints).
+    """
+
+    file: Path
+    units: Path | None = None
+    unit_column: str = "unit"
+    tokens_column: str = "token_ids"
+
+    def load(self, where: str):
+        """Token ids and unit ids from the files; ``where`` starts each error message."""
+        file = self.file
         if not file.is_file():
             raise ParameterError(f"{where} file {str(file)!r} does not exist.")
         if file.suffix == ".npy":
@@ -106,12 +93,10 @@ class ScoreConfig:
                     f"got shape {tokens.shape} and dtype {tokens.dtype}."
                 )
             units = None
-            if self.units_file is not None:
-                if not self.units_file.is_file():
-                    raise ParameterError(
-                        f"{where} units {str(self.units_file)!r} does not exist."
-                    )
-                units = np.load(self.units_file, allow_pickle=False)
+            if self.units is not None:
+                if not self.units.is_file():
+                    raise ParameterError(f"{where} units {str(self.units)!r} does not exist.")
+                units = np.load(self.units, allow_pickle=False)
             return tokens, units
         import pandas as pd
 
@@ -125,15 +110,57 @@ class ScoreConfig:
         tokens = [np.asarray(t, dtype=np.int64) for t in table[self.tokens_column]]
         return tokens, table[self.unit_column].to_numpy()
 
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    """A validated ``didmem score`` configuration (see the module's docstring for the file).
+
+    The file's top-level keys are this class's fields but ``path``.
+    """
+
+    path: Path
+    backend: BackendSpec
+    instances: InstanceFiles | None
+    metrics: tuple | None
+    model: str | None
+    out: Path | None
+    shard_size: int | None
+    runner: dict
+    design: object = None
+    estimate: dict | None = None
+    report: dict | None = None
+
+    def load_instances(self):
+        """Token ids and unit ids from the instances file."""
+        return self.instances.load(f"config {self.path}: [instances]")
+
     def make_runner(self, out_dir, *, progress=None):
         """The runner this configuration asks for, writing to ``out_dir``."""
-        from ._base import LocalRunner
-        from .ray_runner import RayRunner
-
         settings = {k: v for k, v in self.runner.items() if k != "kind"}
         common = dict(shard_size=self.shard_size, model=self.model, progress=progress)
-        cls = RayRunner if self.runner["kind"] == "ray" else LocalRunner
-        return cls(out_dir, **settings, **common)
+        return RUNNERS[self.runner["kind"]](out_dir, **settings, **common)
+
+
+RUNNERS = {"local": LocalRunner, "ray": RayRunner}
+"""The runner classes that ``[runner] kind`` names."""
+RUNNER_KINDS = tuple(RUNNERS)
+"""The names of :data:`RUNNERS`."""
+
+TOP_KEYS = frozenset(f.name for f in fields(ScoreConfig)) - {"path"}
+"""The keys of a configuration's top level: the fields of :class:`ScoreConfig`."""
+INSTANCES_KEYS = frozenset(f.name for f in fields(InstanceFiles))
+"""The keys of ``[instances]``: the fields of :class:`InstanceFiles`."""
+
+
+def runner_keys(kind: str) -> frozenset:
+    """The keys of ``[runner]`` for a runner ``kind``: ``kind`` and its class's keywords.
+
+    Keywords that the top level sets (``shard_size``, ``model``) and ``progress`` (the
+    command line's) are not keys of the table.
+    """
+    keywords = {name for name, p in inspect.signature(RUNNERS[kind]).parameters.items()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    return frozenset({"kind"} | keywords - TOP_KEYS - {"progress"})
 
 
 def _read(path: Path) -> dict:
@@ -195,7 +222,7 @@ def _optional_table(data: dict, key: str, path: Path) -> dict | None:
 
 
 def _instances(data: dict, path: Path, base: Path):
-    inst = _table(data, "instances", path, _INSTANCES)
+    inst = _table(data, "instances", path, INSTANCES_KEYS)
     if not isinstance(inst.get("file"), str):
         raise ParameterError(f"config {path}: [instances] needs file = \"PATH.npy|.parquet\".")
     file = base / inst["file"]
@@ -240,10 +267,10 @@ def load_config(path, *, runner: str | None = None, address: str | None = None) 
     path = Path(path)
     data = _read(path)
     base = path.resolve().parent
-    unknown = sorted(set(data) - _TOP)
+    unknown = sorted(set(data) - TOP_KEYS)
     if unknown:
         raise ParameterError(
-            f"config {path}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_TOP))}."
+            f"config {path}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(TOP_KEYS))}."
         )
 
     backend = dict(_table(data, "backend", path, None))
@@ -289,19 +316,21 @@ def load_config(path, *, runner: str | None = None, address: str | None = None) 
     if runner is not None:
         run["kind"] = runner
     run.setdefault("kind", "local")
-    if not isinstance(run["kind"], str) or run["kind"] not in _RUNNERS:
+    if not isinstance(run["kind"], str) or run["kind"] not in RUNNERS:
         raise ParameterError(
-            f"config {path}: [runner] kind must be 'local' or 'ray'; got {run['kind']!r}."
+            f"config {path}: [runner] kind must be "
+            f"{' or '.join(repr(k) for k in RUNNER_KINDS)}; got {run['kind']!r}."
         )
     if address is not None:
         if run["kind"] != "ray":
             raise ParameterError("--address needs the ray runner (--runner ray).")
         run["address"] = address
-    unknown = sorted(set(run) - _RUNNERS[run["kind"]])
+    allowed = runner_keys(run["kind"])
+    unknown = sorted(set(run) - allowed)
     if unknown:
         raise ParameterError(
             f"config {path}: [runner] key {unknown[0]!r} is not a setting of the "
-            f"{run['kind']} runner; allowed: {', '.join(sorted(_RUNNERS[run['kind']]))}."
+            f"{run['kind']} runner; allowed: {', '.join(sorted(allowed))}."
         )
 
     metrics = data.get("metrics")
@@ -318,10 +347,9 @@ def load_config(path, *, runner: str | None = None, address: str | None = None) 
     config = ScoreConfig(
         path=path,
         backend=spec,
-        instances_file=file,
-        units_file=None if units is None else base / units,
-        unit_column=str(inst.get("unit_column", "unit")),
-        tokens_column=str(inst.get("tokens_column", "token_ids")),
+        instances=None if file is None else InstanceFiles(
+            file=file, units=None if units is None else base / units,
+            **{k: v for k, v in inst.items() if k not in ("file", "units")}),
         metrics=None if metrics is None else tuple(metrics),
         model=data.get("model"),
         out=None if data.get("out") is None else base / data["out"],
@@ -336,48 +364,3 @@ def load_config(path, *, runner: str | None = None, address: str | None = None) 
     except ParameterError as exc:
         raise ParameterError(f"config {path}: [runner] {exc}") from None
     return config
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add the ``didmem score`` options to ``parser`` and return it."""
-    parser.add_argument("--config", required=True, metavar="FILE",
-                        help="the run's configuration, .toml or .json (see docs/ray.rst)")
-    parser.add_argument("--runner", choices=sorted(_RUNNERS), default=None,
-                        help="where the work items run (default: the config's, else local)")
-    parser.add_argument("--address", default=None,
-                        help="address of an existing Ray cluster, e.g. 'auto' (ray runner)")
-    parser.add_argument("--out", default=None, metavar="DIR",
-                        help="output directory (default: the config's 'out', else "
-                             "'didmem-scores')")
-    parser.add_argument("--plan", action="store_true",
-                        help="print the scoring plan, save it as OUT/plan.json, and stop")
-    return parser
-
-
-def main_from_args(args: argparse.Namespace) -> int:
-    """Run ``didmem score`` with parsed arguments; return the exit status."""
-    t0 = time.perf_counter()
-    config = load_config(args.config, runner=args.runner, address=args.address)
-    out = Path(args.out) if args.out is not None else (config.out or Path("didmem-scores"))
-    backend = config.backend.build()
-    if config.design is not None:
-        tokens, units = config.design.instances(config, backend.checkpoints, out)
-    else:
-        tokens, units = config.load_instances()
-    runner = config.make_runner(out)
-    if args.plan:
-        plan = runner.plan(backend, tokens, unit_ids=units, metrics=config.metrics)
-        out.mkdir(parents=True, exist_ok=True)
-        print(plan.summary())
-        print(f"wrote {plan.save(out / 'plan.json')}")
-        return 0
-    frame = runner.run(backend, tokens, unit_ids=units, metrics=config.metrics)
-    path = out / "scores.parquet"
-    frame.to_parquet(path, index=False)
-    print(f"scored {frame['unit'].nunique()} instances at {frame['time'].nunique()} checkpoints "
-          f"with the {config.runner['kind']} runner; wrote {path} "
-          f"({time.perf_counter() - t0:.1f} s)", file=sys.stdout)
-    if config.design is not None:
-        panel = config.design.write_panel(frame, tokens, units, backend.checkpoints, out)
-        print(f"wrote {panel} (cohorts from [design], instance covariates)")
-    return 0

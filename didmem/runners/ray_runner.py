@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
+from collections.abc import Mapping
 
 from ..backends._parts import time_label
 from .._validation import Instance, Integral, Interval, check_all
@@ -110,6 +111,8 @@ class RayRunner(Runner):
         "num_cpus": Interval(0, None),
         "address": Instance(str, allow_none=True,
                             description="a string such as 'auto' or 'ray://head:10001', or None"),
+        "init_kwargs": Instance(Mapping, allow_none=True,
+                                description="a mapping of ray.init keywords, or None"),
     }
 
     def __init__(self, out_dir=None, *, num_workers: int | None = None,
@@ -119,7 +122,8 @@ class RayRunner(Runner):
         super().__init__(out_dir, shard_size=shard_size, max_retries=max_retries,
                          progress=progress, model=model)
         check_all("RayRunner", {"num_workers": num_workers, "num_gpus": num_gpus,
-                                "num_cpus": num_cpus, "address": address}, self._constraints)
+                                "num_cpus": num_cpus, "address": address,
+                                "init_kwargs": init_kwargs}, self._constraints)
         self.num_workers, self.num_gpus, self.num_cpus = num_workers, num_gpus, num_cpus
         self.address = address
         self.init_kwargs = dict(init_kwargs or {})

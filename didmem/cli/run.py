@@ -17,6 +17,11 @@ The configuration is the one of ``didmem score`` (see :mod:`didmem.runners.confi
     [report]
     title = "Memorisation profile of my model"
 
+The keys are derived from what the tables fill (:mod:`didmem.cli._study`): ``[estimate]``
+takes the fields of :class:`~didmem.cli._study.EstimateSettings` and every keyword of the
+estimator it names (``small_sample``, ``cband``, ``anticipation``, ...), ``[report]`` the
+keywords of :func:`didmem.report.render_report` (``title``, ``notes``, ``figures``).
+
 The three steps write, under ``OUT``:
 
 1. score: ``scores.parquet`` and ``panel.parquet`` (plus the runner's parts);
@@ -35,7 +40,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .errors import ParameterError
+from ..errors import ParameterError
+from ..runners.config import RUNNER_KINDS, load_config
+from . import score
+from ._study import EstimateSettings, report_options
+from ._options import use_agg_backend
 
 __all__ = ["HELP", "DESCRIPTION", "add_arguments", "run"]
 
@@ -48,9 +57,6 @@ DESCRIPTION = (
     "configuration is skipped. See docs/pythia.rst."
 )
 
-_ESTIMATE = {"outcomes", "estimator", "control_group", "est_method", "covariates",
-             "n_bootstrap", "random_state", "alpha", "lower_is_better"}
-_REPORT = {"title"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -60,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="output directory (default: the config's 'out', else "
                              "'didmem-study')")
-    parser.add_argument("--runner", choices=["local", "ray"], default=None,
+    parser.add_argument("--runner", choices=list(RUNNER_KINDS), default=None,
                         help="where the scoring runs (default: the config's, else local)")
     parser.add_argument("--address", default=None,
                         help="address of an existing Ray cluster (ray runner)")
@@ -78,48 +84,13 @@ def _done(outputs, inputs) -> bool:
     return all(oldest >= p.stat().st_mtime_ns for p in inputs if p.is_file())
 
 
-def _check_list(table, key, where):
-    value = table.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ParameterError(f"{where} {key} must be a list of strings; got {value!r}.")
-    return value
-
-
-def _estimate_settings(config) -> dict:
-    table = dict(config.estimate or {})
-    where = f"config {config.path}: [estimate]"
-    unknown = sorted(set(table) - _ESTIMATE)
-    if unknown:
-        raise ParameterError(
-            f"{where} unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_ESTIMATE))}."
-        )
-    settings = {"where": where}
-    for key in ("outcomes", "covariates", "lower_is_better"):
-        if key in table or key != "outcomes":
-            settings[key] = _check_list(table, key, where)
-    estimator = table.pop("estimator", "did")
-    if estimator not in ("did", "difference"):
-        raise ParameterError(f"{where} estimator must be 'did' or 'difference'; got {estimator!r}.")
-    if estimator == "difference" and ("est_method" in table or settings["covariates"]):
-        raise ParameterError(f"{where} est_method and covariates go with estimator = 'did'.")
-    settings["estimator"] = estimator
-    settings["options"] = {k: table[k] for k in
-                           ("control_group", "est_method", "n_bootstrap", "random_state", "alpha")
-                           if k in table}
-    settings["options"].setdefault("random_state", 0)
-    return settings
-
-
-def _fit(panel_frame, outcome, settings):
+def _fit(panel_frame, outcome, settings: EstimateSettings, where: str):
     import didmem
 
-    where = settings["where"]
-    lower = outcome in settings["lower_is_better"]
-    cls = didmem.DiDEstimator if settings["estimator"] == "did" else didmem.DifferenceEstimator
     try:
         panel = didmem.Panel(panel_frame, unit="unit", time="time", cohort="cohort",
-                             outcome=outcome, covariates=settings["covariates"] or None)
-        return cls(**settings["options"], lower_is_better=lower).fit(panel)
+                             outcome=outcome, covariates=list(settings.covariates) or None)
+        return settings.estimator_for(outcome).fit(panel)
     except TypeError as exc:
         raise ParameterError(f"{where} {exc}") from None
     except didmem.DidmemError as exc:
@@ -130,23 +101,17 @@ def run(args: argparse.Namespace) -> int:
     """Run ``didmem run`` with parsed arguments; return the exit status."""
     import pandas as pd
 
-    from .runners import config as score_config
-
-    config = score_config.load_config(args.config, runner=args.runner, address=args.address)
+    config = load_config(args.config, runner=args.runner, address=args.address)
     where = f"config {config.path}"
     if config.design is None:
         raise ParameterError(
             f"{where}: 'didmem run' needs a [design] table (kind = 'pythia' or 'order') that "
             "gives the cohorts."
         )
-    settings = _estimate_settings(config)
-    report = dict(config.report or {})
-    unknown = sorted(set(report) - _REPORT)
-    if unknown:
-        raise ParameterError(f"{where}: [report] unknown key {unknown[0]!r}; allowed: title.")
-    title = report.get("title", f"didmem: memorisation profile of {config.model or 'the model'}")
-    if not isinstance(title, str):
-        raise ParameterError(f"{where}: [report] title must be a string; got {title!r}.")
+    estimate_where = f"{where}: [estimate]"
+    settings = EstimateSettings.from_table(config.estimate, estimate_where)
+    report = report_options(config.report, f"{where}: [report]")
+    report.setdefault("title", f"didmem: memorisation profile of {config.model or 'the model'}")
     out = Path(args.out) if args.out is not None else (config.out or Path("didmem-study"))
     source = Path(args.config)
 
@@ -157,16 +122,16 @@ def run(args: argparse.Namespace) -> int:
         print("1/3 score")
         score_args = argparse.Namespace(config=args.config, runner=args.runner,
                                         address=args.address, out=str(out), plan=False)
-        score_config.main_from_args(score_args)
+        score.run(score_args)
 
     frame = pd.read_parquet(panel_path)
     scored = [c for c in pd.read_parquet(scores_path).columns if c not in ("unit", "time")]
-    outcomes = settings.get("outcomes") or scored
-    absent = [o for o in outcomes + settings["covariates"] + settings["lower_is_better"]
+    outcomes = list(settings.outcomes or scored)
+    absent = [o for o in (*outcomes, *settings.covariates, *settings.lower_is_better)
               if o not in frame.columns]
     if absent:
         raise ParameterError(
-            f"{settings['where']} {absent[0]!r} is not a column of {panel_path}; it has "
+            f"{estimate_where} {absent[0]!r} is not a column of {panel_path}; it has "
             f"{list(frame.columns)}."
         )
     results = {o: out / f"results-{o}.parquet" for o in outcomes}
@@ -176,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{label}: done already ({path}); skipped")
             continue
         print(label)
-        result = _fit(frame, outcome, settings)
+        result = _fit(frame, outcome, settings, estimate_where)
         print(result.summary())
         print(f"wrote {result.save(path)}")
 
@@ -184,11 +149,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.redo and _done([report_path], [*results.values(), source]):
         print(f"3/3 report: done already ({report_path}); skipped")
     else:
-        from .errors import optional_import
-        from .report import write_report
-        from .results.saving import load_result
+        from ..report import write_report
+        from ..results.saving import load_result
 
-        optional_import("matplotlib", "plot").use("Agg")
+        use_agg_backend()
         named = {o: load_result(p) for o, p in results.items()}
-        print(f"3/3 report: wrote {write_report(named, report_path, title=title)}")
+        try:
+            written = write_report(named, report_path, **report)
+        except ParameterError as exc:
+            raise ParameterError(f"{where}: [report] {exc}") from None
+        print(f"3/3 report: wrote {written}")
     return 0

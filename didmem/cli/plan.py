@@ -1,19 +1,18 @@
 """``didmem plan``: power, minimum detectable effect and cost of study designs.
 
-One subcommand in one module (``add_arguments`` and ``main_from_args``), so that it moves
-as it is into the ``didmem/cli/`` package.
+One subcommand in one module, in the shape of every module of :mod:`didmem.cli`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
+from .._validation import add_option
+from ..errors import ParameterError
+from ..planning import Assumptions, DesignPlan, plan_design
+from ._options import bootstrap_option, panel_column_options, seed_option
 
-from ._cli_options import bootstrap_option, panel_column_options, seed_option
-from ._validation import add_option
-from .errors import ParameterError
-from .planning import Assumptions, DesignPlan, plan_design
+__all__ = ["HELP", "DESCRIPTION", "add_arguments", "run"]
 
 HELP = "plan a study: power, minimum detectable effect and scoring cost per design"
 DESCRIPTION = (
@@ -33,6 +32,7 @@ def _ints(text: str) -> list[int]:
 
 
 def add_arguments(p) -> None:
+    """Add the ``didmem plan`` options to ``p``."""
     src = p.add_argument_group("source (a pilot, or assumptions)")
     src.add_argument("--pilot", help="pilot panel file (.parquet or .csv), one row per unit "
                                      "and checkpoint")
@@ -70,7 +70,10 @@ def add_arguments(p) -> None:
     des.add_argument("--out", default="didmem-plan", help="output directory (default: %(default)s)")
 
 
-def main_from_args(args) -> int:
+def run(args) -> int:
+    """Run ``didmem plan`` with parsed arguments; return the exit status."""
+    import pandas as pd
+
     import didmem
 
     if args.pilot:
@@ -113,7 +116,7 @@ def main_from_args(args) -> int:
         print(f"\n{exc}")
     written = [out / "plan.csv"]
     try:
-        from .plotting import plot_plan
+        from ..plotting import plot_plan
 
         ax = plot_plan(plan, power=args.power)
         ax.figure.savefig(out / "plan.png", dpi=110)

@@ -1,14 +1,13 @@
 """``didmem sensitivity``: robustness of an event study to violations of parallel trends.
 
-One subcommand in one module (``add_arguments`` and ``main_from_args``), so that it moves
-as it is into the ``didmem/cli/`` package.
+One subcommand of :mod:`didmem.cli` (``HELP``, ``DESCRIPTION``, ``add_arguments``, ``run``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import MissingDependencyError, ParameterError
+from ..errors import MissingDependencyError, ParameterError
 
 HELP = "sensitivity of the event-time profile to violations of parallel trends"
 DESCRIPTION = (
@@ -49,8 +48,8 @@ def add_arguments(p) -> None:
     p.add_argument("--method", choices=["C-LF", "conditional"], default="C-LF",
                    help="relative magnitudes: the hybrid or the conditional ARP test "
                         "(default: %(default)s)")
-    from ._validation import add_option
-    from .honest import sensitivity
+    from .._validation import add_option
+    from ..honest import sensitivity
 
     add_option(p, sensitivity, "alpha", type=float, help="one minus the coverage")
     add_option(p, sensitivity, "grid_points", type=int,
@@ -62,9 +61,9 @@ def add_arguments(p) -> None:
     p.add_argument("--no-figure", action="store_true", help="write the table only")
 
 
-def main_from_args(args) -> int:
+def run(args) -> int:
     import didmem
-    from .results_io import load_result
+    from ..results import load_result
 
     ms = parse_floats(args.m, "--m")
     if args.average is not None:
@@ -117,12 +116,12 @@ def _describe(target) -> str:
 
 
 def _figure(s, path: Path) -> Path:
-    from .errors import optional_import
+    from ..errors import optional_import
 
     optional_import("matplotlib", "plot").use("Agg")
     import matplotlib.pyplot as plt
 
-    from .plotting import plot_sensitivity
+    from ..plotting import plot_sensitivity
 
     ax = plot_sensitivity(s)
     ax.figure.savefig(path, dpi=110)

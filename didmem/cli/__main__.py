@@ -1,0 +1,7 @@
+"""``python -m didmem.cli``: the ``didmem`` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

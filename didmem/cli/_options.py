@@ -1,0 +1,88 @@
+"""Options and helpers shared by several subcommands, built from the declarations."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .._validation import add_option
+from ..errors import ParameterError, PanelError, optional_import
+from ..estimators import DiDEstimator
+
+__all__ = ["bootstrap_option", "seed_option", "panel_column_options", "CLI_SEED", "PANEL_COLUMNS",
+           "read_panel_frame", "load_results", "use_agg_backend"]
+
+
+class _DeprecatedAlias(argparse.Action):
+    """An old spelling of an option: stores into the new one and says so on stderr."""
+
+    def __init__(self, option_strings, dest, new: str = "", **kwargs):
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"didmem: warning: {option_string} is deprecated; use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def bootstrap_option(parser) -> None:
+    """``--n-bootstrap`` (default from :class:`DiDEstimator`), with the old ``--draws``."""
+    add_option(parser, DiDEstimator, "n_bootstrap", help="multiplier-bootstrap draws")
+    parser.add_argument("--draws", type=int, dest="n_bootstrap", action=_DeprecatedAlias,
+                        new="--n-bootstrap", help=argparse.SUPPRESS)
+
+
+def seed_option(parser) -> None:
+    """``--seed``: the command line fixes the seed (an estimator's default draws a fresh one)."""
+    parser.add_argument("--seed", type=int, default=CLI_SEED,
+                        help="random seed (default: %(default)s)")
+
+
+CLI_SEED = 0
+"""The seed of every subcommand, so that a command repeated gives the same output."""
+
+
+PANEL_COLUMNS = {
+    "unit": "unit column",
+    "time": "time / checkpoint column",
+    "cohort": "cohort / treatment-step column, NaN or inf for never treated",
+}
+"""The panel's columns a subcommand reads; each defaults to its own name, the names that
+didmem writes (``didmem lab``, ``didmem run``, :func:`didmem.datasets.simulate_panel`)."""
+
+
+def panel_column_options(parser) -> None:
+    """``--unit``, ``--time`` and ``--cohort``: the columns of a panel file."""
+    for column, what in PANEL_COLUMNS.items():
+        parser.add_argument(f"--{column}", default=column, help=f"{what} (default: %(default)s)")
+
+
+def read_panel_frame(path):
+    """The long table in a ``.csv`` or ``.parquet`` panel file, or a one-line error."""
+    import pandas as pd
+
+    if not path.exists():
+        raise FileNotFoundError(f"No panel file at {str(path)!r}.")
+    if path.suffix not in (".csv", ".parquet"):
+        raise ParameterError(f"A panel file must end in '.csv' or '.parquet'; got {str(path)!r}.")
+    if path.suffix == ".parquet":
+        optional_import("pyarrow", "plot")
+    try:
+        return pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        # pyarrow's ArrowInvalid is a ValueError; a truncated file gives an OSError
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise PanelError(f"Could not read the panel file {str(path)!r} as "
+                         f"{path.suffix[1:]}: {reason}") from None
+
+
+def load_results(paths) -> list:
+    """The results saved in each of ``paths``."""
+    from ..results.saving import load_result
+
+    return [load_result(p) for p in paths]
+
+
+def use_agg_backend() -> None:
+    """Draw without a display (matplotlib's Agg backend); needs the 'plot' extra."""
+    optional_import("matplotlib", "plot").use("Agg")

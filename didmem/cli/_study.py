@@ -1,0 +1,143 @@
+"""The ``[estimate]`` and ``[report]`` tables of a study configuration (``didmem run``).
+
+Their keys are derived from what they fill, never kept by hand: ``[estimate]`` takes the
+fields of :class:`EstimateSettings` and the keywords of the estimator it names (from its
+signature); ``[report]`` takes the keywords of :func:`didmem.report.render_report`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from .._validation import OneOf, check_all, constraints_of, defaults_of
+from ..errors import ParameterError
+from ..estimators import DiDEstimator, DifferenceEstimator
+from ..report import render_report
+from ._options import CLI_SEED
+
+__all__ = ["ESTIMATORS", "EstimateSettings", "estimate_keys", "report_keys", "report_options"]
+
+ESTIMATORS = {"did": DiDEstimator, "difference": DifferenceEstimator}
+"""The estimators that ``--estimator`` and ``[estimate] estimator`` name."""
+COVARIATE_ESTIMATORS = ("did",)
+"""The estimators of :data:`ESTIMATORS` that adjust for covariates."""
+
+#: Estimator keywords that the study sets per outcome, not from the table.
+_PER_OUTCOME = ("outcome", "lower_is_better")
+#: render_report keywords that a file cannot give (Python objects such as a pandas Series).
+_NOT_IN_FILES = ("figure_options",)
+
+
+def _keywords(func) -> set[str]:
+    return {name for name, p in inspect.signature(func).parameters.items()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+@dataclass(frozen=True)
+class EstimateSettings:
+    """The ``[estimate]`` table: which outcomes to estimate, and how.
+
+    Parameters
+    ----------
+    outcomes : tuple of str, optional
+        Outcomes (columns of ``panel.parquet``) to estimate; default every scored metric.
+    estimator : {"did", "difference"}
+        Difference-in-differences or the plain difference.
+    covariates : tuple of str
+        Columns of ``panel.parquet`` to condition on (``did`` only).
+    lower_is_better : tuple of str
+        Outcomes where lower is better (surprisal, rank): their sign is flipped.
+    options : dict
+        Keywords of the estimator: every other key of the table (``control_group``,
+        ``n_bootstrap``, ``alpha``, ...). ``random_state`` is the command line's fixed seed
+        unless given.
+    """
+
+    outcomes: tuple | None = None
+    estimator: str = "did"
+    covariates: tuple = ()
+    lower_is_better: tuple = ()
+    options: dict = field(default_factory=dict)
+
+    _constraints: ClassVar[dict] = {"estimator": OneOf(*ESTIMATORS)}
+
+    @classmethod
+    def from_table(cls, table: dict | None, where: str) -> EstimateSettings:
+        """Check the ``[estimate]`` table; ``where`` starts each error message."""
+        table = dict(table or {})
+        estimator = table.get("estimator", defaults_of(cls)["estimator"])
+        if not constraints_of(cls)["estimator"](estimator):
+            raise ParameterError(f"{where} estimator must be "
+                                 f"{' or '.join(repr(k) for k in ESTIMATORS)}; got {estimator!r}.")
+        allowed = estimate_keys(estimator)
+        unknown = sorted(set(table) - set().union(*map(estimate_keys, ESTIMATORS)))
+        if unknown:
+            raise ParameterError(
+                f"{where} unknown key {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}.")
+        settings = {"estimator": estimator}
+        for name in ("outcomes", "covariates", "lower_is_better"):
+            if name in table:
+                value = table[name]
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ParameterError(f"{where} {name} must be a list of strings; "
+                                         f"got {value!r}.")
+                settings[name] = tuple(value)
+        elsewhere = sorted(set(table) - allowed)
+        if settings.get("covariates") and not estimator in COVARIATE_ESTIMATORS:
+            elsewhere = sorted({*elsewhere, "covariates"})
+        if elsewhere:
+            fits = [k for k in ESTIMATORS if set(elsewhere) <= estimate_keys(k)
+                    and ("covariates" not in elsewhere or k in COVARIATE_ESTIMATORS)]
+            raise ParameterError(f"{where} {' and '.join(elsewhere)} "
+                                 f"{'goes' if len(elsewhere) == 1 else 'go'} with estimator = "
+                                 f"{' or '.join(repr(k) for k in fits)}.")
+        names = {f.name for f in dataclasses.fields(cls)}
+        options = {k: v for k, v in table.items() if k not in names}
+        options.setdefault("random_state", CLI_SEED)
+        est = ESTIMATORS[estimator]
+        try:
+            check_all(est.__name__, options, constraints_of(est))
+        except ParameterError as exc:
+            raise ParameterError(f"{where} {exc}") from None
+        return cls(**settings, options=options)
+
+    def estimator_for(self, outcome: str):
+        """The estimator of one outcome."""
+        return ESTIMATORS[self.estimator](**self.options,
+                                          lower_is_better=outcome in self.lower_is_better)
+
+
+def estimate_keys(estimator: str) -> set[str]:
+    """The keys of ``[estimate]`` with ``estimator``: the fields of :class:`EstimateSettings`
+    but ``options``, and the estimator's keywords but those set per outcome."""
+    fields = {f.name for f in dataclasses.fields(EstimateSettings)} - {"options"}
+    return fields | (_keywords(ESTIMATORS[estimator]) - set(_PER_OUTCOME))
+
+
+def report_keys() -> set[str]:
+    """The keys of ``[report]``: the keywords of :func:`~didmem.report.render_report`."""
+    return _keywords(render_report) - set(_NOT_IN_FILES)
+
+
+def report_options(table: dict | None, where: str) -> dict:
+    """Check the ``[report]`` table; return the keywords for :func:`~didmem.report.write_report`.
+
+    A key whose default is a string takes a string; the others a list of strings.
+    """
+    table = dict(table or {})
+    allowed = report_keys()
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ParameterError(f"{where} unknown key {unknown[0]!r}; allowed: "
+                             f"{', '.join(sorted(allowed))}.")
+    defaults = defaults_of(render_report)
+    for key, value in table.items():
+        if isinstance(defaults[key], str):
+            if not isinstance(value, str):
+                raise ParameterError(f"{where} {key} must be a string; got {value!r}.")
+        elif not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ParameterError(f"{where} {key} must be a list of strings; got {value!r}.")
+    return table

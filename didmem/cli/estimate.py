@@ -1,0 +1,88 @@
+"""``didmem estimate``: the profile of a panel file, written as a results parquet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .._validation import add_option
+from ..errors import ParameterError
+from ..estimators import DiDEstimator
+from ..panel import Panel
+from ._options import bootstrap_option, panel_column_options, read_panel_frame, seed_option
+from ._study import ESTIMATORS, EstimateSettings
+
+__all__ = ["HELP", "DESCRIPTION", "add_arguments", "run", "FLAG_ADVICE"]
+
+HELP = "estimate the profile of a panel file and write a results parquet"
+DESCRIPTION = (
+    "Read a long panel (one row per unit and checkpoint; .parquet or .csv), estimate "
+    "tau(g, c) with a bootstrap band, print the summary and write the results file (read it "
+    "with didmem.load_result, 'didmem plot' or 'didmem report')."
+)
+
+FLAG_ADVICE = (
+    ("Pass balance='drop_incomplete_units' to drop those units.",
+     "Pass --balance drop_incomplete_units to drop those units."),
+    ("pass never_treated=0 to Panel (CLI: --never-treated 0)", "pass --never-treated 0"),
+    ("Use control_group='not_yet_treated'", "Use --control not_yet_treated"),
+    ("use control_group='not_yet_treated'", "use --control not_yet_treated"),
+    ("name the one to use with outcome=...", "name the one to use with --outcome"),
+)
+"""How the library's advice reads on the command line: (in the library, with flags)."""
+
+
+def add_arguments(parser) -> None:
+    """Add the ``didmem estimate`` options to ``parser``."""
+    parser.add_argument("panel", help="the panel file (.parquet or .csv)")
+    parser.add_argument("--outcome", required=True, help="the outcome column")
+    parser.add_argument("--out", required=True, help="the results file to write (.parquet)")
+    add_option(parser, EstimateSettings, "estimator",
+               help="difference-in-differences or the plain difference")
+    add_option(parser, DiDEstimator, "control_group", "--control", help="control group")
+    parser.add_argument("--base-period", choices=["varying", "universal"],
+                        help="did only: the pre-treatment cells' base period (default: varying); "
+                             "'didmem sensitivity' needs universal")
+    panel_column_options(parser)
+    parser.add_argument("--never-treated", type=float, default=None, metavar="CODE",
+                        help="a cohort value that marks never-treated units, such as R did's 0 "
+                             "(NaN and inf always do)")
+    add_option(parser, Panel, "balance",
+               help="what to do with units not observed at every time: stop with an "
+                    "error, or drop them with a warning")
+    parser.add_argument("--lower-is-better", action="store_true",
+                        help="the outcome is lower-is-better (surprisal, rank): flip its sign")
+    bootstrap_option(parser)
+    parser.add_argument("--r-inference", action="store_true",
+                        help="R did's standard errors and band (small_sample=False) instead of "
+                             "the small-sample corrected ones")
+    seed_option(parser)
+
+
+def run(args) -> int:
+    """Run ``didmem estimate`` with parsed arguments; return the exit status."""
+    out = Path(args.out)
+    if out.suffix != ".parquet":
+        raise ParameterError(f"--out must name a '.parquet' file; got {args.out!r}.")
+    if args.base_period is not None and args.estimator != "did":
+        raise ParameterError(f"--base-period applies to --estimator did only; got --estimator "
+                             f"{args.estimator}.")
+    frame = read_panel_frame(Path(args.panel))
+    panel = Panel(frame, unit=args.unit, time=args.time, cohort=args.cohort,
+                  outcome=args.outcome, never_treated=args.never_treated, balance=args.balance)
+    cls = ESTIMATORS[args.estimator]
+    options = {} if args.base_period is None else {"base_period": args.base_period}
+    res = cls(control_group=args.control_group, n_bootstrap=args.n_bootstrap,
+              random_state=args.seed, lower_is_better=args.lower_is_better, outcome=args.outcome,
+              small_sample=not args.r_inference, **options).fit(panel)
+    print(res.summary())
+    print(f"\nwrote {res.save(out)}")
+    return 0
+
+
+def cli_message(message: str) -> str:
+    """The library's advice in ``message`` in terms of this command's flags."""
+    for api, flag in FLAG_ADVICE:
+        message = message.replace(api, flag)
+    if message.startswith("Missing columns:"):
+        message += " Name the columns with --unit, --time, --cohort and --outcome."
+    return message

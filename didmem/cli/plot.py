@@ -1,0 +1,60 @@
+"""``didmem plot``: one figure of one or more results files, as PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ParameterError
+from ._options import load_results, use_agg_backend
+
+__all__ = ["HELP", "DESCRIPTION", "add_arguments", "run", "KINDS"]
+
+HELP = "draw one figure of a results file as PNG"
+DESCRIPTION = (
+    "Draw a figure of a results file written by 'didmem estimate' or 'didmem demo': the "
+    "profile heatmap (significant cells), instantaneous, persistent or residual memorisation, "
+    "parallel-trends diagnostics, or the correlation of the profiles of two or more results "
+    "files."
+)
+
+KINDS = ("profile", "instantaneous", "persistent", "residual", "pretrends", "correlation")
+"""The figures ``--kind`` draws."""
+
+
+def add_arguments(parser) -> None:
+    """Add the ``didmem plot`` options to ``parser``."""
+    parser.add_argument("results", nargs="+", help="results file(s) (.parquet)")
+    parser.add_argument("--kind", required=True, choices=list(KINDS), help="the figure")
+    parser.add_argument("--out",
+                        help="PNG to write (default: RESULTS_KIND.png beside the first)")
+    parser.add_argument("--dpi", type=int, default=110, help="resolution (default: %(default)s)")
+
+
+def run(args) -> int:
+    """Run ``didmem plot`` with parsed arguments; return the exit status."""
+    from .. import plotting
+    from ..results.profiles import profile_correlation
+
+    if args.kind == "correlation":
+        if len(args.results) < 2:
+            raise ParameterError("--kind correlation needs two or more results files.")
+    elif len(args.results) != 1:
+        raise ParameterError(f"--kind {args.kind} draws one results file; got "
+                             f"{len(args.results)}.")
+    if args.dpi <= 0:
+        raise ParameterError(f"--dpi must be a positive number of dots per inch; got {args.dpi}.")
+    results = load_results(args.results)
+    out = Path(args.out) if args.out else Path(args.results[0]).with_name(
+        Path(args.results[0]).stem + f"_{args.kind}.png")
+    use_agg_backend()
+    if args.kind == "correlation":
+        named = {Path(p).stem: r for p, r in zip(args.results, results)}
+        if len(named) < len(results):
+            named = dict(zip(args.results, results))
+        ax = plotting.plot_profile_correlation(profile_correlation(named))
+    else:
+        ax = plotting.PLOTS[args.kind](results[0])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ax.figure.savefig(out, dpi=args.dpi)
+    print(f"wrote {out}")
+    return 0

@@ -1,0 +1,52 @@
+"""``didmem report``: a self-contained HTML report of results files."""
+
+from __future__ import annotations
+
+from .._validation import add_option
+from ..errors import ParameterError
+from ..report import render_report
+from ._options import load_results, use_agg_backend
+
+__all__ = ["HELP", "DESCRIPTION", "add_arguments", "run"]
+
+HELP = "write a self-contained HTML report of results files"
+DESCRIPTION = (
+    "Write one HTML file (figures embedded, no network needed) with the settings, pre-test, "
+    "summary tables and figures of each results file, and the correlation of their profiles "
+    "when there are several."
+)
+
+
+def add_arguments(parser) -> None:
+    """Add the ``didmem report`` options to ``parser``."""
+    parser.add_argument("results", nargs="+", help="results file(s) (.parquet)")
+    parser.add_argument("--out", default="report.html", help="HTML file (default: %(default)s)")
+    add_option(parser, render_report, "title", help="report title")
+    parser.add_argument("--sensitivity", choices=["relative_magnitudes", "smoothness"],
+                        help="add the sensitivity to violations of parallel trends under this "
+                             "restriction (results estimated with --base-period universal)")
+    parser.add_argument("--sensitivity-m", help="its values of Mbar or M, comma-separated")
+    parser.add_argument("--sensitivity-event-time", type=float, default=0.0,
+                        help="its target event time (default: %(default)s)")
+
+
+def run(args) -> int:
+    """Run ``didmem report`` with parsed arguments; return the exit status."""
+    from ..report import write_report
+
+    sensitivity = None
+    if (args.sensitivity is None) != (args.sensitivity_m is None):
+        raise ParameterError("--sensitivity and --sensitivity-m go together: the restriction "
+                             "and its values of M or Mbar.")
+    if args.sensitivity is not None:
+        from .sensitivity import parse_floats
+
+        sensitivity = {"restriction": args.sensitivity,
+                       "m": parse_floats(args.sensitivity_m, "--sensitivity-m"),
+                       "event_time": args.sensitivity_event_time}
+    results = load_results(args.results)
+    use_agg_backend()
+    named = {p: r for p, r in zip(args.results, results)}
+    path = write_report(named, args.out, title=args.title, sensitivity=sensitivity)
+    print(f"wrote {path}")
+    return 0

@@ -35,3 +35,11 @@ def provenance() -> dict:
         "cores": os.cpu_count(),
         "python": platform.python_version(),
     }
+
+
+def write_rows(path, rows) -> None:
+    """Write ``rows`` (JSON-serialisable) with this run's :func:`provenance` to ``path``."""
+    import json
+
+    with open(path, "w") as fh:
+        json.dump({"provenance": provenance(), "rows": rows}, fh, indent=1)

@@ -30,7 +30,7 @@ import warnings
 import numpy as np
 
 import didmem
-from _provenance import provenance
+from _provenance import write_rows
 
 METHODS = ("event", "max_t", "wald")
 
@@ -108,8 +108,7 @@ def main(argv=None):
             print(json.dumps(row), flush=True)
             out.append(row)
         if args.json:
-            with open(args.json, "w") as fh:
-                json.dump({"provenance": provenance(), "rows": out}, fh, indent=1)
+            write_rows(args.json, out)
 
 
 if __name__ == "__main__":

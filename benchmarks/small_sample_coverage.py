@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 import didmem
-from _provenance import provenance
+from _provenance import write_rows
 
 
 def simulate_hetero(n_cohorts: int, units: int, n_never: int, n_times: int, seed: int):
@@ -133,8 +133,7 @@ def main(argv=None):
                 print(json.dumps(row), flush=True)
             out.extend(rows)
             if args.json:
-                with open(args.json, "w") as fh:
-                    json.dump({"provenance": provenance(), "rows": out}, fh, indent=1)
+                write_rows(args.json, out)
 
 
 if __name__ == "__main__":

@@ -171,17 +171,105 @@ def test_dual_vertices_refuses_large_problems():
     assert _arp.dual_vertices(np.column_stack([np.ones(4), np.ones(4)])) is None
 
 
-@pytest.mark.parametrize("hybrid", [False, True])
-def test_vertex_path_matches_lp_path_mpdta(hybrid):
-    """On every polyhedron of Delta^RM for mpdta (three Mbar) both paths agree theta by theta."""
+def _long_problem(n_pre=4, n_post=12, seed=5):
+    """An event study too long for the vertex enumeration (24 moment rows, 11 nuisance
+    parameters), with a target that weights periods unequally and negatively."""
+    rng = np.random.default_rng(seed)
+    n = n_pre + n_post
+    root = rng.normal(size=(n, n)) / np.sqrt(n)
+    sigma = 0.01 * (root @ root.T + 0.2 * np.eye(n))
+    beta = np.concatenate([rng.normal(0, 0.05, n_pre), 0.3 + rng.normal(0, 0.05, n_post)])
+    l_post = np.zeros(n_post)
+    l_post[[0, n_post // 2, n_post - 1]] = [0.5, 0.8, -0.3]
+    return beta, sigma, n_pre, l_post
+
+
+def _cases():
     beta, sigma, n_pre, _ = _case("mpdta")
-    rm = RelativeMagnitudes(beta, sigma, n_pre, np.eye(beta.size - n_pre)[0], 0.05,
-                            hybrid=hybrid)
-    for mbar in (0.5, 1.0, 2.0):
-        thetas = rm.grid(mbar)[::5]
-        some_reject = False
-        for _, a, a_theta, x, sig, lf in rm._pieces(mbar):
-            lp, vx = _both_paths(a @ beta, a_theta, x, sig, thetas, lf, rm.kappa)
-            np.testing.assert_array_equal(vx, lp)
-            some_reject |= vx.any()
-        assert some_reject
+    return {"mpdta": (beta, sigma, n_pre, np.eye(beta.size - n_pre)[0]),
+            "long": _long_problem()}
+
+
+def _lp_route(rm, mbar, p, thetas, lf):
+    """The general route on polyhedron ``p``: moment rows, nuisance directions, one linear
+    program per optimal basis (:func:`_arp.conditional_test_line`)."""
+    from scipy import linalg
+
+    n_pre, l_post = rm.n_pre, rm.l_post
+    a = polyhedra(n_pre, l_post.size, mbar)[p][1]
+    a_post = a[:, n_pre:]
+    null = linalg.null_space(l_post[None, :])
+    return _arp.conditional_test_line(a @ rm.beta, a_post @ (l_post / (l_post @ l_post)),
+                                      a_post @ null, a @ rm.sigma @ a.T, rm.alpha, thetas,
+                                      lf, rm.kappa)
+
+
+@pytest.mark.parametrize("name", ["mpdta", "long"])
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_closed_form_matches_lp_route(name, hybrid):
+    """On every polyhedron of Delta^RM (four Mbar, M = 0 included) the closed form and the
+    general linear-programming route take the same decision at every theta."""
+    beta, sigma, n_pre, l_post = _cases()[name]
+    rm = RelativeMagnitudes(beta, sigma, n_pre, l_post, 0.05, hybrid=hybrid, simulations=300)
+    for mbar in (0.0, 0.5, 1.0, 2.0):
+        thetas = rm.grid(mbar)[::25]
+        ours = rm.rejections(mbar, thetas)
+        lf = rm._vertices(mbar)[3]
+        for p in range(ours.shape[0]):
+            lp = _lp_route(rm, mbar, p, thetas, None if lf is None else lf[p])
+            np.testing.assert_array_equal(ours[p], lp, err_msg=f"{name} Mbar={mbar} p={p}")
+        assert ours.any() and not ours.all()
+
+
+@pytest.mark.parametrize("name", ["mpdta", "long"])
+def test_four_vertices_give_the_program_value(name):
+    """The four closed-form vertices are dual feasible and their best value is the LP's
+    statistic (strong duality) at random moment vectors."""
+    from scipy import linalg
+
+    beta, sigma, n_pre, l_post = _cases()[name]
+    rm = RelativeMagnitudes(beta, sigma, n_pre, l_post, 0.05, hybrid=False)
+    rng = np.random.default_rng(0)
+    null = linalg.null_space(l_post[None, :])
+    for mbar in (0.3, 1.7):
+        for (key, a), v in zip(polyhedra(n_pre, l_post.size, mbar), rm.moment_vertices(mbar)):
+            x = a[:, n_pre:] @ null
+            sd = np.sqrt(np.diag(a @ sigma @ a.T))
+            assert np.all(v >= 0)
+            np.testing.assert_allclose(v @ sd, 1.0, rtol=1e-12)
+            np.testing.assert_allclose(v @ x, 0.0, atol=1e-12)
+            for _ in range(3):
+                y = a @ rng.multivariate_normal(beta, sigma)
+                eta = _arp.eta_program(y, x, sd)[0]
+                assert (v @ y).max() == pytest.approx(eta, rel=1e-7, abs=1e-10), key
+
+
+def test_least_favourable_cv_is_the_programs_quantile():
+    """The hybrid's critical value is the 1 - kappa quantile of the LP statistic over the
+    draws of the estimates (mean zero), polyhedron by polyhedron."""
+    from scipy import linalg
+
+    beta, sigma, n_pre, l_post = _long_problem(n_pre=2, n_post=6)
+    rm = RelativeMagnitudes(beta, sigma, n_pre, l_post, 0.05, hybrid=True, simulations=200)
+    null = linalg.null_space(l_post[None, :])
+    lf = rm._vertices(1.2)[3]
+    for p, (_, a) in enumerate(polyhedra(n_pre, l_post.size, 1.2)):
+        x = a[:, n_pre:] @ null
+        sd = np.sqrt(np.diag(a @ sigma @ a.T))
+        etas = [_arp.eta_program(a @ d, x, sd)[0] for d in rm.draws]
+        assert lf[p] == pytest.approx(np.quantile(etas, 1 - rm.kappa), rel=1e-7)
+
+
+def test_truncated_upper_tail_is_accurate_far_out():
+    """The tail that decides the conditional test, against mpmath-free closed cases: the
+    untruncated tail, and the exact ratio where scipy's survival function is still exact."""
+    from scipy import stats
+
+    z = np.array([0.5, 3.0, 12.0, 30.0])
+    np.testing.assert_allclose(_arp.truncated_upper_tail(z, -np.inf, np.inf),
+                               stats.norm.sf(z), rtol=1e-10)
+    lo, hi = np.array([0.0, 2.0, 11.0, 29.5]), np.array([1.0, np.inf, 13.0, 40.0])
+    want = (stats.norm.sf(z) - stats.norm.sf(hi)) / (stats.norm.sf(lo) - stats.norm.sf(hi))
+    np.testing.assert_allclose(_arp.truncated_upper_tail(z, lo, hi), want, rtol=1e-9)
+    assert _arp.truncated_upper_tail(np.array([60.0]), 59.0, np.inf)[0] == pytest.approx(
+        np.exp(stats.norm.logsf(60.0) - stats.norm.logsf(59.0)), rel=1e-9)

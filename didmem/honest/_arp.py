@@ -286,34 +286,89 @@ def vertex_test_line(y0, a, sigma, vertices, alpha, thetas, lf_cv=None, kappa=0.
     """:func:`conditional_test_line` from the dual vertices: exact, vectorised, no LP."""
     ys = y0[:, None] - np.outer(a, np.asarray(thetas, float))  # rows x thetas
     values = vertices @ ys  # vertices x thetas
-    best = np.argmax(values, axis=0)
-    eta = values[best, np.arange(ys.shape[1])]
-    g = vertices[best]  # thetas x rows: the optimal vertex at each theta
-    sg = g @ sigma  # thetas x rows
-    var = np.einsum("tr,tr->t", sg, g)
-    sigma_b = np.sqrt(var)
-    b = sg / var[:, None]  # thetas x rows
-    gy = eta
-    s = ys.T - b * gy[:, None]  # thetas x rows
-    intercept = s @ vertices.T  # thetas x vertices
-    slope = b @ vertices.T
+    vsv = vertices @ sigma @ vertices.T
+    lf = None if lf_cv is None else np.array([lf_cv], float)
+    return vertex_decisions(values[None], vsv[None], alpha, lf, kappa)[0]
+
+
+def vertex_decisions(values, vsv, alpha, lf_cv=None, kappa=0.0):
+    """The conditional (or hybrid) test's decisions from the dual vertices' values.
+
+    Parameters
+    ----------
+    values : ndarray, shape (problems, vertices, cases)
+        ``gamma_v' y`` for each dual vertex ``v`` of each problem and each case (a value of
+        ``theta``): the statistic is their maximum over ``v``.
+    vsv : ndarray, shape (problems, vertices, vertices)
+        ``Cov(gamma_v' y, gamma_u' y)``.
+    alpha : float
+        Level of the test.
+    lf_cv : ndarray, shape (problems,), optional
+        Least-favourable critical values at level ``kappa``: the hybrid test.
+    kappa : float
+        First-stage level of the hybrid.
+
+    Returns
+    -------
+    ndarray of bool, shape (problems, cases)
+        True where the test rejects.
+
+    Notes
+    -----
+    Along ``y = s + b c`` with ``b = Sigma gamma* / var(gamma*' y)`` and ``s`` independent of
+    ``c = gamma*' y``, vertex ``v``'s line is ``gamma_v' s + c slope_v`` with
+    ``slope_v = Cov(gamma_v' y, gamma*' y) / var``; ``gamma*`` stays optimal while its line
+    (``c``) is on top of every other, which bounds ``c`` to ``[vlo, vup]`` (ARP, Appendix D).
+    Only the vertices' values and covariances enter, so a problem whose few relevant vertices
+    are known in closed form needs no moment-space algebra at all.
+    """
+    values = np.asarray(values, float)
+    vsv = np.asarray(vsv, float)
+    rows = np.arange(values.shape[0])[:, None]
+    best = values.argmax(axis=1)  # problems x cases
+    eta = np.take_along_axis(values, best[:, None, :], axis=1)[:, 0, :]
+    cov = vsv[rows, best, :]  # problems x cases x vertices
+    var = np.take_along_axis(cov, best[..., None], axis=2)[..., 0]
     with np.errstate(divide="ignore", invalid="ignore"):
-        cross = intercept / (1.0 - slope)
-    up = slope > 1 + 1e-12
-    lo = slope < 1 - 1e-12
-    vup = np.where(up, cross, np.inf).min(axis=1)
-    vlo = np.where(lo, cross, -np.inf).max(axis=1)
+        slope = cov / var[..., None]
+        cross = (values.transpose(0, 2, 1) - slope * eta[..., None]) / (1.0 - slope)
+    vup = np.where(slope > 1 + 1e-12, cross, np.inf).min(axis=-1)
+    vlo = np.where(slope < 1 - 1e-12, cross, -np.inf).max(axis=-1)
+    sigma_b = np.sqrt(np.maximum(var, 0.0))
     size = alpha
-    reject = np.zeros(eta.size, bool)
+    reject = np.zeros(eta.shape, bool)
     if lf_cv is not None:
+        lf = np.asarray(lf_cv, float)[:, None]
         size = (alpha - kappa) / (1 - kappa)
-        reject |= eta > lf_cv
-        vup = np.minimum(vup, lf_cv)
+        reject |= eta > lf
+        vup = np.minimum(vup, lf)
     tiny = sigma_b <= np.finfo(float).eps
     reject |= tiny & (eta > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         z, zlo, zup = eta / sigma_b, vlo / sigma_b, vup / sigma_b
-    inside = (zlo - 1e-9 <= z) & (z <= zup + 1e-9) & ~tiny & ~reject
-    for j in np.flatnonzero(inside):
-        reject[j] = z[j] > max(0.0, truncated_normal_quantile(1 - size, zlo[j], zup[j]))
+    inside = (zlo - 1e-9 <= z) & (z <= zup + 1e-9) & ~tiny & ~reject & (z > 0)
+    zi, lo, hi = z[inside], zlo[inside], zup[inside]
+    flat = hi <= lo  # a degenerate range: the quantile is its lower end
+    tail = truncated_upper_tail(np.clip(zi, lo, np.maximum(hi, lo)), lo, np.maximum(hi, lo))
+    reject[inside] = np.where(flat, zi > lo, tail < size)
     return reject
+
+
+def _log1mexp(x):
+    """``log(1 - exp(x))`` for ``x <= 0``, accurate near 0 and for very negative ``x``."""
+    x = np.minimum(x, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.where(x > -np.log(2.0), np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
+
+
+def truncated_upper_tail(z, lo, hi):
+    """``P(Z > z | lo <= Z <= hi)`` for a standard normal ``Z`` and ``lo <= z <= hi``.
+
+    Computed from ``log Phi(-x)`` so that it stays accurate far in the upper tail, where the
+    conditional test's ranges lie when the statistic is large. The test rejects at level
+    ``size`` exactly when this is below ``size`` (for ``z > 0``), the same decision as
+    comparing ``z`` with the truncated normal's ``1 - size`` quantile.
+    """
+    a, l, h = special.log_ndtr(-z), special.log_ndtr(-lo), special.log_ndtr(-hi)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.exp(a + _log1mexp(h - a) - l - _log1mexp(h - l))

@@ -6,49 +6,53 @@ difference ``s`` that attains the maximum and its sign of the polyhedra
 ``{delta : |post difference t| <= Mbar * sign * (pre difference s)}``; the confidence set is the
 union of the ARP confidence sets for each polyhedron (as in R ``HonestDiD``, only the
 post-treatment rows enter the tests), found by inverting the test over a grid of ``theta``.
+
+Each polyhedron's test is solved in closed form. Its ``2 n_post`` moments are
+``+/- c_t - B`` with ``c = D beta_post`` (the post-treatment first differences) and
+``B = Mbar sign (pre difference s)``; the nuisance parameters span every path of effects with
+``l' tau = theta``. The dual program's vertices are then known: one per post period, weighting
+its two rows equally (value ``-2 B / (sd+_t + sd-_t)``), and two that weight the rows by the
+target's cumulated weights ``w = D'^{-1} l`` (values ``(+/-(l' beta_post - theta) - ||w||_1 B)``
+scaled to unit ``sd``-weight). The statistic is the largest of these values, and as ``B`` is
+one number only the per-period vertices with the smallest and the largest ``sd+_t + sd-_t``
+can attain it: four vertices, all linear in the two numbers ``(l' beta_post, B)``. The test at
+``theta`` therefore needs no linear program, and its cost does not grow with the number of
+periods beyond forming the standard deviations.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy import linalg, optimize
 
-from ._arp import (conditional_test, conditional_test_line, dual_vertices,
-                   least_favourable_cv, vertex_test_line)
+from ._arp import vertex_decisions
 
 
-def polyhedra(n_pre: int, n_post: int, mbar: float):
-    """``A`` for each ``(s, sign)``: ``A delta <= 0``, columns the estimates (reference out)."""
-    n = n_pre + 1 + n_post  # full path with the reference at index n_pre
+def differences(n_pre: int, n_post: int) -> np.ndarray:
+    """First differences of the violation path in the estimates' coordinates (reference out):
+    row ``r`` is ``delta_{r+1} - delta_r`` of the full path, whose reference period (index
+    ``n_pre``) is zero; the first ``n_pre`` rows are the pre-treatment ones."""
+    n = n_pre + 1 + n_post
     diff = np.zeros((n - 1, n))
     for r in range(n - 1):
         diff[r, r], diff[r, r + 1] = -1.0, 1.0
+    return np.delete(diff, n_pre, axis=1)
+
+
+def polyhedra(n_pre: int, n_post: int, mbar: float):
+    """``A`` for each ``(s, sign)``: ``A delta <= 0``, columns the estimates (reference out).
+
+    The moment-space form of the polyhedra (rows ``+c_t - B`` first, then ``-c_t - B``), which
+    the closed form of :class:`RelativeMagnitudes` replaces; kept to check it against the
+    general linear-programming route.
+    """
+    diff = differences(n_pre, n_post)
     post = diff[n_pre:]
-    keep = np.arange(n) != n_pre
     out = []
     for s in range(n_pre):
         for sign in (1.0, -1.0):
             bound = mbar * sign * diff[s]
-            a = np.vstack([post - bound, -post - bound])[:, keep]
-            out.append(((s, sign), a))
+            out.append(((s, sign), np.vstack([post - bound, -post - bound])))
     return out
-
-
-def identified_bounds(beta, n_pre, l_post, a):
-    """The identified set of ``l' tau`` at ``beta`` for one polyhedron (``None`` if empty)."""
-    n_post = l_post.size
-    rhs = -a[:, :n_pre] @ beta[:n_pre]
-    ends = []
-    for sense in (1.0, -1.0):
-        res = optimize.linprog(sense * l_post, A_ub=a[:, n_pre:], b_ub=rhs,
-                               bounds=[(None, None)] * n_post, method="highs")
-        if res.status == 2:
-            return None
-        if res.status != 0:
-            raise RuntimeError(f"The identified-set program failed: {res.message}")
-        ends.append(float(l_post @ beta[n_pre:]) - sense * res.fun)
-    # minimising l' delta gives the upper end of theta, maximising the lower
-    return min(ends), max(ends)
 
 
 class RelativeMagnitudes:
@@ -70,7 +74,9 @@ class RelativeMagnitudes:
     grid_points : int
         Points of the ``theta`` grid.
     simulations, seed : int
-        Draws and seed of the least-favourable critical value (hybrid only).
+        Draws and seed of the least-favourable critical value (hybrid only). The draws are of
+        the estimates, shared by every polyhedron and every ``Mbar`` (common random numbers:
+        the critical values move smoothly with ``Mbar``).
     """
 
     def __init__(self, beta, sigma, n_pre, l_post, alpha, hybrid=True, grid_points=1000,
@@ -80,55 +86,110 @@ class RelativeMagnitudes:
                              "besides the reference period.")
         self.beta, self.sigma = np.asarray(beta, float), np.asarray(sigma, float)
         self.n_pre, self.l_post, self.alpha = int(n_pre), np.asarray(l_post, float), alpha
+        if not np.any(self.l_post != 0):
+            raise ValueError("The target's weights are all zero.")
         self.hybrid, self.grid_points = hybrid, int(grid_points)
         self.simulations, self.seed = int(simulations), int(seed)
         self.kappa = alpha / 10 if hybrid else 0.0
         n_post = self.l_post.size
-        # tau = l theta / l'l + N g: the nuisance g spans the complement of l
-        self.a_theta = self.l_post / float(self.l_post @ self.l_post)
-        self.null = linalg.null_space(self.l_post[None, :]) if n_post > 1 \
-            else np.zeros((1, 0))
-        self.sd_theta = float(np.sqrt(self.l_post @ self.sigma[n_pre:, n_pre:] @ self.l_post))
+        diff = differences(self.n_pre, n_post)
+        pre, post = diff[:n_pre], diff[n_pre:]
+        self.w = np.cumsum(self.l_post[::-1])[::-1]  # D' w = l
+        self.w_abs = float(np.abs(self.w).sum())
+        lvec = np.concatenate([np.zeros(n_pre), self.l_post])
+        s = self.sigma
+        self.theta_hat = float(lvec @ self.beta)
+        self.d_hat = pre @ self.beta
+        self.var_x = float(lvec @ s @ lvec)
+        self.cov_xd = pre @ s @ lvec
+        self.var_d = np.einsum("ij,jk,ik->i", pre, s, pre)
+        self.var_c = np.einsum("ij,jk,ik->i", post, s, post)
+        self.cov_cd = post @ s @ pre.T  # post periods x pre differences
+        self.sd_theta = float(np.sqrt(self.var_x))
+        self.s_idx = np.repeat(np.arange(n_pre), 2)
+        self.signs = np.tile([1.0, -1.0], n_pre)
+        if hybrid:
+            vals, vecs = np.linalg.eigh(s)
+            root = vecs * np.sqrt(np.clip(vals, 0.0, None))
+            rng = np.random.default_rng(self.seed)
+            self.draws = rng.standard_normal((self.simulations, s.shape[0])) @ root.T
+            self.x_draws, self.d_draws = self.draws @ lvec, self.draws @ pre.T
+        self._cache = {}
 
-    def _pieces(self, mbar):
-        for key, a in polyhedra(self.n_pre, self.l_post.size, mbar):
-            a_post = a[:, self.n_pre:]
-            sig = a @ self.sigma @ a.T
-            lf = None
-            if self.hybrid:
-                lf = least_favourable_cv(a_post @ self.null, sig, self.kappa,
-                                         self.simulations, self.seed)
-            yield key, a, a_post @ self.a_theta, a_post @ self.null, sig, lf
+    def _row_sds(self, mbar):
+        """``(g, sd+, sd-)``: ``Mbar sign`` and the moment rows' standard deviations
+        (polyhedra x post periods)."""
+        g = mbar * self.signs
+        cov = self.cov_cd[:, self.s_idx].T  # polyhedra x post periods
+        var_b = (g ** 2 * self.var_d[self.s_idx])[:, None]
+        plus = np.sqrt(np.maximum(self.var_c - 2 * g[:, None] * cov + var_b, 0.0))
+        minus = np.sqrt(np.maximum(self.var_c + 2 * g[:, None] * cov + var_b, 0.0))
+        return g, plus, minus
+
+    def _vertices(self, mbar):
+        """``(coef, theta_coef, vsv, lf)`` of the four vertices of every polyhedron.
+
+        A vertex's value at ``theta`` is ``coef @ (l' beta_post, Mbar sign d_s) +
+        theta_coef theta``; ``vsv`` their covariance; ``lf`` the least-favourable critical
+        values (``None`` for the conditional test).
+        """
+        key = float(mbar)
+        if key in self._cache:
+            return self._cache[key]
+        g, plus, minus = self._row_sds(mbar)
+        both = plus + minus
+        if np.any(both.min(axis=1) <= 0):
+            raise ValueError("A post-treatment first difference of the estimates has zero "
+                             "variance: the covariance is degenerate.")
+        wp, wm = np.maximum(self.w, 0.0), np.maximum(-self.w, 0.0)
+        lam_p = 1.0 / (plus @ wp + minus @ wm)
+        lam_m = 1.0 / (plus @ wm + minus @ wp)
+        n = g.size
+        coef = np.zeros((n, 4, 2))
+        coef[:, 0, 1] = -2.0 / both.min(axis=1)
+        coef[:, 1, 1] = -2.0 / both.max(axis=1)
+        coef[:, 2] = np.column_stack([lam_p, -lam_p * self.w_abs])
+        coef[:, 3] = np.column_stack([-lam_m, -lam_m * self.w_abs])
+        theta_coef = np.zeros((n, 4))
+        theta_coef[:, 2], theta_coef[:, 3] = -lam_p, lam_m
+        c_xb = g * self.cov_xd[self.s_idx]
+        cov2 = np.empty((n, 2, 2))
+        cov2[:, 0, 0], cov2[:, 0, 1], cov2[:, 1, 0] = self.var_x, c_xb, c_xb
+        cov2[:, 1, 1] = g ** 2 * self.var_d[self.s_idx]
+        vsv = np.einsum("pvi,pij,puj->pvu", coef, cov2, coef)
+        lf = None
+        if self.hybrid:
+            eta = np.maximum.reduce([coef[:, v, 0, None] * self.x_draws[None]
+                                     + coef[:, v, 1, None] * g[:, None]
+                                     * self.d_draws[:, self.s_idx].T for v in range(4)])
+            lf = np.quantile(eta, 1 - self.kappa, axis=1)
+        out = (coef, theta_coef, vsv, lf)
+        self._cache[key] = out
+        return out
+
+    def rejections(self, mbar, thetas) -> np.ndarray:
+        """Does each polyhedron's test reject ``theta``? (polyhedra x thetas, the polyhedra in
+        the order of :func:`polyhedra`)."""
+        thetas = np.atleast_1d(np.asarray(thetas, float))
+        coef, theta_coef, vsv, lf = self._vertices(mbar)
+        point = np.stack([np.full(self.signs.size, self.theta_hat),
+                          mbar * self.signs * self.d_hat[self.s_idx]], axis=1)
+        values = (np.einsum("pvi,pi->pv", coef, point)[:, :, None]
+                  + theta_coef[:, :, None] * thetas[None, None, :])
+        return vertex_decisions(values, vsv, self.alpha, lf, self.kappa)
 
     def accepts(self, mbar, thetas) -> np.ndarray:
         """Which ``theta`` the union of the tests accepts under ``Delta^RM(mbar)``."""
-        thetas = np.atleast_1d(np.asarray(thetas, float))
-        accept = np.zeros(thetas.size, bool)
-        for _, a, a_theta, x, sig, lf in self._pieces(mbar):
-            todo = ~accept
-            if not todo.any():
-                break
-            vertices = dual_vertices(np.column_stack([np.sqrt(np.diag(sig)), x]))
-            if vertices is None:
-                rej = conditional_test_line(a @ self.beta, a_theta, x, sig, self.alpha,
-                                            thetas[todo], lf, self.kappa)
-            else:
-                rej = vertex_test_line(a @ self.beta, a_theta, sig, vertices, self.alpha,
-                                       thetas[todo], lf, self.kappa)
-            accept[np.flatnonzero(todo)[~rej]] = True
-        return accept
+        return ~self.rejections(mbar, thetas).all(axis=0)
 
     def grid(self, mbar):
-        """A ``theta`` grid around the identified set at ``beta``, 20 sd beyond each end."""
-        lo, hi = [], []
-        for _, a in polyhedra(self.n_pre, self.l_post.size, mbar):
-            b = identified_bounds(self.beta, self.n_pre, self.l_post, a)
-            if b is not None:
-                lo.append(b[0])
-                hi.append(b[1])
-        centre = float(self.l_post @ self.beta[self.n_pre:])
-        lo = min(lo, default=centre) - 20 * self.sd_theta
-        hi = max(hi, default=centre) + 20 * self.sd_theta
+        """A ``theta`` grid around the identified set at ``beta``, 20 sd beyond each end.
+
+        The identified set is ``l' beta_post +/- ||w||_1 Mbar max_s |d_s|``.
+        """
+        half = self.w_abs * mbar * float(np.abs(self.d_hat).max())
+        lo = self.theta_hat - half - 20 * self.sd_theta
+        hi = self.theta_hat + half + 20 * self.sd_theta
         return np.linspace(lo, hi, self.grid_points)
 
     def interval(self, mbar, thetas=None) -> tuple[float, float]:
@@ -150,7 +211,21 @@ class RelativeMagnitudes:
 
     def covers_zero(self, mbar) -> bool:
         """Is ``theta = 0`` accepted under ``Delta^RM(mbar)``? (no grid needed)."""
-        for _, a, a_theta, x, sig, lf in self._pieces(mbar):
-            if not conditional_test(a @ self.beta, x, sig, self.alpha, lf, self.kappa):
-                return True
-        return False
+        return bool(self.accepts(mbar, [0.0])[0])
+
+    def moment_vertices(self, mbar):
+        """The four vertices of each polyhedron as weights on its ``2 n_post`` moment rows
+        (rows of :func:`polyhedra`), for checks against the general route."""
+        g, plus, minus = self._row_sds(mbar)
+        both = plus + minus
+        wp, wm = np.maximum(self.w, 0.0), np.maximum(-self.w, 0.0)
+        out = []
+        for p in range(g.size):
+            t_min, t_max = np.argmin(both[p]), np.argmax(both[p])
+            v = np.zeros((4, 2 * self.l_post.size))
+            for row, t in ((0, t_min), (1, t_max)):
+                v[row, [t, self.l_post.size + t]] = 1.0 / both[p, t]
+            v[2] = np.concatenate([wp, wm]) / (plus[p] @ wp + minus[p] @ wm)
+            v[3] = np.concatenate([wm, wp]) / (plus[p] @ wm + minus[p] @ wp)
+            out.append(v)
+        return out

@@ -218,9 +218,10 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     half-length. It is computed exactly (no Monte Carlo quantile, unlike R).
 
     Under relative magnitudes the set is the union over the pre-treatment difference that
-    attains the maximum, and its sign, of polyhedra; each is tested by the linear-programming
-    statistic of Andrews, Roth & Pakes (2023) on its post-treatment rows, with the
-    post-treatment effects other than the target as nuisance parameters. The breakdown value
+    attains the maximum, and its sign, of polyhedra; each is tested by the statistic of
+    Andrews, Roth & Pakes (2023) on its post-treatment rows, with the post-treatment effects
+    other than the target as nuisance parameters, solved in closed form (four dual vertices,
+    see ``didmem.honest._relative``). The breakdown value
     bisects on ``Mbar`` with the test of ``theta = 0`` itself (no grid).
 
     References

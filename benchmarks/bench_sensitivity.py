@@ -1,9 +1,11 @@
 """Time didmem.sensitivity(restriction="smoothness") on a long event study.
 
-Usage: python benchmarks/bench_sensitivity.py [n_pre] [n_post] [n_m] [restriction]
+Usage: python benchmarks/bench_sensitivity.py [n_pre] [n_post] [n_m] [restriction] [variant]
 An AR(1)-correlated covariance and an event study with a linear pre-trend; one interval per
 value of M (the target is event time 0) plus the breakdown value. ``restriction`` is
-``smoothness`` (default; M from 0 to 0.01) or ``relative_magnitudes`` (C-LF, Mbar from 0 to 2).
+``smoothness`` (default; M from 0 to 0.01) or ``relative_magnitudes`` (C-LF, Mbar from 0 to 2);
+``variant`` adds a sign or monotonicity restriction, e.g. ``bias=positive`` or
+``monotonicity=increasing`` (C-LF for either restriction).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pandas as pd
 import didmem
 
 
-def main(n_pre=95, n_post=95, n_m=10, restriction="smoothness"):
+def main(n_pre=95, n_post=95, n_m=10, restriction="smoothness", variant=None):
     rng = np.random.default_rng(0)
     e = np.concatenate([np.arange(-n_pre - 1, -1), np.arange(n_post)]).astype(float)
     idx = np.abs(np.subtract.outer(np.arange(e.size), np.arange(e.size)))
@@ -27,15 +29,16 @@ def main(n_pre=95, n_post=95, n_m=10, restriction="smoothness"):
     data = (pd.Series(beta, index=e), pd.DataFrame(sigma, index=e, columns=e))
     ms = np.linspace(0, 0.01 if restriction == "smoothness" else 2.0, n_m)
     t = time.perf_counter()
-    s = didmem.sensitivity(data, restriction=restriction, m=ms, event_time=0)
+    extra = dict([variant.split("=")]) if variant else {}
+    s = didmem.sensitivity(data, restriction=restriction, m=ms, event_time=0, **extra)
     took = time.perf_counter() - t
     print(s.to_frame().to_string())
     print(f"breakdown {s.breakdown:.6g}")
-    print(f"{restriction}: {n_pre} pre, {n_post} post, {n_m} values of M (+ breakdown): "
+    print(f"{restriction}{' ' + variant if variant else ''}: {n_pre} pre, {n_post} post, {n_m} values of M (+ breakdown): "
           f"{took:.2f} s "
           f"on {platform.processor() or platform.machine()}, python {platform.python_version()}")
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    main(*(int(a) for a in args[:3]), *args[3:4])
+    main(*(int(a) for a in args[:3]), *args[3:5])

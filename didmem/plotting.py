@@ -432,6 +432,8 @@ def plot_sensitivity(sensitivity, *, ax=None, color: str = BAND_COLOR):
     ax.set_xlabel(f"{bound} ({sensitivity.restriction.replace('_', ' ')})")
     ax.set_ylabel(f"{1 - sensitivity.alpha:.0%} confidence interval")
     method = t["method"].iloc[-1] if len(t) > 1 else ""
+    if getattr(sensitivity, "variant", None):
+        method += f", {sensitivity.variant}"
     ax.set_title(f"Sensitivity to violations of parallel trends ({method})\n"
                  f"breakdown {bound} = {sensitivity.breakdown:.3g}", fontsize=9)
     return ax

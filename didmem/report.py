@@ -144,7 +144,7 @@ def _figures_html(result, figures, figure_options) -> str:
 
 
 SENSITIVITY_OPTIONS = ("restriction", "m", "event_time", "alpha", "method", "grid_points",
-                       "simulations", "seed")
+                       "simulations", "seed", "bias", "monotonicity")
 
 
 def _check_sensitivity(options):
@@ -166,6 +166,7 @@ def _check_sensitivity(options):
 
 def _sensitivity_html(result, options) -> str:
     from .honest import sensitivity
+    from .honest.api import VARIANT_TEXT
     from .plotting import plot_sensitivity
 
     head = "<h3>Sensitivity to violations of parallel trends</h3>"
@@ -189,6 +190,8 @@ def _sensitivity_html(result, options) -> str:
                    if s.restriction == "smoothness" else
                    "relative magnitudes (each post-treatment change of the violation at most "
                    "Mbar times the largest pre-treatment one)")
+    if s.variant is not None:
+        restriction += ", with " + VARIANT_TEXT[s.variant]
     src = figure_png(plot_sensitivity(s))
     return (head + f"<p>{1 - s.alpha:.0%} confidence intervals of {html.escape(target)} under "
             f"{html.escape(restriction)}, Rambachan &amp; Roth (2023). Breakdown {bound} = "

@@ -44,6 +44,13 @@ def test_section_shows_the_intervals_and_breakdown(fits):
     assert "relative magnitudes" in section and "event time 0" in section
 
 
+def test_section_names_the_variant(fits):
+    options = dict(OPTIONS, m=[1.0], grid_points=40, monotonicity="increasing")
+    text = render_report(fits["universal"], figures=["profile"], sensitivity=options)
+    section = text.split("Sensitivity to violations of parallel trends", 1)[1]
+    assert "with a violation that increases from the reference period on" in section
+
+
 def test_unsuitable_result_says_why_and_the_report_goes_on(fits):
     text = render_report({"universal": fits["universal"], "varying": fits["varying"]},
                          figures=["profile"], sensitivity=OPTIONS)

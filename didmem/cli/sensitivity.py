@@ -46,8 +46,14 @@ def add_arguments(p) -> None:
                         help="target the average of these post-treatment event times "
                              "(comma-separated) instead of one")
     p.add_argument("--method", choices=["C-LF", "conditional"], default="C-LF",
-                   help="relative magnitudes: the hybrid or the conditional ARP test "
-                        "(default: %(default)s)")
+                   help="relative magnitudes (and smoothness with --bias or --monotonicity): "
+                        "the hybrid or the conditional ARP test (default: %(default)s)")
+    p.add_argument("--bias", choices=["positive", "negative"],
+                   help="also restrict the sign of the post-treatment violations "
+                        "(Delta^RMB, Delta^SDPB; tested by linear programs, slower)")
+    p.add_argument("--monotonicity", choices=["increasing", "decreasing"],
+                   help="also restrict the violation to increase (decrease) from the "
+                        "reference period on (not with --bias)")
     from .._validation import add_option
     from ..honest import sensitivity
 
@@ -88,16 +94,19 @@ def run(args) -> int:
             "--base-period universal'.")
     s = didmem.sensitivity(res.aggregate("dynamic"), restriction=args.restriction, m=ms,
                            event_time=target, alpha=args.alpha, method=args.method,
-                           grid_points=args.grid_points, seed=args.seed)
+                           grid_points=args.grid_points, seed=args.seed, bias=args.bias,
+                           monotonicity=args.monotonicity)
     table = s.to_frame()
     bound = "M" if s.restriction == "smoothness" else "Mbar"
-    print(f"{s.restriction.replace('_', ' ')}: {1 - s.alpha:.0%} confidence intervals of "
-          f"{_describe(s.target)}")
+    shape = f" with {s.variant}" if s.variant else ""
+    print(f"{s.restriction.replace('_', ' ')}{shape}: {1 - s.alpha:.0%} confidence intervals "
+          f"of {_describe(s.target)}")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
     print(f"breakdown {bound}: {s.breakdown:.6g} (the smallest {bound} whose interval "
           "contains zero)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    table.assign(breakdown=s.breakdown, restriction=s.restriction).to_csv(out, index=False)
+    table.assign(breakdown=s.breakdown, restriction=s.restriction,
+                 variant=s.variant or "").to_csv(out, index=False)
     written = [out]
     if not args.no_figure:
         try:

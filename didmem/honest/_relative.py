@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._arp import vertex_decisions
+from ._grid import GridInversion
 
 
 def differences(n_pre: int, n_post: int) -> np.ndarray:
@@ -55,7 +56,7 @@ def polyhedra(n_pre: int, n_post: int, mbar: float):
     return out
 
 
-class RelativeMagnitudes:
+class RelativeMagnitudes(GridInversion):
     """The ARP confidence set of ``l' tau_post`` under ``Delta^RM(Mbar)``.
 
     Parameters
@@ -191,27 +192,6 @@ class RelativeMagnitudes:
         lo = self.theta_hat - half - 20 * self.sd_theta
         hi = self.theta_hat + half + 20 * self.sd_theta
         return np.linspace(lo, hi, self.grid_points)
-
-    def interval(self, mbar, thetas=None) -> tuple[float, float]:
-        """``(lower, upper)``: the smallest and largest accepted grid points (NaN if none).
-
-        The default grid is widened (doubled about its centre) while an end point is accepted.
-        """
-        fixed = thetas is not None
-        thetas = self.grid(mbar) if thetas is None else np.asarray(thetas, float)
-        for _ in range(6):
-            acc = self.accepts(mbar, thetas)
-            if not acc.any():
-                return float("nan"), float("nan")
-            if fixed or not (acc[0] or acc[-1]):
-                break
-            mid, half = 0.5 * (thetas[0] + thetas[-1]), thetas[-1] - thetas[0]
-            thetas = np.linspace(mid - half, mid + half, self.grid_points)
-        return float(thetas[acc][0]), float(thetas[acc][-1])
-
-    def covers_zero(self, mbar) -> bool:
-        """Is ``theta = 0`` accepted under ``Delta^RM(mbar)``? (no grid needed)."""
-        return bool(self.accepts(mbar, [0.0])[0])
 
     def moment_vertices(self, mbar):
         """The four vertices of each polyhedron as weights on its ``2 n_post`` moment rows

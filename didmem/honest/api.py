@@ -12,11 +12,19 @@ from threadpoolctl import threadpool_limits
 from ..errors import EstimationError, ParameterError
 from ..results import AggregateResult
 from ._flci import SmoothnessProblem
+from ._general import (BIAS, MONOTONICITY, PolyhedraUnion, monotone_rows,
+                       relative_magnitudes_pieces, sign_rows, smoothness_pieces)
 from ._relative import RelativeMagnitudes
 
 __all__ = ["sensitivity", "SensitivityResult"]
 
 _RESTRICTIONS = ("smoothness", "relative_magnitudes")
+VARIANT_TEXT = {  # SensitivityResult.variant in words
+    "bias positive": "post-treatment violations of one sign, non-negative (positive bias)",
+    "bias negative": "post-treatment violations of one sign, non-positive (negative bias)",
+    "monotonicity increasing": "a violation that increases from the reference period on",
+    "monotonicity decreasing": "a violation that decreases from the reference period on",
+}
 _METHODS = ("C-LF", "conditional")
 
 
@@ -38,6 +46,11 @@ class SensitivityResult:
     breakdown : float
         The smallest ``m`` at which the interval contains zero (0.0 when the original one
         already does; ``inf`` when none up to the search bound does).
+    alpha : float
+        One minus the coverage.
+    variant : str or None
+        The sign or monotonicity restriction intersected with ``restriction``
+        (``"bias positive"``, ``"monotonicity decreasing"``, ...), or None.
     """
 
     restriction: str
@@ -46,6 +59,7 @@ class SensitivityResult:
     intervals: pd.DataFrame = field(repr=False)
     breakdown: float
     alpha: float = 0.05
+    variant: str | None = None
 
     def to_frame(self) -> pd.DataFrame:
         """``m, lower, upper, method``: the original interval first (``m`` NaN), then one row
@@ -169,7 +183,8 @@ def _target(event_time, post_times):
 
 def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *,
                 alpha: float = 0.05, method: str = "C-LF", grid_points: int = 1000,
-                simulations: int = 1000, seed: int = 0) -> SensitivityResult:
+                simulations: int = 1000, seed: int = 0, bias: str | None = None,
+                monotonicity: str | None = None) -> SensitivityResult:
     """Confidence intervals robust to restricted violations of parallel trends.
 
     Parameters
@@ -196,7 +211,7 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     alpha : float
         One minus the coverage.
     method : {"C-LF", "conditional"}
-        Relative magnitudes only: the conditional-least-favourable hybrid of Andrews, Roth &
+        Relative magnitudes, and smoothness with ``bias`` or ``monotonicity``: the conditional-least-favourable hybrid of Andrews, Roth &
         Pakes (``kappa = alpha / 10``; R's default) or their conditional test.
     grid_points : int
         Relative magnitudes only: points of the grid of the target over which the test is
@@ -204,6 +219,13 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
         widened while an end point is accepted); the interval's end points are grid points.
     simulations, seed : int
         ``"C-LF"`` only: draws and seed of the Monte Carlo least-favourable critical value.
+    bias : {"positive", "negative"}, optional
+        Also restrict the sign of the post-treatment violations (``delta_post >= 0``:
+        ``Delta^SDPB``, ``Delta^RMB``; ``"negative"``: ``<= 0``), as R's ``biasDirection``.
+    monotonicity : {"increasing", "decreasing"}, optional
+        Also restrict the violation path to increase (decrease) from the reference period on
+        (``Delta^SDI``, ``Delta^RMI``...), as R's ``monotonicityDirection``. At most one of
+        ``bias`` and ``monotonicity``.
 
     Returns
     -------
@@ -216,6 +238,12 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     second differences to the violation path; ``v`` is orthogonal to linear trends) and
     ``cv_alpha(b)`` the ``1 - alpha`` quantile of ``|N(b, 1)|``; ``v_pre`` minimises the
     half-length. It is computed exactly (no Monte Carlo quantile, unlike R).
+
+    With ``bias`` or ``monotonicity`` the restriction is a union of general polyhedra and
+    each is tested by the ARP test through linear programs (or its dual vertices when they are
+    few), as R does with ``method="C-LF"`` or ``"Conditional"``; the interval is found on a
+    grid for smoothness too (R's default for these variants, the FLCI hybrid ``"C-F"``, is not
+    offered). This route is slower: seconds for ten periods, not the paper's 95 + 95.
 
     Under relative magnitudes the set is the union over the pre-treatment difference that
     attains the maximum, and its sign, of polyhedra; each is tested by the statistic of
@@ -240,6 +268,15 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     if method not in _METHODS:
         raise ParameterError(f"The 'method' parameter of sensitivity must be one of "
                              f"{set(_METHODS)}. Got {method!r}.")
+    for name, value, allowed in (("bias", bias, BIAS), ("monotonicity", monotonicity,
+                                                         MONOTONICITY)):
+        if value is not None and value not in allowed:
+            raise ParameterError(f"The '{name}' parameter of sensitivity must be None or one "
+                                 f"of {set(allowed)}. Got {value!r}.")
+    if bias is not None and monotonicity is not None:
+        raise ParameterError("sensitivity takes at most one of bias and monotonicity (as R "
+                             f"HonestDiD); got bias={bias!r} and "
+                             f"monotonicity={monotonicity!r}.")
     beta, sigma, e, n_pre, step = _as_estimates(data)
     target = _target(event_time, e[e >= 0] * step)
     target.index = np.round(target.index.to_numpy(float) / step, 9)
@@ -250,7 +287,22 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     original = (theta - z * sd, theta + z * sd)
     # the problems are small and dense: several BLAS threads only contend on a busy machine
     with threadpool_limits(limits=1, user_api="blas"):
-        if restriction == "smoothness":
+        n_post = l_post.size
+        variant = None
+        if bias is not None or monotonicity is not None:
+            extra = sign_rows(n_pre, n_post, bias) if bias is not None \
+                else monotone_rows(n_pre, n_post, monotonicity)
+            variant = f"bias {bias}" if bias is not None else f"monotonicity {monotonicity}"
+            make = smoothness_pieces if restriction == "smoothness" \
+                else relative_magnitudes_pieces
+            union = PolyhedraUnion(beta, sigma, n_pre, l_post, alpha,
+                                   make(n_pre, n_post, extra), hybrid=method == "C-LF",
+                                   grid_points=grid_points, simulations=simulations, seed=seed)
+            rows = [union.interval(float(mi)) for mi in ms]
+            breakdown = _breakdown_rm(union, original,
+                                      start=1.0 if restriction != "smoothness" else sd)
+            label = method
+        elif restriction == "smoothness":
             problem = SmoothnessProblem(sigma, n_pre, l_post, alpha)
             rows = [problem.interval(beta, float(mi)) for mi in ms]
             breakdown = _breakdown(problem, beta, sd)
@@ -267,7 +319,7 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     target.index = target.index.to_numpy(float) * step  # back to the data's event times
     return SensitivityResult(restriction=restriction, target=target, original=original,
                              intervals=frame, breakdown=breakdown,
-                             alpha=alpha)
+                             alpha=alpha, variant=variant)
 
 
 def _breakdown(problem, beta, sd):
@@ -295,15 +347,15 @@ def _breakdown(problem, beta, sd):
     return float(optimize.brentq(gap, left, right, xtol=1e-10 * right, rtol=1e-10))
 
 
-def _breakdown_rm(rm, original, rtol=1e-4):
-    """The smallest ``Mbar`` whose confidence set accepts ``theta = 0``, by bisection.
+def _breakdown_rm(rm, original, rtol=1e-4, start=1.0):
+    """The smallest bound whose confidence set accepts ``theta = 0``, by bisection.
 
-    The set grows with ``Mbar`` (the restriction is nested), so acceptance of zero is
-    bracketed by doubling from ``Mbar = 1`` and bisected to ``rtol``.
+    The set grows with the bound (the restriction is nested), so acceptance of zero is
+    bracketed by doubling from ``start`` and bisected to ``rtol``.
     """
     if rm.covers_zero(0.0):
         return 0.0
-    left, right = 0.0, 1.0
+    left, right = 0.0, float(start)
     for _ in range(30):
         if rm.covers_zero(right):
             break

@@ -34,6 +34,8 @@ def files(tmp_path_factory):
 @pytest.mark.parametrize("restriction, m, extra", [
     ("relative_magnitudes", [0.0, 0.5, 1.0], ["--method", "conditional", "--grid-points", "150"]),
     ("smoothness", [0.0, 0.05], ["--average", "0,1"]),
+    ("relative_magnitudes", [0.5, 1.0], ["--method", "conditional", "--grid-points", "60",
+                                         "--bias", "positive"]),
 ])
 def test_sensitivity_table_matches_the_api(files, tmp_path, capsys, restriction, m, extra):
     results, dynamic = files
@@ -48,8 +50,13 @@ def test_sensitivity_table_matches_the_api(files, tmp_path, capsys, restriction,
         expected = didmem.sensitivity(dynamic, restriction=restriction, m=m,
                                       event_time={0: 0.5, 1: 0.5})
     else:
+        bias = extra[extra.index("--bias") + 1] if "--bias" in extra else None
         expected = didmem.sensitivity(dynamic, restriction=restriction, m=m, event_time=0,
-                                      method="conditional", grid_points=150)
+                                      method="conditional", bias=bias,
+                                      grid_points=int(extra[extra.index("--grid-points") + 1]))
+        assert ("with bias positive" in printed) == (bias is not None)
+        variants = table["variant"].astype(object).where(table["variant"].notna(), "")
+        assert list(variants.unique()) == [expected.variant or ""]
     want = expected.to_frame()
     assert list(table["method"]) == list(want["method"])
     # the saved covariance is the fitted one, so the intervals agree to rounding
@@ -64,6 +71,8 @@ def test_sensitivity_table_matches_the_api(files, tmp_path, capsys, restriction,
     (["--m", "-1"], "m must be finite non-negative numbers; got [-1]"),
     (["--m", "1", "--average", "0,0"], "--average lists an event time twice"),
     (["--m", "1", "--out", "table.txt"], "--out must name a '.csv' file"),
+    (["--m", "1", "--bias", "positive", "--monotonicity", "increasing"],
+     "at most one of bias and monotonicity"),
 ])
 def test_user_errors_are_one_line(files, tmp_path, capsys, args, message):
     results, _ = files

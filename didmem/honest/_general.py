@@ -1,0 +1,173 @@
+"""ARP confidence sets over unions of general polyhedra: the sign and monotonicity variants.
+
+A restriction ``Delta`` is a union of polyhedra ``{delta : A delta <= d}`` (one for smoothness,
+one per pre-treatment difference and sign for relative magnitudes). Intersecting it with a sign
+restriction (``delta_post >= 0`` or ``<= 0``: the bias of the post-treatment estimates has a
+known sign) or a monotonicity restriction (the violation path increases or decreases after
+treatment) adds rows to every polyhedron; the closed form of ``_relative`` no longer applies, so
+each polyhedron is tested by the general route of ``_arp``: the dual vertices when they are few
+enough to list, otherwise one linear program per optimal basis along the grid of ``theta``.
+
+As in R ``HonestDiD`` (``postPeriodMomentsOnly = TRUE``), the tests use only the rows that
+involve a post-treatment estimate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import linalg, optimize
+
+from ._arp import (conditional_test_line, dual_vertices, least_favourable_cv,
+                   vertex_test_line)
+from ._grid import GridInversion
+from ._relative import differences
+
+BIAS = ("positive", "negative")
+MONOTONICITY = ("increasing", "decreasing")
+
+
+def sign_rows(n_pre: int, n_post: int, direction: str) -> np.ndarray:
+    """``A`` of ``delta_post >= 0`` (``"positive"``) or ``<= 0`` (``"negative"``)."""
+    rows = np.zeros((n_post, n_pre + n_post))
+    rows[:, n_pre:] = -np.eye(n_post)
+    return rows if direction == "positive" else -rows
+
+
+def monotone_rows(n_pre: int, n_post: int, direction: str) -> np.ndarray:
+    """``A`` of a violation path that increases (or decreases) from the reference period on:
+    ``delta_0 >= 0`` and ``delta_t >= delta_{t-1}`` (the pre-treatment rows, which involve no
+    post-treatment estimate, are left out as R does)."""
+    rows = -differences(n_pre, n_post)[n_pre:]
+    return rows if direction == "increasing" else -rows
+
+
+def smoothness_rows(n_pre: int, n_post: int) -> np.ndarray:
+    """``A`` of ``|second difference| <= M`` at every period whose second difference involves a
+    post-treatment estimate (``+`` rows, then ``-`` rows); ``d = M``."""
+    first = differences(n_pre, n_post)
+    second = first[1:] - first[:-1]
+    second = second[np.any(second[:, n_pre:] != 0, axis=1)]
+    return np.vstack([second, -second])
+
+
+class PolyhedraUnion(GridInversion):
+    """The ARP confidence set of ``l' tau_post`` when ``delta`` lies in a union of polyhedra.
+
+    Parameters
+    ----------
+    beta, sigma : ndarray
+        Estimates (reference period left out, pre first) and their covariance.
+    n_pre : int
+        Number of pre-treatment estimates.
+    l_post : ndarray
+        The target's weights on the post-treatment estimates.
+    alpha : float
+        One minus the coverage.
+    pieces : callable
+        ``pieces(m)``: a list of ``(A, d)``, the polyhedra ``A delta <= d`` at bound ``m``.
+    hybrid, grid_points, simulations, seed
+        As for :class:`didmem.honest._relative.RelativeMagnitudes`.
+    """
+
+    def __init__(self, beta, sigma, n_pre, l_post, alpha, pieces, hybrid=True,
+                 grid_points=1000, simulations=1000, seed=0):
+        self.beta, self.sigma = np.asarray(beta, float), np.asarray(sigma, float)
+        self.n_pre, self.l_post, self.alpha = int(n_pre), np.asarray(l_post, float), alpha
+        self.pieces = pieces
+        self.hybrid, self.grid_points = hybrid, int(grid_points)
+        self.simulations, self.seed = int(simulations), int(seed)
+        self.kappa = alpha / 10 if hybrid else 0.0
+        self.a_theta = self.l_post / float(self.l_post @ self.l_post)
+        self.null = linalg.null_space(self.l_post[None, :]) if self.l_post.size > 1 \
+            else np.zeros((1, 0))
+        self.sd_theta = float(np.sqrt(self.l_post @ self.sigma[n_pre:, n_pre:] @ self.l_post))
+        self._cache = {}
+
+    def _tests(self, m):
+        """For each polyhedron: ``(A, d, y0, a_theta, x, sigma_y, vertices, lf)`` on the rows
+        that involve a post-treatment estimate."""
+        key = float(m)
+        if key not in self._cache:
+            out = []
+            for a, d in self.pieces(m):
+                keep = np.any(a[:, self.n_pre:] != 0, axis=1)
+                a, d = a[keep], np.asarray(d, float)[keep]
+                a_post = a[:, self.n_pre:]
+                x = a_post @ self.null
+                sig = a @ self.sigma @ a.T
+                vertices = dual_vertices(np.column_stack([np.sqrt(np.diag(sig)), x]))
+                lf = None
+                if self.hybrid:
+                    lf = least_favourable_cv(x, sig, self.kappa, self.simulations, self.seed)
+                out.append((a, d, a @ self.beta - d, a_post @ self.a_theta, x, sig, vertices,
+                            lf))
+            self._cache[key] = out
+        return self._cache[key]
+
+    def accepts(self, m, thetas) -> np.ndarray:
+        """Which ``theta`` the union of the tests accepts at bound ``m``."""
+        thetas = np.atleast_1d(np.asarray(thetas, float))
+        accept = np.zeros(thetas.size, bool)
+        for _, _, y0, a_theta, x, sig, vertices, lf in self._tests(m):
+            todo = ~accept
+            if not todo.any():
+                break
+            if vertices is None:
+                rej = conditional_test_line(y0, a_theta, x, sig, self.alpha, thetas[todo], lf,
+                                            self.kappa)
+            else:
+                rej = vertex_test_line(y0, a_theta, sig, vertices, self.alpha, thetas[todo],
+                                       lf, self.kappa)
+            accept[np.flatnonzero(todo)[~rej]] = True
+        return accept
+
+    def identified_bounds(self, m):
+        """The identified set of ``l' tau`` at ``beta`` (union over the polyhedra; ``None``
+        when every polyhedron is empty there)."""
+        lo, hi = [], []
+        n_post = self.l_post.size
+        for a, d, *_ in self._tests(m):
+            # A (beta - (0, tau)) <= d  <=>  -A_post tau <= d - A beta
+            ends = []
+            for sense in (1.0, -1.0):
+                res = optimize.linprog(sense * self.l_post, A_ub=-a[:, self.n_pre:],
+                                       b_ub=d - a @ self.beta, bounds=[(None, None)] * n_post,
+                                       method="highs")
+                if res.status != 0:
+                    break
+                ends.append(sense * res.fun)
+            if len(ends) == 2:
+                lo.append(ends[0])
+                hi.append(ends[1])
+        return (min(lo), max(hi)) if lo else None
+
+    def grid(self, m):
+        """A ``theta`` grid around the identified set at ``beta``, 20 sd beyond each end."""
+        bounds = self.identified_bounds(m)
+        centre = float(self.l_post @ self.beta[self.n_pre:])
+        lo, hi = bounds if bounds is not None else (centre, centre)
+        return np.linspace(lo - 20 * self.sd_theta, hi + 20 * self.sd_theta, self.grid_points)
+
+
+def relative_magnitudes_pieces(n_pre, n_post, extra):
+    """``pieces(mbar)`` of ``Delta^RM(mbar)`` intersected with the rows ``extra``."""
+    from ._relative import polyhedra
+
+    def pieces(mbar):
+        out = []
+        for _, a in polyhedra(n_pre, n_post, mbar):
+            rows = np.vstack([a, extra])
+            out.append((rows, np.zeros(rows.shape[0])))
+        return out
+    return pieces
+
+
+def smoothness_pieces(n_pre, n_post, extra):
+    """``pieces(m)`` of ``Delta^SD(m)`` intersected with the rows ``extra``."""
+    sd = smoothness_rows(n_pre, n_post)
+
+    def pieces(m):
+        rows = np.vstack([sd, extra])
+        return [(rows, np.concatenate([np.full(sd.shape[0], float(m)),
+                                       np.zeros(extra.shape[0])]))]
+    return pieces

@@ -69,12 +69,24 @@ def _beta_sigma(ev):
         int((ev.keys < -1).sum())
 
 
-@pytest.mark.parametrize("which", ["mpdta_event_study", "simulated_event_study"])
+def _lab_event_study():
+    """The lab's event study (tests/data/make_lab_event_study.py): 7 pre, 7 post periods."""
+    import json
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).resolve().parent / "data" / "lab_event_study.json")
+                      .read_text())
+    return np.array(data["beta"]), np.array(data["sigma"]), data["n_pre"]
+
+
+@pytest.mark.parametrize("which", ["mpdta_event_study", "simulated_event_study", "lab"])
 @pytest.mark.parametrize("target", ["first", "average"])
 def test_flci_matches_diff_diff(which, target, request):
     honest = pytest.importorskip("diff_diff.honest_did")
-    ev = request.getfixturevalue(which)
-    beta, sigma, n_pre = _beta_sigma(ev)
+    if which == "lab":
+        beta, sigma, n_pre = _lab_event_study()
+    else:
+        beta, sigma, n_pre = _beta_sigma(request.getfixturevalue(which))
     n_post = beta.size - n_pre
     l_post = np.eye(n_post)[0] if target == "first" else np.full(n_post, 1 / n_post)
     scale = float(np.sqrt(l_post @ sigma[n_pre:, n_pre:] @ l_post))

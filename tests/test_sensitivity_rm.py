@@ -13,12 +13,13 @@ import didmem
 from didmem.honest import _arp
 from didmem.honest._relative import RelativeMagnitudes, polyhedra
 
-REFERENCE = Path(__file__).resolve().parent / "data" / "honestdid_rm.json"
+DATA = Path(__file__).resolve().parent / "data"
+REFERENCES = [DATA / "honestdid_rm.json", DATA / "honestdid_lab.json"]
 
 
 def _case(name):
-    data = json.loads(REFERENCE.read_text())
-    case = next(c for c in data["cases"] if c["name"] == name)
+    cases = [c for path in REFERENCES for c in json.loads(path.read_text())["cases"]]
+    case = next(c for c in cases if c["name"] == name)
     return np.array(case["beta"]), np.array(case["sigma"]), case["n_pre"], case["rows"]
 
 
@@ -79,10 +80,11 @@ def test_polyhedra_shape():
     np.testing.assert_allclose(a[0], [1.5, -1.5, 0, 1, 0])
 
 
-@pytest.mark.parametrize("name", ["mpdta", "simulated"])
+@pytest.mark.parametrize("name", ["mpdta", "simulated", "lab"])
 @pytest.mark.parametrize("method", ["conditional", "C-LF"])
 def test_matches_honestdid(name, method):
-    """Same grid as honestdid 0.1.1 (tests/data/make_honestdid_reference.py).
+    """Same grid as honestdid 0.1.1 (tests/data/make_honestdid_reference.py; the lab's event
+    study: make_lab_event_study.py, then make_honestdid_lab_reference.py).
 
     The conditional test is deterministic: the same accepted grid points. The hybrid's
     least-favourable critical value is simulated (1,000 draws, different generators), so its

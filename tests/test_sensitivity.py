@@ -79,6 +79,7 @@ def _lab_event_study():
     return np.array(data["beta"]), np.array(data["sigma"]), data["n_pre"]
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("which", ["mpdta_event_study", "simulated_event_study", "lab"])
 @pytest.mark.parametrize("target", ["first", "average"])
 def test_flci_matches_diff_diff(which, target, request):

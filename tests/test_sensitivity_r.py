@@ -1,7 +1,10 @@
-"""didmem.sensitivity against numbers recorded by the R package HonestDiD in its repository.
+"""didmem.sensitivity against the R package HonestDiD.
 
-The numbers are in tests/data/honestdid_r.json with their source (repository, commit, file)
-and the R call; tests/data/make_honestdid_r_reference.py extracts them (R is not run here).
+Two sources: numbers recorded by its authors in their repository (tests/data/honestdid_r.json
+with their source, commit, file and the R call; extracted by
+tests/data/make_honestdid_r_reference.py), and the decisions of its relative-magnitudes tests
+run by R on fixed grids (tests/data/honestdid_r_arp.json, written by
+tests/data/make_honestdid_r_arp_reference.R, which records the HonestDiD commit).
 R computes some quantities by simulation or on a grid where didmem computes them exactly, so
 each comparison states the noise it allows and why.
 """
@@ -16,6 +19,8 @@ import pandas as pd
 import pytest
 
 import didmem
+
+pytestmark = pytest.mark.reference
 
 REFERENCE = Path(__file__).resolve().parent / "data" / "honestdid_r.json"
 Z = 1.959963984540054
@@ -129,3 +134,39 @@ def test_end_to_end_matches_r_did_and_honest_did_medicaid():
                            m=[r["m"] for r in case["rows"]], event_time=0)
     np.testing.assert_allclose(s.original, case["original"], rtol=1e-10)
     _check_rm(case, s.to_frame())
+
+
+def _r_arp_rows():
+    data = Path(__file__).resolve().parent / "data"
+    studies = {c["name"]: c for f in ("honestdid_rm.json", "honestdid_lab.json")
+               for c in json.loads((data / f).read_text())["cases"]}
+    for case in json.loads((data / "honestdid_r_arp.json").read_text())["cases"]:
+        for row in case["rows"]:
+            yield studies[case["name"]], row
+
+
+def test_relative_magnitudes_take_r_s_decisions():
+    """R HonestDiD's computeConditionalCS_DeltaRM, run by R on mpdta, the simulated panel and
+    the lab's event study (three Mbar each, 100-point grids). The conditional (ARP) test is
+    deterministic: didmem takes R's decision at every grid point, so the interval's ends are
+    R's exactly. The hybrid's least-favourable critical value is simulated by both with
+    other generators: at most two grid points may differ, each next to an end of the set."""
+    from didmem.honest._relative import RelativeMagnitudes
+
+    conditional = 0
+    for study, row in _r_arp_rows():
+        beta, sigma, n_pre = np.array(study["beta"]), np.array(study["sigma"]), study["n_pre"]
+        grid = np.linspace(row["grid_lb"], row["grid_ub"], row["grid_points"])
+        rm = RelativeMagnitudes(beta, sigma, n_pre, np.eye(beta.size - n_pre)[0], 0.05,
+                                hybrid=row["method"] == "C-LF")
+        ours, theirs = rm.accepts(row["mbar"], grid), np.array(row["accept"], bool)
+        assert theirs.any()
+        if row["method"] == "conditional":
+            np.testing.assert_array_equal(ours, theirs, err_msg=f"{study['name']} {row}")
+            conditional += 1
+        else:
+            differ = np.flatnonzero(ours != theirs)
+            ends = np.flatnonzero(theirs)[[0, -1]]
+            assert differ.size <= 2, (study["name"], row["mbar"], differ)
+            assert all(np.abs(ends - d).min() <= 1 for d in differ), (study["name"], differ)
+    assert conditional == 9

@@ -80,6 +80,7 @@ def test_polyhedra_shape():
     np.testing.assert_allclose(a[0], [1.5, -1.5, 0, 1, 0])
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("name", ["mpdta", "simulated", "lab"])
 @pytest.mark.parametrize("method", ["conditional", "C-LF"])
 def test_matches_honestdid(name, method):

@@ -48,6 +48,7 @@ def _within(union, row, grid, steps):
     return abs(lo - row["lower"]) <= tol and abs(hi - row["upper"]) <= tol
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("name", ["mpdta",
                                   # 2 + 7 periods: the linear-programming route, about a minute
                                   pytest.param("simulated", marks=pytest.mark.slow)])

@@ -276,3 +276,13 @@ def test_truncated_upper_tail_is_accurate_far_out():
     np.testing.assert_allclose(_arp.truncated_upper_tail(z, lo, hi), want, rtol=1e-9)
     assert _arp.truncated_upper_tail(np.array([60.0]), 59.0, np.inf)[0] == pytest.approx(
         np.exp(stats.norm.logsf(60.0) - stats.norm.logsf(59.0)), rel=1e-9)
+
+
+def test_degenerate_covariance_is_named():
+    """A covariance under which a post-treatment difference has no variance is refused with
+    the event time, not a division by zero."""
+    e = np.array([-3.0, -2.0, 0.0, 1.0])
+    sigma = np.diag([0.01, 0.01, 0.0, 0.0])
+    data = (pd.Series([0.01, -0.02, 0.3, 0.2], index=e), pd.DataFrame(sigma, index=e, columns=e))
+    with pytest.raises(didmem.EstimationError, match=r"post-treatment period 0 \(0 is the first\)"):
+        didmem.sensitivity(data, restriction="relative_magnitudes", m=[1.0])

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import EstimationError
 from ._arp import vertex_decisions
 from ._grid import GridInversion
 
@@ -140,8 +141,11 @@ class RelativeMagnitudes(GridInversion):
         g, plus, minus = self._row_sds(mbar)
         both = plus + minus
         if np.any(both.min(axis=1) <= 0):
-            raise ValueError("A post-treatment first difference of the estimates has zero "
-                             "variance: the covariance is degenerate.")
+            t = int(np.argmin(both.min(axis=0)))
+            raise EstimationError("Relative magnitudes need every post-treatment first "
+                                  "difference of the estimates to have a positive variance; "
+                                  f"the difference into post-treatment period {t} (0 is the "
+                                  "first) has none under the given covariance.")
         wp, wm = np.maximum(self.w, 0.0), np.maximum(-self.w, 0.0)
         lam_p = 1.0 / (plus @ wp + minus @ wm)
         lam_m = 1.0 / (plus @ wm + minus @ wp)

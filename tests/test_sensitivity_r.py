@@ -138,7 +138,8 @@ def test_end_to_end_matches_r_did_and_honest_did_medicaid():
 
 def _r_arp_rows():
     data = Path(__file__).resolve().parent / "data"
-    studies = {c["name"]: c for f in ("honestdid_rm.json", "honestdid_lab.json")
+    studies = {c["name"]: c for f in ("honestdid_rm.json", "honestdid_lab.json",
+                                      "honestdid_r.json")
                for c in json.loads((data / f).read_text())["cases"]}
     for case in json.loads((data / "honestdid_r_arp.json").read_text())["cases"]:
         for row in case["rows"]:
@@ -146,8 +147,10 @@ def _r_arp_rows():
 
 
 def test_relative_magnitudes_take_r_s_decisions():
-    """R HonestDiD's computeConditionalCS_DeltaRM, run by R on mpdta, the simulated panel and
-    the lab's event study (three Mbar each, 100-point grids). The conditional (ARP) test is
+    """R HonestDiD's computeConditionalCS_DeltaRM, run by R on mpdta, the simulated panel, the
+    lab's event study and two of R's own examples (the README's Sun-Abraham Medicaid event
+    study, the vignette's Benzarti-Carloni one), three Mbar each, 100-point grids. The
+    conditional (ARP) test is
     deterministic: didmem takes R's decision at every grid point, so the interval's ends are
     R's exactly. The hybrid's least-favourable critical value is simulated by both with
     other generators: at most two grid points may differ, each next to an end of the set."""
@@ -157,7 +160,7 @@ def test_relative_magnitudes_take_r_s_decisions():
     for study, row in _r_arp_rows():
         beta, sigma, n_pre = np.array(study["beta"]), np.array(study["sigma"]), study["n_pre"]
         grid = np.linspace(row["grid_lb"], row["grid_ub"], row["grid_points"])
-        rm = RelativeMagnitudes(beta, sigma, n_pre, np.eye(beta.size - n_pre)[0], 0.05,
+        rm = RelativeMagnitudes(beta, sigma, n_pre, np.array(row["l_post"]), 0.05,
                                 hybrid=row["method"] == "C-LF")
         ours, theirs = rm.accepts(row["mbar"], grid), np.array(row["accept"], bool)
         assert theirs.any()
@@ -169,4 +172,4 @@ def test_relative_magnitudes_take_r_s_decisions():
             ends = np.flatnonzero(theirs)[[0, -1]]
             assert differ.size <= 2, (study["name"], row["mbar"], differ)
             assert all(np.abs(ends - d).min() <= 1 for d in differ), (study["name"], differ)
-    assert conditional == 9
+    assert conditional == 15

@@ -13,7 +13,8 @@
 # honestdid_lab.json (lab), with the grids of their rows. Output: for each case, Mbar and
 # hybrid_flag ("ARP": the conditional test, deterministic; "LF": the hybrid, whose
 # least-favourable critical value R simulates with set.seed(0)), the 0/1 accept vector of
-# computeConditionalCS_DeltaRM over the grid, target the first post-treatment period.
+# computeConditionalCS_DeltaRM over the grid (target: the first post-treatment period, or
+# the example's l_vec).
 
 args <- commandArgs(trailingOnly = TRUE)
 honest_dir <- args[1]
@@ -41,6 +42,22 @@ library(jsonlite)
 
 read_cases <- function(path) fromJSON(path, simplifyVector = FALSE)$cases
 cases <- c(read_cases("tests/data/honestdid_rm.json"), read_cases("tests/data/honestdid_lab.json"))
+# R's own examples (honestdid_r.json): the grid is R's default, +/- 20 sd of the target
+for (case in read_cases("tests/data/honestdid_r.json")) {
+  if (!(case$name %in% c("medicaid_sunab", "benzarti_carloni"))) next
+  beta <- unlist(case$beta)
+  sigma <- do.call(rbind, lapply(case$sigma, unlist))
+  l_post <- unlist(case$l_post)
+  post <- (case$n_pre + 1):length(beta)
+  sd_theta <- sqrt(c(t(l_post) %*% sigma[post, post] %*% l_post))
+  case$rows <- list()
+  for (method in c("conditional", "C-LF")) for (mbar in c(0.5, 1, 2)) {
+    case$rows[[length(case$rows) + 1]] <- list(method = method, mbar = mbar,
+                                               grid_lb = -20 * sd_theta,
+                                               grid_ub = 20 * sd_theta, grid_points = 100)
+  }
+  cases[[length(cases) + 1]] <- case
+}
 commit <- system2("git", c("-C", honest_dir, "rev-parse", "HEAD"), stdout = TRUE)
 out <- list(tool = paste("R", paste(R.version$major, R.version$minor, sep = "."),
                          "HonestDiD (sourced R/ files)"),
@@ -49,7 +66,7 @@ out <- list(tool = paste("R", paste(R.version$major, R.version$minor, sep = ".")
             command = paste("Rscript tests/data/make_honestdid_r_arp_reference.R",
                             "HONESTDID_DIR TRUNCATEDNORMAL_DIR"),
             call = paste("computeConditionalCS_DeltaRM(beta, sigma, n_pre, n_post,",
-                         "l_vec = e_1, Mbar, alpha = 0.05, hybrid_flag, gridPoints,",
+                         "l_vec = e_1 (or the example's), Mbar, alpha = 0.05, hybrid_flag, gridPoints,",
                          "grid.lb, grid.ub, seed = 0)"),
             cases = list())
 for (case in cases) {
@@ -61,12 +78,14 @@ for (case in cases) {
   for (row in case$rows) {
     flag <- if (row$method == "conditional") "ARP" else "LF"
     set.seed(0)
+    l_vec <- if (is.null(case$l_post) || length(case$l_post) != n_post) .basisVector(1, n_post) else unlist(case$l_post)
     res <- computeConditionalCS_DeltaRM(beta, sigma, n_pre, n_post,
-                                        l_vec = .basisVector(1, n_post), Mbar = row$mbar,
+                                        l_vec = l_vec, Mbar = row$mbar,
                                         alpha = 0.05, hybrid_flag = flag,
                                         gridPoints = row$grid_points, grid.lb = row$grid_lb,
                                         grid.ub = row$grid_ub, seed = 0)
     rows[[length(rows) + 1]] <- list(method = row$method, mbar = row$mbar,
+                                     l_post = as.numeric(l_vec),
                                      grid_lb = row$grid_lb, grid_ub = row$grid_ub,
                                      grid_points = row$grid_points,
                                      accept = as.integer(res$accept))

@@ -286,3 +286,19 @@ def test_degenerate_covariance_is_named():
     data = (pd.Series([0.01, -0.02, 0.3, 0.2], index=e), pd.DataFrame(sigma, index=e, columns=e))
     with pytest.raises(didmem.EstimationError, match=r"post-treatment period 0 \(0 is the first\)"):
         didmem.sensitivity(data, restriction="relative_magnitudes", m=[1.0])
+
+
+@pytest.mark.parametrize("kappa", [0.005, 0.05, 0.5])
+def test_least_favourable_cv_without_vertices_is_the_plain_quantile(kappa):
+    """Too many bases to list (24 rows, 9 nuisance parameters): the draws that cannot reach
+    the quantile are bounded, not solved, and the quantile is the one of every draw's LP."""
+    y, x, sigma = _paired_problem(7, rows=24, k=9)
+    assert _arp.dual_vertices(np.column_stack([np.sqrt(np.diag(sigma)), x])) is None
+    cv = _arp.least_favourable_cv(x, sigma, kappa, 300, 3)
+    rng = np.random.default_rng(3)
+    n = sigma.shape[0]
+    chol = np.linalg.cholesky(sigma + 1e-14 * np.trace(sigma) / n * np.eye(n))
+    draws = rng.standard_normal((300, n)) @ chol.T
+    sd = np.sqrt(np.diag(sigma))
+    etas = [_arp.eta_program(d, x, sd)[0] for d in draws]
+    assert cv == pytest.approx(np.quantile(etas, 1 - kappa), rel=1e-9, abs=1e-12)

@@ -21,8 +21,9 @@ from scipy import optimize, special, stats
 _TOL_DUAL = 1e-6
 
 
-def eta_program(y, x, sd):
-    """``(eta, lambda)``: the statistic and the dual weights (non-negative, sum ``lambda sd = 1``)."""
+def eta_program(y, x, sd, primal=False):
+    """``(eta, lambda)``: the statistic and the dual weights (non-negative, sum ``lambda sd = 1``);
+    with ``primal``, also the minimising nuisance ``g``."""
     k = x.shape[1]
     cost = np.zeros(k + 1)
     cost[0] = 1.0
@@ -31,6 +32,8 @@ def eta_program(y, x, sd):
     if res.status != 0:
         raise RuntimeError(f"The linear program of the moment-inequality test failed: "
                            f"{res.message}")
+    if primal:
+        return float(res.x[0]), -np.asarray(res.ineqlin.marginals), np.asarray(res.x[1:])
     return float(res.x[0]), -np.asarray(res.ineqlin.marginals)
 
 
@@ -135,9 +138,9 @@ def conditional_test(y, x, sigma, alpha, lf_cv=None, kappa=0.0):
 def least_favourable_cv(x, sigma, kappa, simulations, seed):
     """The ``1 - kappa`` quantile of ``eta`` when ``E[y] = 0`` (Monte Carlo, seeded).
 
-    Each draw's program is solved by checking the optimal bases already found (a basis whose
-    primal point is feasible is optimal, its dual being feasible by construction) and by a
-    linear program only when none fits, so most draws cost a matrix product.
+    With the dual vertices listed, ``eta`` of every draw is a maximum over them. Otherwise only
+    the draws that can reach the quantile are solved exactly (:func:`_top_etas`): the result is
+    the same number as solving every draw's program.
     """
     rng = np.random.default_rng(seed)
     n, k = x.shape
@@ -148,26 +151,48 @@ def least_favourable_cv(x, sigma, kappa, simulations, seed):
     vertices = dual_vertices(w)
     if vertices is not None:
         return float(np.quantile((vertices @ draws.T).max(axis=0), 1 - kappa))
-    eta = np.full(simulations, np.nan)
-    bases = []
-    for i in range(simulations):
-        if not np.isnan(eta[i]):
-            continue
-        value, lam = eta_program(draws[i], x, sd)
-        eta[i] = value
-        basis = lam > _TOL_DUAL
-        if basis.sum() != k + 1 or np.linalg.matrix_rank(w[basis]) != k + 1:
-            continue
-        bases.append(basis)
-        todo = np.isnan(eta)
-        if not todo.any():
+    position = int(np.floor((simulations - 1) * (1 - kappa)))
+    return float(np.quantile(_top_etas(draws, x, sd, simulations - position), 1 - kappa))
+
+
+def _top_etas(draws, x, sd, need):
+    """``eta`` of each draw, exact for the ``need`` largest; the others replaced by upper bounds
+    no larger than the ``need``-th largest value, so that any quantile at or above that rank
+    is the one of the exact values.
+
+    Every program solved gives a dual vertex ``gamma`` (``eta >= gamma' y`` for every draw,
+    weak duality) and, through its optimal basis, a nuisance value ``g(y)`` linear in the draw
+    (``eta <= max_r (y_r - x_r g(y)) / sd_r`` for any ``g``). The draws are solved in the order
+    of their upper bounds until no unsolved draw can exceed the ``need``-th largest exact
+    value; a draw whose two bounds meet is exact without a program.
+    """
+    m, n = draws.shape
+    k = x.shape[1]
+    w = np.column_stack([sd, x])
+    ys = draws.T  # rows x draws
+    lower = np.full(m, -np.inf)
+    upper = (ys / sd[:, None]).max(axis=0)  # g = 0
+    exact = np.zeros(m, bool)
+    eta = np.full(m, np.nan)
+    while True:
+        tight = ~exact & (upper - lower <= 1e-12 * (np.abs(upper) + 1.0))
+        eta[tight], exact[tight] = upper[tight], True
+        known = np.sort(eta[exact])
+        cut = known[-need] if known.size >= need else -np.inf
+        open_ = ~exact & (upper > cut)
+        if not open_.any():
             break
-        sol = np.linalg.solve(w[basis], draws[todo][:, basis].T)  # (k+1) x draws
-        slack = draws[todo].T - w @ sol
-        fits = np.all(slack <= 1e-10 * (np.abs(draws[todo].T) + sd[:, None]), axis=0)
-        idx = np.flatnonzero(todo)[fits]
-        eta[idx] = sol[0, fits]
-    return float(np.quantile(eta, 1 - kappa))
+        i = int(np.flatnonzero(open_)[np.argmax(upper[open_])])
+        value, lam, g_i = eta_program(draws[i], x, sd, primal=True)
+        eta[i], exact[i] = value, True
+        lower = np.maximum(lower, lam @ ys)
+        rows = lam > _TOL_DUAL
+        if rows.sum() == k + 1 and np.linalg.matrix_rank(w[rows]) == k + 1:
+            g = np.linalg.solve(w[rows], ys[rows])[1:]  # the basis's nuisance, linear in y
+        else:
+            g = g_i[:, None]  # a degenerate basis: this draw's minimiser, for every draw
+        upper = np.minimum(upper, ((ys - x @ g) / sd[:, None]).max(axis=0))
+    return np.where(exact, eta, upper)
 
 
 class _Basis:

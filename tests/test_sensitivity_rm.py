@@ -62,13 +62,17 @@ def test_least_favourable_cv_matches_plain_simulation():
     """The basis-reuse shortcut returns the same draws' quantile as one LP per draw."""
     y, x, sigma = _random_problem(1, rows=6, k=2)
     cv = _arp.least_favourable_cv(x, sigma, 0.05, 300, 4)
-    rng = np.random.default_rng(4)
+    assert cv == pytest.approx(np.quantile(_every_draws_eta(x, sigma, 300, 4), 0.95), rel=1e-8)
+
+
+def _every_draws_eta(x, sigma, simulations, seed):
+    """The statistic of each of least_favourable_cv's draws, one LP each."""
+    rng = np.random.default_rng(seed)
     n = sigma.shape[0]
     chol = np.linalg.cholesky(sigma + 1e-14 * np.trace(sigma) / n * np.eye(n))
-    draws = rng.standard_normal((300, n)) @ chol.T
+    draws = rng.standard_normal((simulations, n)) @ chol.T
     sd = np.sqrt(np.diag(sigma))
-    etas = [_arp.eta_program(d, x, sd)[0] for d in draws]
-    assert cv == pytest.approx(np.quantile(etas, 0.95), rel=1e-8)
+    return [_arp.eta_program(d, x, sd)[0] for d in draws]
 
 
 def test_polyhedra_shape():
@@ -295,10 +299,5 @@ def test_least_favourable_cv_without_vertices_is_the_plain_quantile(kappa):
     y, x, sigma = _paired_problem(7, rows=24, k=9)
     assert _arp.dual_vertices(np.column_stack([np.sqrt(np.diag(sigma)), x])) is None
     cv = _arp.least_favourable_cv(x, sigma, kappa, 300, 3)
-    rng = np.random.default_rng(3)
-    n = sigma.shape[0]
-    chol = np.linalg.cholesky(sigma + 1e-14 * np.trace(sigma) / n * np.eye(n))
-    draws = rng.standard_normal((300, n)) @ chol.T
-    sd = np.sqrt(np.diag(sigma))
-    etas = [_arp.eta_program(d, x, sd)[0] for d in draws]
+    etas = _every_draws_eta(x, sigma, 300, 3)
     assert cv == pytest.approx(np.quantile(etas, 1 - kappa), rel=1e-9, abs=1e-12)

@@ -55,14 +55,10 @@ class PolyhedraUnion(GridInversion):
 
     Parameters
     ----------
-    beta, sigma : ndarray
-        Estimates (reference period left out, pre first) and their covariance.
-    n_pre : int
-        Number of pre-treatment estimates.
-    l_post : ndarray
-        The target's weights on the post-treatment estimates.
-    alpha : float
-        One minus the coverage.
+    beta, sigma, n_pre, l_post, alpha
+        As for :class:`didmem.honest._relative.RelativeMagnitudes`: the estimates (reference
+        period left out) and their covariance, the number of pre-treatment estimates, the
+        target's post-treatment weights and one minus the coverage.
     pieces : callable
         ``pieces(m)``: a list of ``(A, d)``, the polyhedra ``A delta <= d`` at bound ``m``.
     hybrid, grid_points, simulations, seed

@@ -1,4 +1,4 @@
-"""Time didmem.sensitivity(restriction="smoothness") on a long event study.
+"""Time didmem.sensitivity on a long event study (either restriction, optionally a variant).
 
 Usage: python benchmarks/bench_sensitivity.py [n_pre] [n_post] [n_m] [restriction] [variant]
 An AR(1)-correlated covariance and an event study with a linear pre-trend; one interval per
@@ -34,8 +34,8 @@ def main(n_pre=95, n_post=95, n_m=10, restriction="smoothness", variant=None):
     took = time.perf_counter() - t
     print(s.to_frame().to_string())
     print(f"breakdown {s.breakdown:.6g}")
-    print(f"{restriction}{' ' + variant if variant else ''}: {n_pre} pre, {n_post} post, {n_m} values of M (+ breakdown): "
-          f"{took:.2f} s "
+    label = f"{restriction} {variant}" if variant else restriction
+    print(f"{label}: {n_pre} pre, {n_post} post, {n_m} values of M (+ breakdown): {took:.2f} s "
           f"on {platform.processor() or platform.machine()}, python {platform.python_version()}")
 
 

@@ -14,7 +14,7 @@ the exact truth. Run::
 
     python examples/sensitivity_on_the_lab.py --out lab-sensitivity
 
-It takes about two minutes on a 2-core CPU and writes ``sensitivity.csv`` and one figure per
+It takes about 40 s on a 2-core CPU and writes ``sensitivity.csv`` and one figure per
 run into ``--out``.
 """
 

@@ -16,7 +16,7 @@ from itertools import combinations
 from math import comb
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import optimize, special
 
 _TOL_DUAL = 1e-6
 
@@ -105,13 +105,21 @@ def truncation(y, x, sigma, sd, lam, eta):
     return vlo, vup, float(np.sqrt(gamma @ sigma @ gamma))
 
 
-def truncated_normal_quantile(p, lo, hi):
-    """The ``p`` quantile of a standard normal truncated to ``[lo, hi]``."""
-    if lo >= hi:
-        return lo
-    if np.isinf(lo) and np.isinf(hi):
-        return float(special.ndtri(p))
-    return float(stats.truncnorm.ppf(p, lo, hi))
+def truncated_rejects(z, zlo, zup, size):
+    """The conditional test's decision for standardised statistics ``z`` conditioned on
+    ``[zlo, zup]``: reject when ``z > max(0, q)``, ``q`` the ``1 - size`` quantile of the
+    standard normal truncated there (the lower end when the range is empty). ``z`` outside its
+    range (beyond 1e-9, rounding) is not rejected. Decided through the truncated upper tail
+    (:func:`truncated_upper_tail`), which is exact far out where the quantile is not.
+    """
+    z, zlo, zup = np.broadcast_arrays(*(np.asarray(v, float) for v in (z, zlo, zup)))
+    out = np.zeros(z.shape, bool)
+    inside = (zlo - 1e-9 <= z) & (z <= zup + 1e-9) & (z > 0)
+    zi, lo, hi = z[inside], zlo[inside], zup[inside]
+    flat = hi <= lo
+    hi = np.where(flat, lo, hi)
+    out[inside] = np.where(flat, zi > lo, truncated_upper_tail(np.clip(zi, lo, hi), lo, hi) < size)
+    return out
 
 
 def conditional_test(y, x, sigma, alpha, lf_cv=None, kappa=0.0):
@@ -129,10 +137,7 @@ def conditional_test(y, x, sigma, alpha, lf_cv=None, kappa=0.0):
         return eta > 0
     if lf_cv is not None:
         vup = min(vup, lf_cv)
-    z, zlo, zup = eta / sigma_b, vlo / sigma_b, vup / sigma_b
-    if not zlo - 1e-9 <= z <= zup + 1e-9:
-        return False
-    return z > max(0.0, truncated_normal_quantile(1 - size, zlo, zup))
+    return bool(truncated_rejects(eta / sigma_b, vlo / sigma_b, vup / sigma_b, size))
 
 
 def least_favourable_cv(x, sigma, kappa, simulations, seed):
@@ -267,11 +272,7 @@ def conditional_test_line(y0, a, x, sigma, alpha, thetas, lf_cv=None, kappa=0.0)
         if lf_cv is not None:
             out |= etas > lf_cv
             vup = np.minimum(vup, lf_cv)
-        z, zlo, zup = etas / sigma_b, vlo / sigma_b, vup / sigma_b
-        inside = (zlo - 1e-9 <= z) & (z <= zup + 1e-9)
-        for j in np.flatnonzero(inside & ~out):
-            cv = max(0.0, truncated_normal_quantile(1 - size, zlo[j], zup[j]))
-            out[j] = z[j] > cv
+        out |= truncated_rejects(etas / sigma_b, vlo / sigma_b, vup / sigma_b, size)
         reject[idx] = out
         done[idx] = True
     return reject
@@ -369,13 +370,9 @@ def vertex_decisions(values, vsv, alpha, lf_cv=None, kappa=0.0):
         vup = np.minimum(vup, lf)
     tiny = sigma_b <= np.finfo(float).eps
     reject |= tiny & (eta > 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z, zlo, zup = eta / sigma_b, vlo / sigma_b, vup / sigma_b
-    inside = (zlo - 1e-9 <= z) & (z <= zup + 1e-9) & ~tiny & ~reject & (z > 0)
-    zi, lo, hi = z[inside], zlo[inside], zup[inside]
-    flat = hi <= lo  # a degenerate range: the quantile is its lower end
-    tail = truncated_upper_tail(np.clip(zi, lo, np.maximum(hi, lo)), lo, np.maximum(hi, lo))
-    reject[inside] = np.where(flat, zi > lo, tail < size)
+    test = ~tiny & ~reject
+    reject[test] = truncated_rejects(eta[test] / sigma_b[test], vlo[test] / sigma_b[test],
+                                     vup[test] / sigma_b[test], size)
     return reject
 
 

@@ -118,15 +118,19 @@ class RelativeMagnitudes(GridInversion):
             self.x_draws, self.d_draws = self.draws @ lvec, self.draws @ pre.T
         self._cache = {}
 
-    def _row_sds(self, mbar):
-        """``(g, sd+, sd-)``: ``Mbar sign`` and the moment rows' standard deviations
-        (polyhedra x post periods)."""
+    def _weights(self, mbar):
+        """``(g, sd+, sd-, lam+, lam-)``: ``Mbar sign``, the moment rows' standard deviations
+        (polyhedra x post periods) and the scales of the two target-weighted vertices."""
         g = mbar * self.signs
         cov = self.cov_cd[:, self.s_idx].T  # polyhedra x post periods
         var_b = (g ** 2 * self.var_d[self.s_idx])[:, None]
         plus = np.sqrt(np.maximum(self.var_c - 2 * g[:, None] * cov + var_b, 0.0))
         minus = np.sqrt(np.maximum(self.var_c + 2 * g[:, None] * cov + var_b, 0.0))
-        return g, plus, minus
+        wp, wm = np.maximum(self.w, 0.0), np.maximum(-self.w, 0.0)
+        with np.errstate(divide="ignore"):
+            lam_p = 1.0 / (plus @ wp + minus @ wm)
+            lam_m = 1.0 / (plus @ wm + minus @ wp)
+        return g, plus, minus, lam_p, lam_m
 
     def _vertices(self, mbar):
         """``(coef, theta_coef, vsv, lf)`` of the four vertices of every polyhedron.
@@ -138,7 +142,7 @@ class RelativeMagnitudes(GridInversion):
         key = float(mbar)
         if key in self._cache:
             return self._cache[key]
-        g, plus, minus = self._row_sds(mbar)
+        g, plus, minus, lam_p, lam_m = self._weights(mbar)
         both = plus + minus
         if np.any(both.min(axis=1) <= 0):
             t = int(np.argmin(both.min(axis=0)))
@@ -146,9 +150,6 @@ class RelativeMagnitudes(GridInversion):
                                   "difference of the estimates to have a positive variance; "
                                   f"the difference into post-treatment period {t} (0 is the "
                                   "first) has none under the given covariance.")
-        wp, wm = np.maximum(self.w, 0.0), np.maximum(-self.w, 0.0)
-        lam_p = 1.0 / (plus @ wp + minus @ wm)
-        lam_m = 1.0 / (plus @ wm + minus @ wp)
         n = g.size
         coef = np.zeros((n, 4, 2))
         coef[:, 0, 1] = -2.0 / both.min(axis=1)
@@ -200,7 +201,7 @@ class RelativeMagnitudes(GridInversion):
     def moment_vertices(self, mbar):
         """The four vertices of each polyhedron as weights on its ``2 n_post`` moment rows
         (rows of :func:`polyhedra`), for checks against the general route."""
-        g, plus, minus = self._row_sds(mbar)
+        g, plus, minus, lam_p, lam_m = self._weights(mbar)
         both = plus + minus
         wp, wm = np.maximum(self.w, 0.0), np.maximum(-self.w, 0.0)
         out = []
@@ -209,7 +210,7 @@ class RelativeMagnitudes(GridInversion):
             v = np.zeros((4, 2 * self.l_post.size))
             for row, t in ((0, t_min), (1, t_max)):
                 v[row, [t, self.l_post.size + t]] = 1.0 / both[p, t]
-            v[2] = np.concatenate([wp, wm]) / (plus[p] @ wp + minus[p] @ wm)
-            v[3] = np.concatenate([wm, wp]) / (plus[p] @ wm + minus[p] @ wp)
+            v[2] = np.concatenate([wp, wm]) * lam_p[p]
+            v[3] = np.concatenate([wm, wp]) * lam_m[p]
             out.append(v)
         return out

@@ -211,8 +211,9 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     alpha : float
         One minus the coverage.
     method : {"C-LF", "conditional"}
-        Relative magnitudes, and smoothness with ``bias`` or ``monotonicity``: the conditional-least-favourable hybrid of Andrews, Roth &
-        Pakes (``kappa = alpha / 10``; R's default) or their conditional test.
+        Relative magnitudes, and smoothness with ``bias`` or ``monotonicity``: the
+        conditional-least-favourable hybrid of Andrews, Roth & Pakes (``kappa = alpha / 10``;
+        R's default) or their conditional test.
     grid_points : int
         Relative magnitudes only: points of the grid of the target over which the test is
         inverted (the identified set at the estimates, 20 standard errors beyond each end,
@@ -243,7 +244,8 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     each is tested by the ARP test through linear programs (or its dual vertices when they are
     few), as R does with ``method="C-LF"`` or ``"Conditional"``; the interval is found on a
     grid for smoothness too (R's default for these variants, the FLCI hybrid ``"C-F"``, is not
-    offered). This route is slower: seconds for ten periods, not the paper's 95 + 95.
+    offered). This route is slow beyond a few periods (about two minutes for 10 + 10 periods
+    under relative magnitudes; see ``benchmarks/RESULTS.md``), and out of reach at 95 + 95.
 
     Under relative magnitudes the set is the union over the pre-treatment difference that
     attains the maximum, and its sign, of polyhedra; each is tested by the statistic of
@@ -299,8 +301,8 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
                                    make(n_pre, n_post, extra), hybrid=method == "C-LF",
                                    grid_points=grid_points, simulations=simulations, seed=seed)
             rows = [union.interval(float(mi)) for mi in ms]
-            breakdown = _breakdown_rm(union, original,
-                                      start=1.0 if restriction != "smoothness" else sd)
+            breakdown = _breakdown_by_test(union,
+                                           start=1.0 if restriction != "smoothness" else sd)
             label = method
         elif restriction == "smoothness":
             problem = SmoothnessProblem(sigma, n_pre, l_post, alpha)
@@ -312,7 +314,7 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
                                     hybrid=method == "C-LF", grid_points=grid_points,
                                     simulations=simulations, seed=seed)
             rows = [rm.interval(float(mi)) for mi in ms]
-            breakdown = _breakdown_rm(rm, original)
+            breakdown = _breakdown_by_test(rm)
             label = method
     frame = pd.DataFrame({"m": ms, "lower": [r[0] for r in rows], "upper": [r[1] for r in rows],
                           "method": label})
@@ -347,7 +349,7 @@ def _breakdown(problem, beta, sd):
     return float(optimize.brentq(gap, left, right, xtol=1e-10 * right, rtol=1e-10))
 
 
-def _breakdown_rm(rm, original, rtol=1e-4, start=1.0):
+def _breakdown_by_test(rm, rtol=1e-4, start=1.0):
     """The smallest bound whose confidence set accepts ``theta = 0``, by bisection.
 
     The set grows with the bound (the restriction is nested), so acceptance of zero is

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import numbers
+import sys
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -99,16 +100,32 @@ def Integral(low=None, high=None, *, allow_none=False) -> Interval:
 
 
 class Instance(Constraint):
-    """An instance of one of ``types`` (or None when ``allow_none``)."""
+    """An instance of one of ``types`` (or None when ``allow_none``).
+
+    A type may be named ``"module:Class"`` (``"didmem.estimators.did:DiDEstimator"``), so a
+    light declaration need not import the class: a value cannot be an instance of a class whose
+    module nobody has imported, so the module is looked up in ``sys.modules``, never imported.
+    """
 
     def __init__(self, *types, description: str | None = None, allow_none=False):
         self.types, self.allow_none = types, allow_none
-        names = " or ".join(t.__name__ for t in types)
+        names = " or ".join(t.rpartition(":")[2] if isinstance(t, str) else t.__name__
+                            for t in types)
         self.description = description or (f"an instance of {names}"
                                             + (" or None" if allow_none else ""))
 
+    def _loaded_types(self) -> tuple:
+        loaded = []
+        for t in self.types:
+            if isinstance(t, str):
+                module, _, name = t.partition(":")
+                t = getattr(sys.modules.get(module), name, None)
+            if t is not None:
+                loaded.append(t)
+        return tuple(loaded)
+
     def __call__(self, value) -> bool:
-        return (value is None and self.allow_none) or isinstance(value, self.types)
+        return (value is None and self.allow_none) or isinstance(value, self._loaded_types())
 
 
 class Seed(Constraint):
@@ -134,6 +151,12 @@ class Satisfies(Constraint):
             return bool(self.predicate(value))
         except (TypeError, ValueError, OverflowError):
             return False
+
+
+def finite_number(value) -> bool:
+    """Is ``value`` a finite real number (not a bool)?"""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) \
+        and bool(np.isfinite(value))
 
 
 def validate_params(constraints: Mapping[str, Constraint], owner: str | None = None):

@@ -32,14 +32,14 @@ INTERRUPTED = 130
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the ``didmem run`` options to ``parser`` and return it."""
-    from ..runners import RUNNERS
+    from ..runners import RUNNER_KINDS
 
     parser.add_argument("--config", required=True, metavar="FILE",
                         help="the study configuration, .toml or .json, with a [design] table")
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="output directory (default: the config's 'out', else "
                              "'didmem-study')")
-    parser.add_argument("--runner", choices=list(RUNNERS), default=None,
+    parser.add_argument("--runner", choices=list(RUNNER_KINDS), default=None,
                         help="where the scoring runs (default: the config's, else local)")
     parser.add_argument("--address", default=None,
                         help="address of an existing Ray cluster (ray runner)")

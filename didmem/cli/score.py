@@ -25,11 +25,11 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the ``didmem score`` options to ``parser`` and return it."""
-    from ..runners import RUNNERS
+    from ..runners import RUNNER_KINDS
 
     parser.add_argument("--config", required=True, metavar="FILE",
                         help="the run's configuration, .toml or .json (see docs/study.rst)")
-    parser.add_argument("--runner", choices=list(RUNNERS), default=None,
+    parser.add_argument("--runner", choices=list(RUNNER_KINDS), default=None,
                         help="where the work items run (default: the config's, else local)")
     parser.add_argument("--address", default=None,
                         help="address of an existing Ray cluster, e.g. 'auto' (ray runner)")

@@ -22,8 +22,6 @@ from ._arp import (conditional_test_line, dual_vertices, least_favourable_cv,
 from ._grid import GridInversion
 from ._relative import differences
 
-BIAS = ("positive", "negative")
-MONOTONICITY = ("increasing", "decreasing")
 
 
 def sign_rows(n_pre: int, n_post: int, direction: str) -> np.ndarray:

@@ -12,9 +12,7 @@ from ..errors import DidmemWarning, ParameterError
 from ..panel import Panel
 from ..results import GroupTimeResult
 
-__all__ = ["Pilot", "pilot_from", "AGGREGATION"]
-
-AGGREGATION = {"instantaneous": "instantaneous", "persistent": "persistent", "overall": "simple"}
+__all__ = ["Pilot", "pilot_from"]
 
 
 @dataclass(frozen=True)

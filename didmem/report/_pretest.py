@@ -10,7 +10,6 @@ from __future__ import annotations
 import html
 
 import numpy as np
-from scipy import optimize
 
 from ._html import fmt
 
@@ -57,6 +56,8 @@ def detectable_drift(test, power: float = 0.8) -> float | None:
     stated = float(test.power)
     if curve is None or not np.isfinite(stated) or stated <= test.power_alpha + 1e-9:
         return None
+
+    from scipy import optimize
 
     def solve(target):
         hi = 1.0

@@ -23,13 +23,12 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from ..errors import DidmemError, MissingFileError, ParameterError, optional_import
+from ..errors import DidmemError, MissingFileError, ParameterError
 from ..inference.cell_inference import PRETREND_METHODS, PretrendTest
 from ._common import Estimate, PicklableProxies, Pretest, profile_matrix
 from .aggregations import ALIASES, KINDS, AggregateResult
 
-__all__ = ["save_result", "load_result", "SavedResult", "FORMAT_VERSION", "write_table",
-           "register_reader"]
+__all__ = ["save_result", "load_result", "SavedResult", "FORMAT_VERSION", "write_table"]
 
 FORMAT_VERSION = 1
 META_KEY = b"didmem"
@@ -92,18 +91,11 @@ def _pyarrow():
     return pyarrow.parquet
 
 
-_READERS: dict = {}
-
-_READER_MODULES = {"sensitivity": "didmem.honest.api", "design_plan": "didmem.planning"}
-"""The module that registers each kind's reader: imported when a file of that kind is read
-(``import didmem`` is lazy, so a fresh process may not have imported it yet)."""
-
-
-def register_reader(kind: str, reader) -> None:
-    """Let :func:`load_result` read files of ``kind`` (written by :func:`write_table`) with
-    ``reader(frame, meta, path)``; the analyses beside the results (sensitivity, planning)
-    register theirs, as they import this module and it cannot import them."""
-    _READERS[kind] = reader
+_TABLE_KINDS = {"sensitivity": ("didmem.honest.result", "SensitivityResult"),
+                "design_plan": ("didmem.planning", "DesignPlan")}
+"""The class that reads each ``kind`` of :class:`~didmem.results._table_file.TableFile`
+(imported when a file of that kind is read: the analyses beside the results import this
+module, so it cannot import them)."""
 
 
 def write_table(frame: pd.DataFrame, meta: dict, path, what: str) -> Path:
@@ -202,14 +194,13 @@ def load_result(path):
                               f"{meta['format_version']}); upgrade didmem to read it.")
     kind = meta.get("kind", "group_time")
     if kind != "group_time":
-        if kind not in _READERS and kind in _READER_MODULES:
-            import importlib
-
-            importlib.import_module(_READER_MODULES[kind])
-        if kind not in _READERS:
+        if kind not in _TABLE_KINDS:
             raise ResultFileError(f"{str(path)!r} holds a {kind!r} result, which this didmem "
                                   "cannot read.")
-        return _READERS[kind](table.to_pandas(), meta, path)
+        import importlib
+
+        module, name = _TABLE_KINDS[kind]
+        return getattr(importlib.import_module(module), name)._from_file(table.to_pandas(), meta)
     stat, df, pvalue, note = meta["pretest"]
     nan = math.nan
     return SavedResult(

@@ -9,11 +9,32 @@ frame as :meth:`~didmem.backends.OutcomeBackend.score`. Ray itself is imported o
 :class:`RayRunner` runs.
 """
 
-from ._base import LocalRunner, Runner, ScoringError
-from ._plan import ScoringPlan
-from .ray_runner import RayRunner
+from .._lazy import attach
 
-__all__ = ["Runner", "LocalRunner", "RayRunner", "ScoringPlan", "ScoringError", "RUNNERS"]
+_WHERE = {
+    "Runner": "_base", "LocalRunner": "_base", "ScoringError": "_base",
+    "ScoringPlan": "_plan", "RayRunner": "ray_runner",
+}
+"""Public name -> the module of this package that defines it (imported when first asked for,
+so that the command line's options do not load pandas)."""
 
-RUNNERS = {"local": LocalRunner, "ray": RayRunner}
-"""The runner classes that a study's ``[runner] kind`` (and ``--runner``) names."""
+RUNNER_KINDS = {"local": "LocalRunner", "ray": "RayRunner"}
+"""The runner kinds that a study's ``[runner] kind`` (and ``--runner``) names, and their
+classes' names."""
+
+__all__ = ["Runner", "LocalRunner", "RayRunner", "ScoringPlan", "ScoringError", "RUNNERS",
+           "RUNNER_KINDS"]
+
+_attribute, _dir = attach(__name__, _WHERE)
+
+
+def __getattr__(name: str):
+    if name == "RUNNERS":  # the classes by kind, one registry for the whole process
+        value = {kind: _attribute(cls) for kind, cls in RUNNER_KINDS.items()}
+        globals()[name] = value
+        return value
+    return _attribute(name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(_dir()) | {"RUNNERS"})

@@ -1,0 +1,255 @@
+"""The power, minimum detectable effect and cost of each design of a plan (the work behind
+:func:`didmem.plan_design`, declared in :mod:`didmem.planning`)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import brentq
+
+from ..errors import ParameterError
+from ..estimators import DiDEstimator
+from ..suites import get_suite
+from ._analytic import (analytic_power, key_contrasts, key_covariance_parts,
+                        small_sample_critical, sup_t_critical, t_power, welch_df)
+from ._choices import AGGREGATION
+from ._pilot import Pilot, centred, fit_quiet, pilot_from
+from ._shrinkage import shrink
+from ._types import PAPER_TOKENS_PER_INSTANCE, Assumptions, DesignPlan
+
+EFFECT_DRAWS = 400  # posterior draws of the pilot's key effects, for the power interval
+POWER_INTERVAL = 0.9  # central probability of the interval of the planned power
+
+
+def grid(values) -> list[int]:
+    """A design parameter (one integer or a sequence of them) as a list of ints."""
+    return [int(v) for v in ([values] if np.isscalar(values) else values)]
+
+
+def design_table(source, units_per_cohort, n_validation, checkpoint_every, target, effect,
+                 method, pool, estimator, n_simulations, mde_power, alpha, random_state,
+                 tokens_per_instance, tokens_per_second, suite) -> DesignPlan:
+    """:func:`didmem.plan_design` on arguments its declaration has checked."""
+    units = grid(units_per_cohort)
+    every = grid(checkpoint_every)
+    published = None if suite is None else get_suite(suite)
+    if tokens_per_instance is None:
+        tokens_per_instance = (PAPER_TOKENS_PER_INSTANCE if published is None
+                               else published.tokens_per_instance)
+    estimator = DiDEstimator() if estimator is None else estimator
+    rng = np.random.default_rng(random_state)
+
+    if isinstance(source, Assumptions):
+        if method == "simulated":
+            raise ParameterError("With Assumptions only method='analytic' is available; "
+                                 f"got {method!r}. Give a pilot to simulate.")
+        if effect is None:
+            raise ParameterError("plan_design with Assumptions needs effect= (the effect to "
+                                 "detect, on the outcome's scale).")
+        method, pilot, params = "analytic", None, estimator.get_params()
+        validation = grid(2000 if n_validation is None else n_validation)
+        _check_validation(validation, params, "Assumptions")
+    else:
+        method = "simulated" if method is None else method
+        pilot, params = pilot_from(source, estimator)
+        n_never = int(np.isinf(pilot.cohorts).sum())
+        validation = grid(n_never if n_validation is None else n_validation)
+        _check_validation(validation, params, f"the pilot ({n_never} never-treated units)")
+    alpha = params["alpha"] if alpha is None else alpha
+    params["alpha"] = alpha
+    if method == "analytic" and (params["control_group"], params["base_period"],
+                                 params["anticipation"]) != ("never_treated", "varying", 0):
+        raise ParameterError(
+            "method='analytic' assumes never-treated controls, the varying base period and no "
+            f"anticipation; the estimator has control_group={params['control_group']!r}, "
+            f"base_period={params['base_period']!r}, anticipation={params['anticipation']!r}. "
+            "Use the simulated route (a pilot) for these settings.")
+
+    rows = []
+    for k in every:
+        if pilot is None:
+            pos, n_kept, sigma = source.layout(k)
+            shrunk = None
+        else:
+            thin = pilot.thinned(k)
+            _check_pilot(thin, k, params, validation)
+            pos = np.searchsorted(thin.times, thin.treated_cohorts)
+            n_kept = thin.times.size
+        if pilot is None or method == "analytic":
+            if pilot is not None:
+                sigma, shrunk = _pilot_covariance(thin, params, target)
+            stats = _analytic_layout(pos, n_kept, sigma, target)
+        else:
+            centre, _ = centred(thin, DiDEstimator, params)
+            sampler = centre.sampler(pool)
+            shrunk = shrink(*_keys(fit_quiet(DiDEstimator, {**params, "n_bootstrap": 0},
+                                             thin.panel(), AGGREGATION[target]), target)[1:3])
+        # the pilot's key effects as the truth: shrunk towards their pooled mean, and drawn
+        # from their posterior for the interval of the planned power
+        draws = None if effect is not None or shrunk is None else \
+            shrunk.draws(EFFECT_DRAWS, rng)
+        keys_effect = None if shrunk is None else shrunk.posterior_mean
+        for u, v in itertools.product(units, validation):
+            if method == "analytic":
+                power, mc, mde, crit, eff, band = _analytic_design(
+                    stats, u, v, alpha, effect, keys_effect, draws, mde_power, rng,
+                    small_sample=bool(params.get("small_sample", False)))
+            else:
+                est, se, cr = _simulate(sampler, u, v, params, target, n_simulations, rng)
+                power, mc, mde, crit, eff, band = _simulated_design(
+                    est, se, cr, effect, keys_effect, draws, mde_power)
+            n_inst = pos.size * u + v
+            if published is not None and n_kept > len(published.checkpoints):
+                raise ParameterError(
+                    f"The design keeps {n_kept} checkpoints; suite {published.name!r} publishes "
+                    f"{len(published.checkpoints)}.")
+            tokens = float(n_inst) * n_kept * tokens_per_instance
+            rows.append({
+                "units_per_cohort": u, "n_validation": v, "checkpoint_every": k,
+                "n_cohorts": int(pos.size), "checkpoints": int(n_kept), "instances": n_inst,
+                "tokens": tokens,
+                "gpu_hours": np.nan if tokens_per_second is None
+                else tokens / tokens_per_second / 3600.0,
+                "effect": eff, "power": power, "power_lower": band[0], "power_upper": band[1],
+                "power_mc_error": mc, "mde": mde,
+                "critical_value": crit, "method": method,
+                **({} if published is None else {"suite": published.name})})
+    return DesignPlan(table=pd.DataFrame(rows), target=target, method=method,
+                      effect_source="stated" if effect is not None else "pilot",
+                      mde_power=mde_power, alpha=alpha)
+
+
+def _check_validation(validation, params, source) -> None:
+    """Never-treated controls need validation instances; not-yet-treated ones can do
+    without."""
+    if params["control_group"] == "never_treated" and min(validation) < 1:
+        raise ParameterError(
+            f"plan_design: with {source} the designs have n_validation={validation}, but the "
+            "estimator compares with never-treated (validation) instances "
+            "(control_group='never_treated'), so every design needs at least 1: give "
+            "n_validation=, a pilot with validation instances, or an estimator with "
+            "control_group='not_yet_treated'.")
+
+
+def _check_pilot(pilot: Pilot, every: int, params, validation) -> None:
+    sizes = pd.Series(pilot.cohorts).value_counts()
+    if not np.isfinite(pilot.cohorts).any():
+        raise ParameterError(f"With checkpoint_every={every} no treated cohort of the pilot has "
+                             "a kept pre-treatment checkpoint and a kept checkpoint after it.")
+    n_never = int(np.isinf(pilot.cohorts).sum())
+    if n_never == 0 and max(validation) > 0:
+        raise ParameterError(
+            f"plan_design: the pilot has no never-treated (validation) units to resample, so "
+            f"n_validation must be 0; got {validation}.")
+    need_never = 2 if params["control_group"] == "never_treated" or n_never else 0
+    if n_never < need_never or sizes[np.isfinite(sizes.index)].min() < 2:
+        raise ParameterError("The pilot needs at least 2 never-treated units and 2 units in "
+                             f"every cohort to resample from; its cohort sizes are "
+                             f"{sizes.sort_index().to_dict()}.")
+
+
+def _keys(agg, target):
+    if target == "overall":  # the fit's own critical value of its overall interval
+        o = agg.overall
+        crit = (o.ci_upper - o.estimate) / o.std_error if o.std_error > 0 else np.nan
+        return np.array([0.0]), np.array([o.estimate]), np.array([o.std_error]), crit
+    return agg.keys, np.asarray(agg.estimates), np.asarray(agg.std_errors), agg.critical_value
+
+
+def _pilot_covariance(pilot: Pilot, params, target):
+    """Pooled within-group covariance over checkpoints, and the pilot's own key estimates."""
+    agg = fit_quiet(DiDEstimator, {**params, "n_bootstrap": 0}, pilot.panel(),
+                    AGGREGATION[target])
+    labels = np.where(np.isfinite(pilot.cohorts), pilot.cohorts, -1.0)
+    resid = pilot.y.copy()
+    groups = np.unique(labels)
+    for g in groups:
+        resid[labels == g] -= resid[labels == g].mean(axis=0)
+    sigma = resid.T @ resid / (resid.shape[0] - groups.size)
+    return sigma, shrink(*_keys(agg, target)[1:3])
+
+
+def _analytic_layout(pos, n_kept, sigma, target):
+    L = key_contrasts(np.asarray(pos), n_kept, AGGREGATION[target])
+    return key_covariance_parts(L, sigma)
+
+
+def _power_band(power_of, draws) -> tuple[float, float]:
+    """The central ``POWER_INTERVAL`` of the power over draws of the effects (NaN without)."""
+    if draws is None:
+        return (np.nan, np.nan)
+    powers = np.array([power_of(d) for d in draws])
+    tail = (1 - POWER_INTERVAL) / 2
+    return tuple(float(q) for q in np.quantile(powers, [tail, 1 - tail]))
+
+
+def _analytic_design(parts, u, v, alpha, effect, keys_effect, draws, mde_power, rng,
+                     small_sample=False):
+    treated, control = np.diag(parts[0]) / u, np.diag(parts[1]) / v
+    cov = parts[0] / u + parts[1] / v
+    se = np.sqrt(np.diag(cov))
+    crit = sup_t_critical(cov, alpha, rng)
+    delta = np.full(se.size, float(effect)) if effect is not None else np.asarray(keys_effect)
+    if small_sample:  # the default band: t quantiles at the sup-t's pointwise level
+        df = welch_df(treated, control, u, v)
+        crits = small_sample_critical(crit, df)
+
+        def power_of(d):
+            return t_power(d, se, crits, df)
+
+        crit = float(np.max(crits))
+    else:
+        def power_of(d):
+            return analytic_power(d, se, crit)
+    power = power_of(delta)
+    hi = (crit + 10.0) * se.max()
+    mde = brentq(lambda d: power_of(np.full(se.size, d)) - mde_power, 0.0, hi)
+    return (power, 0.0, float(mde), crit, float(np.mean(delta)),
+            _power_band(power_of, draws))
+
+
+def _simulate(sampler, u, v, params, target, n_sim, rng):
+    est = se = ref_keys = None
+    crit = np.empty(n_sim)
+    for s in range(n_sim):
+        p = {**params, "random_state": int(rng.integers(2**63))}
+        agg = fit_quiet(DiDEstimator, p, sampler.draw(u, v, rng).panel(), AGGREGATION[target])
+        keys, e, sd, c = _keys(agg, target)
+        if ref_keys is None:
+            ref_keys = keys
+            est, se = np.full((n_sim, keys.size), np.nan), np.full((n_sim, keys.size), np.nan)
+        at = np.searchsorted(ref_keys, keys)
+        fine = (at < ref_keys.size) & (ref_keys[np.minimum(at, ref_keys.size - 1)] == keys)
+        est[s, at[fine]], se[s, at[fine]] = e[fine], sd[fine]
+        crit[s] = c
+    return est, se, crit
+
+
+def _sim_power(est, se, crit, delta):
+    """Per-simulation share of significant keys at effect ``delta`` (keys,)."""
+    with np.errstate(invalid="ignore"):
+        sig = np.abs(est + delta) > crit[:, None] * se
+    return sig.mean(axis=1)
+
+
+def _simulated_design(est, se, crit, effect, keys_effect, draws, mde_power):
+    delta = np.full(est.shape[1], float(effect)) if effect is not None else np.asarray(keys_effect)
+    band = _power_band(lambda d: float(_sim_power(est, se, crit, d).mean()), draws)
+    per_sim = _sim_power(est, se, crit, delta)
+    power = float(per_sim.mean())
+    mc = float(per_sim.std(ddof=1) / np.sqrt(per_sim.size))
+    top = float(np.nanmax(np.abs(est) + crit[:, None] * se)) * 1.01
+    grid = np.linspace(0.0, top, 801)
+    curve = np.array([_sim_power(est, se, crit, d).mean() for d in grid])
+    above = np.flatnonzero(curve >= mde_power)
+    if above.size == 0:
+        mde = np.nan
+    elif above[0] == 0:
+        mde = 0.0
+    else:
+        i = above[0]
+        lo, hi = curve[i - 1], curve[i]
+        mde = float(grid[i - 1] + (mde_power - lo) / (hi - lo) * (grid[i] - grid[i - 1]))
+    return power, mc, mde, float(np.mean(crit)), float(np.mean(delta)), band

@@ -213,8 +213,7 @@ def test_refusals_name_what_is_wrong():
     with pytest.raises(PanelError, match="1 missing"):
         panel.outcome_matrix()
     with pytest.raises(PanelError, match="balanced panel"):
-        didmem.DifferenceEstimator  # noqa: B018 - the estimator below reads dense views
-        didmem.estimators.twfe.TWFEEstimator().fit(panel)
+        didmem.TWFEEstimator().fit(panel)  # it reads the dense views
     cov = didmem.Panel(holed, unit="unit", time="time", cohort="cohort", outcome="y",
                        covariates=["w"], balance="keep")
     with pytest.raises(EstimationError, match="covariates"):

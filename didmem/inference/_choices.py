@@ -3,3 +3,6 @@ declarations without loading the bootstrap's numba kernels)."""
 
 MULTIPLIERS = ("rademacher", "mammen", "normal")
 """Multiplier distributions of the bootstrap (:mod:`didmem.inference.bootstrap`)."""
+PRETREND_METHODS = ("event", "max_t", "wald")
+"""Pre-tests of parallel trends (:mod:`didmem.inference.pretrend_cells`)."""
+DEFAULT_PRETREND = "event"

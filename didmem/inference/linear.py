@@ -132,7 +132,7 @@ def _sum_squares(design, psi):
 def combination_draws(design, boot, weights, omega) -> np.ndarray:
     """Bootstrap draws (draws x rows) of each linear combination."""
     k = design.n_cohorts
-    draws = np.asarray((weights @ boot.cells.T).T)
+    draws = np.asarray((weights @ boot.cells_by_cell).T)
     wif = boot.block_weights[:, :k] @ omega.T - np.outer(boot.total, _wif_constants(design, omega))
     return draws + wif / design.n_units
 

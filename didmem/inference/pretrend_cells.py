@@ -14,12 +14,11 @@ from threadpoolctl import threadpool_limits
 from .bands import DEGENERATE
 from .bootstrap import bootstrap_cells, bootstrap_influence
 from .linear import combination_covariance
+from ._choices import DEFAULT_PRETREND, PRETREND_METHODS
 from .pretrend import PretrendTest, linear_drift, max_t_test, wald_power, wald_test
 
 __all__ = ["PRETREND_METHODS", "DEFAULT_PRETREND", "event_time_test", "max_t_cells_test"]
 
-PRETREND_METHODS = ("event", "max_t", "wald")
-DEFAULT_PRETREND = "event"
 PRETEST_DRAWS = 999  # draws made for the max-|t| test when the fit has none
 DRIFT_IN_SE = 0.25  # the stated pre-trend: a quarter of a pre-cell's SE per period
 

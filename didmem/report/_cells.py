@@ -45,14 +45,13 @@ def heatmap_html(result, cells, key: str, caption: str, options) -> str:
     from ..plotting import plot_profile
 
     ax = plot_profile(result, **dict(options))
-    ax.figure.canvas.draw()  # the constrained layout fixes the axes' place
-    box = ax.get_position()
     rows, cols = ax.images[0].get_array().shape
+    src = figure_png(ax, dpi=110)  # drawing it fixes the axes' place (constrained layout)
+    box = ax.get_position()
     data = cells_json(cells)
     data.update(cohorts=[_number(g) for g in np.sort(cells["cohort"].unique())],
                 times=[_number(c) for c in np.sort(cells["time"].unique())],
                 box=[box.x0, 1 - box.y1, box.x1, 1 - box.y0], shape=[rows, cols])
-    src = figure_png(ax, dpi=110)
     return (f"<figure class='wide'><div class='heat' id='{key}-heat'>"
             f"<img alt='memorisation profile heatmap' src='{src}'><div class='tip'></div></div>"
             f"<figcaption>{caption}</figcaption></figure>"

@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DidmemError, MissingFileError, ParameterError
-from ..inference.cell_inference import PRETREND_METHODS, PretrendTest
+from ..inference._choices import PRETREND_METHODS
+from ..inference.pretrend_result import PretrendTest
 from ._common import Estimate, PicklableProxies, Pretest, profile_matrix
 from .aggregations import ALIASES, KINDS, AggregateResult
 

@@ -10,10 +10,16 @@ import numpy as np
 from ..errors import EstimationError, ParameterError
 from ._html import figure_block, figure_png, table
 
-__all__ = ["SENSITIVITY_OPTIONS", "check_sensitivity", "compute_sensitivity", "sensitivity_html"]
+__all__ = ["sensitivity_options", "check_sensitivity", "compute_sensitivity", "sensitivity_html"]
 
-SENSITIVITY_OPTIONS = ("restriction", "m", "event_time", "alpha", "method", "grid_points",
-                       "simulations", "seed", "bias", "monotonicity")
+
+def sensitivity_options() -> list[str]:
+    """The keywords of :func:`didmem.sensitivity` (its signature, the one source) that the
+    report passes on: all but the data."""
+    from .._validation import defaults_of
+    from ..honest import sensitivity
+
+    return list(defaults_of(sensitivity))
 
 
 def check_sensitivity(options):
@@ -24,10 +30,10 @@ def check_sensitivity(options):
         raise ParameterError("sensitivity must be a mapping of didmem.sensitivity's arguments, "
                              f"e.g. {{'restriction': 'relative_magnitudes', 'm': [0, 1]}}; got "
                              f"{type(options).__name__}.")
-    unknown = sorted(set(options) - set(SENSITIVITY_OPTIONS))
+    known = sensitivity_options()
+    unknown = sorted(set(options) - set(known))
     if unknown:
-        raise ParameterError(f"Unknown sensitivity option(s) {unknown}; choose from "
-                             f"{list(SENSITIVITY_OPTIONS)}.")
+        raise ParameterError(f"Unknown sensitivity option(s) {unknown}; choose from {known}.")
     if "m" not in options:
         raise ParameterError("The report's sensitivity section needs 'm', the values of M "
                              "(smoothness) or Mbar (relative magnitudes).")

@@ -77,7 +77,7 @@ def test_olmo_design_writes_first_and_second_exposures(three_checkpoints, tmp_pa
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"global_indices": '"gi_bad.npy"'}, "has 10 entries, not a multiple of batch_size = 3"),
+    ({"global_indices": '"gi_bad.npy"'}, "has 2 entries, fewer than one batch of batch_size = 3"),
     ({"units": "[0, 40]"}, "[design] units: OLMo instance 40 is past the data"),
     ({"units": None}, "[design] data needs sequence_length and units"),
     ({"gi": "late"}, "1 units are first trained on after the last checkpoint (4), e.g. unit 0"),
@@ -91,7 +91,7 @@ def test_olmo_design_mistakes(three_checkpoints, tmp_path, capsys, change, messa
     order = {"past": np.r_[0:4, 50, 5:12], "late": np.r_[1:12, 1, 0, 2, 3]}.get(
         change.get("gi"), np.arange(12))
     _raw(tmp_path / "global_indices.npy", order, np.uint32)
-    _raw(tmp_path / "gi_bad.npy", np.arange(10), np.uint32)
+    _raw(tmp_path / "gi_bad.npy", np.arange(2), np.uint32)
     keys = {"kind": '"olmo"', "global_indices": '"global_indices.npy"', "batch_size": 3,
             "data": '["part-0.npy"]', "sequence_length": 20, "units": "[0, 5]"}
     keys.update({k: v for k, v in change.items() if k != "gi"})

@@ -174,6 +174,26 @@ def test_pythia_search_finds_repeated_sequences(three_checkpoints, tmp_path, cap
     assert got.loc[got.index < 0, "cohort"].isna().all()
 
 
+def test_pythia_windows_find_repacked_content(three_checkpoints, tmp_path, capsys):
+    rows = np.random.default_rng(2).integers(1, 96, size=(14, LENGTH))
+    rows[9, 5:17] = rows[1, 2:14]  # 12 tokens of row 1 re-packed at offset 5 of row 9
+    rows[10, 0:6] = rows[4, 0:6]   # 6 tokens of row 4: fewer than min_tokens
+    _pythia_files(tmp_path, rows)
+    config = study_config(tmp_path, three_checkpoints, _pythia(
+        second_epoch='"windows"', window=5, window_stride=1, min_tokens=8))
+    got = _units(_score(config, tmp_path / "o", capsys))
+    assert sorted(got.index[got.index >= 0]) == list(range(12))
+    # rows 1 (step 1) and 9 (step 4) share 12 tokens: each is an exposure of the other
+    assert got.loc[[1, 9], ["cohort", "cohort_2"]].to_numpy().tolist() == [[2, 4], [2, 4]]
+    assert got.loc[[4, 10], "exposures"].tolist() == [1, 1]
+    others = [i for i in range(12) if i not in (1, 9)]
+    assert (got.loc[others, "exposures"] == 1).all()
+    capsys.readouterr()
+    bad = study_config(tmp_path, three_checkpoints, _pythia(second_epoch='"search"', window=5))
+    assert main(["score", "--config", bad, "--out", str(tmp_path / "o2")]) == 2
+    assert "window goes with second_epoch = 'windows'" in capsys.readouterr().err
+
+
 def test_pythia_offset_route_is_checked(three_checkpoints, tmp_path, capsys):
     first = np.random.default_rng(4).integers(1, 96, size=(6, LENGTH))
     _pythia_files(tmp_path, np.concatenate([first, first, first[:2]]))  # rows 6.. replay 0..

@@ -31,6 +31,7 @@ import pandas as pd
 from numba import njit, prange
 
 from ..errors import ParameterError
+from .pythia_repeats import _check_range
 
 __all__ = ["window_hashes", "find_windows", "window_exposures"]
 
@@ -209,11 +210,7 @@ def find_windows(dataset, units, tokens, *, batch_size: int, window: int = 50,
         of its whole length) when it lies in the range.
     """
     stop = len(dataset) if stop is None else int(stop)
-    if not 0 <= start <= stop <= len(dataset):
-        raise ParameterError(
-            f"{where}: the search range {start} .. {stop} is not within the {len(dataset)} "
-            f"sequences of {str(dataset.path)!r}."
-        )
+    _check_range(dataset, start, stop, where)
     for name, value in (("window", window), ("stride", stride)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
                                   or value < 1):

@@ -262,7 +262,8 @@ def parse_olmo_checkpoint(name: str) -> OlmoCheckpoint:
     1000
     >>> parse_olmo_checkpoint("stage2-ingredient3-step11931-tokens50B").ingredient
     3
-    >>> parse_olmo_checkpoint("https://olmo-checkpoints.org/ai2-llm/peteish7/step600-unsharded/").step
+    >>> url = "https://olmo-checkpoints.org/ai2-llm/peteish7/step600-unsharded/"
+    >>> parse_olmo_checkpoint(url).step
     600
     """
     text = str(name)

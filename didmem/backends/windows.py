@@ -212,8 +212,8 @@ def find_windows(dataset, units, tokens, *, batch_size: int, window: int = 50,
     stop = len(dataset) if stop is None else int(stop)
     _check_range(dataset, start, stop, where)
     for name, value in (("window", window), ("stride", stride)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
-                                  or value < 1):
+        integral = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+        if (value is not None or name == "window") and (not integral or value < 1):
             raise ParameterError(f"{where}: {name} must be a positive integer; got {value!r}.")
     stride = int(window if stride is None else stride)
     units = np.asarray(units)

@@ -42,7 +42,7 @@ def _where(doc, rows, lo):
     for r in range(lo, len(rows)):
         for a in range(LENGTH - WINDOW + 1):
             for b in range(doc.size - WINDOW + 1):
-                if rows[r][a] == doc[b] and np.array_equal(rows[r][a:a + WINDOW], doc[b:b + WINDOW]):
+                if np.array_equal(rows[r][a:a + WINDOW], doc[b:b + WINDOW]):
                     out[r] = out.get(r, 0)
     return set(out)
 

@@ -15,6 +15,14 @@ from didmem.errors import ParameterError
 LENGTH, WINDOW = 120, 10
 
 
+@pytest.fixture(autouse=True)
+def _wrapping_hashes():
+    """The hashes wrap modulo 2^64 by design; without JIT (NUMBA_DISABLE_JIT=1, for
+    coverage) numpy would warn at each wrap."""
+    with np.errstate(over="ignore"):
+        yield
+
+
 def test_rolling_hash_matches_numpy():
     seq = np.random.default_rng(0).integers(0, 50_000, 300)
     for k in (1, 7, 50):

@@ -60,8 +60,9 @@ def test_each_iteration_reads_the_viewers_rows(order):
 
 
 def test_checkpoint_that_first_holds_each_iteration():
-    """didmem's rule: checkpoint ``stepN`` has trained iterations 0 .. N-1, so iteration 2
-    first shows in ``step4`` of Pythia's log-spaced grid."""
+    """Checkpoint ``stepN`` has trained iterations 0 .. N-1 (GPT-NeoX's ``train`` at Pythia's
+    branch e15d923d runs ``train_step`` and then ``iteration += 1`` before it saves at
+    ``iteration``), so iteration 2 first shows in ``step4`` of Pythia's log-spaced grid."""
     viewer = pd.read_csv(reference_file("pythia_order/batches.csv"))
     cohorts = treatment_checkpoint(viewer["first_row"].to_numpy(), PYTHIA_STEPS)
     assert cohorts.tolist() == [1, 2, 4]

@@ -188,6 +188,10 @@ def test_pythia_windows_find_repacked_content(three_checkpoints, tmp_path, capsy
     assert got.loc[[4, 10], "exposures"].tolist() == [1, 1]
     others = [i for i in range(12) if i not in (1, 9)]
     assert (got.loc[others, "exposures"] == 1).all()
+    found = pd.read_parquet(tmp_path / "o" / "exposures.parquet")  # what the search found
+    assert found.loc[found["unit"] == 1, ["position", "tokens"]].values.tolist() == [
+        [1, LENGTH], [9, 12]]
+    assert (found["searched"] == "rows 0 .. 11").all()  # up to the last checkpoint (step 4)
     capsys.readouterr()
     bad = study_config(tmp_path, three_checkpoints, _pythia(second_epoch='"search"', window=5))
     assert main(["score", "--config", bad, "--out", str(tmp_path / "o2")]) == 2

@@ -285,12 +285,20 @@ class PythiaDesign(Design):
         return sample, tokens, seq
 
     def instances(self, config, checkpoints, out):
-        """Draw the sample, save it as ``out/sample.parquet``; return tokens and unit ids."""
+        """Draw the sample, save it as ``out/sample.parquet``; return tokens and unit ids.
+
+        With ``second_epoch``, every exposure found is saved as ``out/exposures.parquet``
+        (``unit``, ``position``, ``step``; with ``"windows"`` also ``tokens``, the
+        instance's tokens the row holds), its ``searched`` column the rows searched.
+        """
         sample, tokens, units = self.draw(checkpoints)
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         sample.save(out / "sample.parquet")
         self.cohorts_of(units, checkpoints)  # a mistake shows before the scoring starts
+        if self.second_epoch != "none":
+            self._repeats(units, checkpoints)[1].to_parquet(out / "exposures.parquet",
+                                                            index=False)
         return tokens, units
 
     def cohort_table(self, units, checkpoints) -> pd.DataFrame:
@@ -302,14 +310,18 @@ class PythiaDesign(Design):
         if self.second_epoch == "none":
             return super().cohort_table(units, checkpoints)
         units = np.asarray(units, dtype=np.int64)
+        table = self._repeats(units, checkpoints)[0]
+        return table.set_index("unit").loc[units].reset_index()
+
+    def _repeats(self, units, checkpoints) -> tuple:
+        """The cohort table and the exposures found, cached while the data files stay."""
         stamp = tuple((f.stat().st_size, f.stat().st_mtime_ns)
                       for f in (self.data.with_suffix(".bin"), self.data.with_suffix(".idx"))
                       if f.is_file())
-        table = _repeat_cohorts(self, tuple(sorted(set(units.tolist()))),
-                                tuple(sorted(int(c) for c in checkpoints)), stamp)
-        return table.set_index("unit").loc[units].reset_index()
+        return _repeat_cohorts(self, tuple(sorted(set(np.asarray(units).tolist()))),
+                               tuple(sorted(int(c) for c in checkpoints)), stamp)
 
-    def _repeat_cohorts(self, units: tuple, checkpoints: tuple) -> pd.DataFrame:
+    def _repeat_cohorts(self, units: tuple, checkpoints: tuple) -> tuple:
         from ...backends.exposures import exposure_cohorts
         from ...backends.pythia_repeats import find_repeats, offset_repeats
         from ...backends.windows import find_windows, window_exposures
@@ -321,6 +333,7 @@ class PythiaDesign(Design):
             if self.second_epoch == "offset":
                 found = offset_repeats(data, train, epoch_sequences=self.epoch_sequences,
                                        batch_size=self.batch_size, where=self.where)
+                found["searched"] = "offset"
             else:
                 stop = min(self.search_stop or int(max(checkpoints)) * self.batch_size,
                            len(data))
@@ -334,7 +347,8 @@ class PythiaDesign(Design):
                 else:
                     found = find_repeats(data, train, tokens, batch_size=self.batch_size,
                                          stop=stop, where=self.where)
-            return exposure_cohorts(found, units, checkpoints, where=self.where)
+                found["searched"] = f"rows 0 .. {stop - 1}"
+            return exposure_cohorts(found, units, checkpoints, where=self.where), found
         except ParameterError as exc:
             text = str(exc)
             raise ConfigError(text if text.startswith(self.where)
@@ -372,5 +386,5 @@ class PythiaDesign(Design):
 
 @functools.lru_cache(maxsize=2)
 def _repeat_cohorts(design: PythiaDesign, units: tuple, checkpoints: tuple,
-                    stamp: tuple) -> pd.DataFrame:
+                    stamp: tuple) -> tuple:
     return design._repeat_cohorts(units, checkpoints)

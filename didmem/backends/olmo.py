@@ -3,16 +3,30 @@
 The layout, as OLMo's trainer writes and reads it (allenai/OLMo, ``olmo/data``):
 
 - ``train_data/global_indices.npy`` is a raw ``uint32`` memmap with no ``.npy`` header
-  (written with ``np.memmap(..., dtype=np.uint32, mode="w+")``): entry ``p`` is the instance
-  trained at position ``p`` of the data order, and optimizer step ``s`` (1-based) trains
-  positions ``(s-1)·B .. s·B-1`` for a global batch of ``B`` instances. An instance index
-  that appears again is a later exposure of the same instance.
+  (written with ``np.memmap(..., dtype=np.uint32, mode="w+")``) holding one epoch's order:
+  entry ``p`` is the instance trained at position ``p``, and optimizer step ``s`` (1-based)
+  trains positions ``(s-1)·B .. s·B-1`` for a global batch of ``B`` instances (each of the
+  ``W`` ranks takes every ``W``-th position of the batch). An instance index that appears
+  again is a later exposure of the same instance.
+- Its length is OLMo's ``total_size``: the number of instances rounded to a multiple of the
+  world size (down with ``drop_last``, as in the official configurations; up, by repeating
+  the first entries, without it), so it is in general *not* a multiple of ``B``. The
+  positions after the last full batch are never trained in that epoch: the data loader drops
+  the short batch (``drop_last``) or the trainer stops at it (it asserts full batches).
+  OLMo's trainer runs ``total_size // B`` steps per epoch and counts steps on across epochs;
+  each epoch reshuffles (seed plus epoch) and writes its own ``global_indices.npy``.
 - The instances are fixed-length sequences of ``sequence_length`` tokens cut from raw numpy
   token files (``.npy`` memmaps without header, ``uint16`` for OLMo 1's tokenizer, ``uint32``
   for OLMo 2's), concatenated in the order of the configured paths; each file holds
   ``size // (itemsize * sequence_length)`` instances and its tail is dropped.
 - Checkpoint revisions are named ``stepN-tokensMB`` (OLMo 1) and ``stage1-stepN-tokensMB``
-  or ``stage2-ingredientI-stepN-tokensMB`` (OLMo 2); stage 2 counts its steps afresh.
+  or ``stage2-ingredientI-stepN-tokensMB`` (OLMo 2); stage 2 counts its steps afresh. OLMo's
+  trainer saves its own checkpoints as ``stepN`` and ``stepN-unsharded`` (the directories
+  its published checkpoint lists name), ``N`` being its global step.
+
+``tests/data/reference/olmo_order/`` holds a small dataset, its global indices and the
+instance OLMo's own code (ai2-olmo 0.6.0) trains at each step, against which this module is
+tested.
 """
 
 from __future__ import annotations
@@ -26,8 +40,8 @@ import pandas as pd
 
 from ..errors import ParameterError
 
-__all__ = ["read_global_indices", "olmo_exposures", "OlmoTokens", "OlmoCheckpoint",
-           "parse_olmo_checkpoint"]
+__all__ = ["read_global_indices", "trained_positions", "olmo_exposures", "OlmoTokens",
+           "OlmoCheckpoint", "parse_olmo_checkpoint"]
 
 _NPY_MAGIC = b"\x93NUMPY"
 _TOKEN_DTYPES = {"uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64}
@@ -35,7 +49,7 @@ _CHUNK = 1 << 24
 
 
 def read_global_indices(path, batch_size: int) -> np.ndarray:
-    """Memory-map OLMo's ``global_indices.npy`` (raw ``uint32``) and check its shape.
+    """Memory-map OLMo's ``global_indices.npy`` (raw ``uint32``) and check its format.
 
     Parameters
     ----------
@@ -47,14 +61,14 @@ def read_global_indices(path, batch_size: int) -> np.ndarray:
     Returns
     -------
     numpy.memmap
-        The data order: entry ``p`` is the instance index trained at position ``p``.
+        The data order: entry ``p`` is the instance index trained at position ``p``. Only
+        the first ``len // batch_size`` batches are trained (see :func:`trained_positions`).
 
     Raises
     ------
     ParameterError
         One line naming the file: it is missing, has a ``.npy`` header (OLMo writes none),
-        its size is not a whole number of ``uint32``, or its length is not a multiple of the
-        batch.
+        its size is not a whole number of ``uint32``, or it holds less than one batch.
     """
     path = Path(path)
     if not path.is_file():
@@ -73,22 +87,38 @@ def read_global_indices(path, batch_size: int) -> np.ndarray:
             "is not a raw uint32 array."
         )
     n = size // 4
-    if n % batch_size:
+    if n < batch_size:
         raise ParameterError(
-            f"global_indices {str(path)!r} has {n} entries, not a multiple of batch_size = "
-            f"{batch_size} ({n % batch_size} left over): wrong batch_size or wrong file."
+            f"global_indices {str(path)!r} has {n} entries, fewer than one batch of "
+            f"batch_size = {batch_size}: wrong batch_size or wrong file."
         )
     return np.memmap(path, dtype=np.uint32, mode="r")
 
 
+def trained_positions(n_positions: int, batch_size: int) -> int:
+    """How many positions of an epoch's order OLMo trains: its full batches.
+
+    OLMo's order holds ``total_size`` entries, a multiple of the world size but not in
+    general of the global batch; the short last batch is never trained (the data loader drops
+    it, or the trainer stops at it), so an epoch runs ``n_positions // batch_size`` steps.
+
+    Examples
+    --------
+    >>> trained_positions(22, 4)
+    20
+    """
+    return (int(n_positions) // int(batch_size)) * int(batch_size)
+
+
 def olmo_exposures(indices: np.ndarray, instances, batch_size: int, *,
-                   n_instances: int | None = None, where: str = "global_indices") -> pd.DataFrame:
-    """Every position of the data order at which each wanted instance is trained.
+                   n_instances: int | None = None, first_step: int = 0,
+                   where: str = "global_indices") -> pd.DataFrame:
+    """Every position of an epoch's data order at which each wanted instance is trained.
 
     Parameters
     ----------
     indices : numpy.ndarray
-        The data order (:func:`read_global_indices`).
+        One epoch's data order (:func:`read_global_indices`).
     instances : array_like of int
         The instance indices whose exposures are wanted.
     batch_size : int
@@ -96,16 +126,22 @@ def olmo_exposures(indices: np.ndarray, instances, batch_size: int, *,
     n_instances : int, optional
         How many instances the token data holds; an entry of the order at or past it is an
         error (the order does not belong to the data).
+    first_step : int
+        Optimizer steps trained before this epoch (OLMo counts steps on across epochs:
+        ``total_size // batch_size`` per earlier epoch).
     where : str
         How errors name the file.
 
     Returns
     -------
     pandas.DataFrame
-        ``unit`` (the instance index), ``position`` and ``step`` (``position // B + 1``), one
-        row per exposure, sorted by unit and step. Instances never trained on have no row.
+        ``unit`` (the instance index), ``position`` and ``step`` (``first_step + position //
+        B + 1``), one row per exposure, sorted by unit and step. Instances never trained on
+        have no row; nor do positions after the last full batch, which OLMo never trains
+        (:func:`trained_positions`).
     """
     wanted = np.unique(np.asarray(instances, dtype=np.int64))
+    trained = trained_positions(len(indices), batch_size)
     units, positions = [], []
     for start in range(0, len(indices), _CHUNK):
         chunk = np.asarray(indices[start:start + _CHUNK])
@@ -115,8 +151,9 @@ def olmo_exposures(indices: np.ndarray, instances, batch_size: int, *,
                 f"{where}: position {start + bad} holds instance {int(chunk[bad])}, past the "
                 f"{n_instances} instances of the token data."
             )
-        if not wanted.size:
+        if not wanted.size or start >= trained:
             continue
+        chunk = chunk[:trained - start]
         slot = np.searchsorted(wanted, chunk)
         hit = slot < wanted.size
         hit[hit] = wanted[slot[hit]] == chunk[hit]
@@ -126,7 +163,7 @@ def olmo_exposures(indices: np.ndarray, instances, batch_size: int, *,
     unit = np.concatenate(units) if units else np.zeros(0, np.int64)
     position = np.concatenate(positions) if positions else np.zeros(0, np.int64)
     frame = pd.DataFrame({"unit": unit, "position": position,
-                          "step": position // batch_size + 1})
+                          "step": int(first_step) + position // batch_size + 1})
     return frame.sort_values(["unit", "position"], kind="stable").reset_index(drop=True)
 
 
@@ -191,23 +228,33 @@ class OlmoTokens:
 
 @dataclass(frozen=True)
 class OlmoCheckpoint:
-    """A parsed OLMo revision name."""
+    """A parsed OLMo revision or checkpoint directory name.
+
+    ``tokens_billions`` is the token count a Hub revision names (OLMo rounds it up), and
+    ``None`` for a directory of OLMo's trainer (``stepN``, ``stepN-unsharded``).
+    """
 
     name: str
     stage: int
     ingredient: int | None
     step: int
-    tokens_billions: int
+    tokens_billions: int | None
 
 
 _CHECKPOINT = re.compile(
     r"^(?:stage(?P<stage>[12])-)?(?:ingredient(?P<ingredient>\d+)-)?"
-    r"step(?P<step>\d+)-tokens(?P<tokens>\d+)B$"
+    r"step(?P<step>\d+)(?:-tokens(?P<tokens>\d+)B|(?P<unsharded>-unsharded)?)$"
 )
 
 
 def parse_olmo_checkpoint(name: str) -> OlmoCheckpoint:
-    """Parse ``stepN-tokensMB``, ``stage1-stepN-tokensMB`` or ``stage2-ingredientI-stepN-tokensMB``.
+    """Parse an OLMo checkpoint's name into its stage, ingredient and step.
+
+    Hub revisions are ``stepN-tokensMB`` (OLMo 1), ``stage1-stepN-tokensMB`` and
+    ``stage2-ingredientI-stepN-tokensMB`` (OLMo 2; stage 2 counts its steps afresh). OLMo's
+    trainer saves ``stepN`` and ``stepN-unsharded`` (``f"step{global_step}{suffix}"`` in
+    ``olmo/train.py``), the directories its published checkpoint lists give; a URL or path
+    is read by its last part.
 
     Examples
     --------
@@ -215,17 +262,22 @@ def parse_olmo_checkpoint(name: str) -> OlmoCheckpoint:
     1000
     >>> parse_olmo_checkpoint("stage2-ingredient3-step11931-tokens50B").ingredient
     3
+    >>> url = "https://olmo-checkpoints.org/ai2-llm/peteish7/step600-unsharded/"
+    >>> parse_olmo_checkpoint(url).step
+    600
     """
-    found = _CHECKPOINT.match(str(name))
+    text = str(name)
+    found = _CHECKPOINT.match(text.rstrip("/").rsplit("/", 1)[-1])
     if not found or (found["ingredient"] and found["stage"] != "2"):
         raise ParameterError(
             f"{name!r} is not an OLMo checkpoint name such as 'step1000-tokens4B', "
-            "'stage1-step1000-tokens4B' or 'stage2-ingredient1-step1000-tokens4B'."
+            "'stage1-step1000-tokens4B', 'stage2-ingredient1-step1000-tokens4B' or OLMo's "
+            "checkpoint directory 'step1000-unsharded'."
         )
     return OlmoCheckpoint(
-        name=str(name),
+        name=text,
         stage=int(found["stage"] or 1),
         ingredient=None if found["ingredient"] is None else int(found["ingredient"]),
         step=int(found["step"]),
-        tokens_billions=int(found["tokens"]),
+        tokens_billions=None if found["tokens"] is None else int(found["tokens"]),
     )

@@ -69,8 +69,8 @@ def test_exposures_steps_and_cohorts(olmo_files):
 @pytest.mark.parametrize("write, batch, message", [
     (lambda p: np.save(p, np.arange(8, dtype=np.uint32)), 4, "has a .npy header"),
     (lambda p: p.write_bytes(b"\x00" * 10), 1, "has 10 bytes, not a positive multiple of 4"),
-    (lambda p: _write_raw(p, np.arange(10), np.uint32), 4,
-     "has 10 entries, not a multiple of batch_size = 4 \\(2 left over\\)"),
+    (lambda p: _write_raw(p, np.arange(3), np.uint32), 4,
+     "has 3 entries, fewer than one batch of batch_size = 4"),
 ])
 def test_bad_global_indices(tmp_path, write, batch, message):
     path = tmp_path / "global_indices.npy"
@@ -104,6 +104,7 @@ def test_token_files_with_wrong_dtype_or_header(tmp_path):
     ("step1000-tokens4B", 1, None, 1000, 4),
     ("stage1-step928646-tokens3896B", 1, None, 928646, 3896),
     ("stage2-ingredient3-step11931-tokens50B", 2, 3, 11931, 50),
+    ("step557000-unsharded", 1, None, 557000, None),
 ])
 def test_checkpoint_names(name, stage, ingredient, step, tokens):
     parsed = parse_olmo_checkpoint(name)
@@ -111,7 +112,7 @@ def test_checkpoint_names(name, stage, ingredient, step, tokens):
         stage, ingredient, step, tokens)
 
 
-@pytest.mark.parametrize("name", ["main", "step1000", "stage1-ingredient1-step5-tokens1B",
+@pytest.mark.parametrize("name", ["main", "step1000-tokens", "stage1-ingredient1-step5-tokens1B",
                                   "stage3-step1-tokens1B"])
 def test_bad_checkpoint_names(name):
     with pytest.raises(ParameterError, match="is not an OLMo checkpoint name"):

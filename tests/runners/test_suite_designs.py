@@ -77,7 +77,7 @@ def test_olmo_design_writes_first_and_second_exposures(three_checkpoints, tmp_pa
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"global_indices": '"gi_bad.npy"'}, "has 10 entries, not a multiple of batch_size = 3"),
+    ({"global_indices": '"gi_bad.npy"'}, "has 2 entries, fewer than one batch of batch_size = 3"),
     ({"units": "[0, 40]"}, "[design] units: OLMo instance 40 is past the data"),
     ({"units": None}, "[design] data needs sequence_length and units"),
     ({"gi": "late"}, "1 units are first trained on after the last checkpoint (4), e.g. unit 0"),
@@ -91,7 +91,7 @@ def test_olmo_design_mistakes(three_checkpoints, tmp_path, capsys, change, messa
     order = {"past": np.r_[0:4, 50, 5:12], "late": np.r_[1:12, 1, 0, 2, 3]}.get(
         change.get("gi"), np.arange(12))
     _raw(tmp_path / "global_indices.npy", order, np.uint32)
-    _raw(tmp_path / "gi_bad.npy", np.arange(10), np.uint32)
+    _raw(tmp_path / "gi_bad.npy", np.arange(2), np.uint32)
     keys = {"kind": '"olmo"', "global_indices": '"global_indices.npy"', "batch_size": 3,
             "data": '["part-0.npy"]', "sequence_length": 20, "units": "[0, 5]"}
     keys.update({k: v for k, v in change.items() if k != "gi"})
@@ -172,6 +172,30 @@ def test_pythia_search_finds_repeated_sequences(three_checkpoints, tmp_path, cap
     others = [i for i in range(12) if i not in (1, 9)]
     assert (got.loc[others, "exposures"] == 1).all()
     assert got.loc[got.index < 0, "cohort"].isna().all()
+
+
+def test_pythia_windows_find_repacked_content(three_checkpoints, tmp_path, capsys):
+    rows = np.random.default_rng(2).integers(1, 96, size=(14, LENGTH))
+    rows[9, 5:17] = rows[1, 2:14]  # 12 tokens of row 1 re-packed at offset 5 of row 9
+    rows[10, 0:6] = rows[4, 0:6]   # 6 tokens of row 4: fewer than min_tokens
+    _pythia_files(tmp_path, rows)
+    config = study_config(tmp_path, three_checkpoints, _pythia(
+        second_epoch='"windows"', window=5, window_stride=1, min_tokens=8))
+    got = _units(_score(config, tmp_path / "o", capsys))
+    assert sorted(got.index[got.index >= 0]) == list(range(12))
+    # rows 1 (step 1) and 9 (step 4) share 12 tokens: each is an exposure of the other
+    assert got.loc[[1, 9], ["cohort", "cohort_2"]].to_numpy().tolist() == [[2, 4], [2, 4]]
+    assert got.loc[[4, 10], "exposures"].tolist() == [1, 1]
+    others = [i for i in range(12) if i not in (1, 9)]
+    assert (got.loc[others, "exposures"] == 1).all()
+    found = pd.read_parquet(tmp_path / "o" / "exposures.parquet")  # what the search found
+    assert found.loc[found["unit"] == 1, ["position", "tokens"]].values.tolist() == [
+        [1, LENGTH], [9, 12]]
+    assert (found["searched"] == "rows 0 .. 11").all()  # up to the last checkpoint (step 4)
+    capsys.readouterr()
+    bad = study_config(tmp_path, three_checkpoints, _pythia(second_epoch='"search"', window=5))
+    assert main(["score", "--config", bad, "--out", str(tmp_path / "o2")]) == 2
+    assert "window goes with second_epoch = 'windows'" in capsys.readouterr().err
 
 
 def test_pythia_offset_route_is_checked(three_checkpoints, tmp_path, capsys):

@@ -4,7 +4,8 @@
 
     [design]
     kind = "olmo"
-    global_indices = "train_data/global_indices.npy"   # raw uint32, no .npy header
+    global_indices = "train_data/global_indices.npy"   # raw uint32, no .npy header; or a
+                                                       # list, one file per epoch, in order
     batch_size = 2048                                  # global_train_batch_size
     # instances from OLMo's token files (optional; otherwise from [instances], whose unit
     # ids are OLMo instance indices, negative for validation instances):
@@ -14,8 +15,10 @@
     units = [17, 4242, 90210]                          # instance indices to score
     validation = "validation.npy"                      # optional 2-D token ids, units -1-j
 
-Step ``s`` (1-based) trains positions ``(s-1)·B .. s·B-1`` of the order; every position of
-an instance is an exposure (those after the last checkpoint have not happened yet within the
+Step ``s`` (1-based) trains positions ``(s-1)·B .. s·B-1`` of the order, up to its last full
+batch (OLMo never trains the short one); a later epoch's steps follow the earlier epochs'
+full batches, as OLMo's trainer counts them. Every trained position of an instance is an
+exposure (those after the last checkpoint have not happened yet within the
 panel; a unit whose first one is there is refused), so the panel gets ``cohort``,
 ``cohort_2``, ... and ``exposures`` (see :mod:`didmem.backends.olmo`).
 """
@@ -44,6 +47,13 @@ class _Strings(Constraint):
         return isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
 
 
+class _PathOrPaths(Constraint):
+    description = "a path (a string) or a non-empty list of paths, one per epoch"
+
+    def __call__(self, value) -> bool:
+        return isinstance(value, str) or _Strings()(value)
+
+
 class _Indices(Constraint):
     description = "a non-empty list of OLMo instance indices (non-negative integers)"
 
@@ -63,8 +73,9 @@ class OlmoDesign(ExposureDesign):
     ----------
     where : str
         Where the table is; every message starts with it.
-    global_indices : Path
-        OLMo's ``train_data/global_indices.npy`` (raw ``uint32``).
+    global_indices : tuple of Path
+        OLMo's ``train_data/global_indices.npy`` (raw ``uint32``), one per epoch in the
+        order trained (a single path in the study file is one epoch).
     batch_size : int
         Instances per optimizer step (``global_train_batch_size``).
     data : tuple of Path, optional
@@ -80,7 +91,7 @@ class OlmoDesign(ExposureDesign):
         A 2-D ``.npy`` of held-out token ids (units ``-1 - j``), with ``data``.
     """
 
-    global_indices: Path
+    global_indices: tuple
     batch_size: int
     data: tuple | None = None
     sequence_length: int | None = None
@@ -89,17 +100,21 @@ class OlmoDesign(ExposureDesign):
     validation: Path | None = None
 
     kind: ClassVar[str] = "olmo"
-    _paths: ClassVar[tuple] = ("global_indices", "validation")
+    _paths: ClassVar[tuple] = ("validation",)
     _constraints: ClassVar[dict] = {
-        "global_indices": _PATH, "batch_size": Integral(1), "data": _Strings(),
+        "global_indices": _PathOrPaths(), "batch_size": Integral(1), "data": _Strings(),
         "sequence_length": Integral(1), "dtype": OneOf("uint16", "uint32", "uint64"),
         "units": _Indices(), "validation": _PATH,
     }
 
     @classmethod
     def from_table(cls, table: dict, where: str, base: Path) -> OlmoDesign:
-        """As :meth:`Design.from_table`, with ``data`` read from the study's directory."""
+        """As :meth:`Design.from_table`, with ``data`` and ``global_indices`` read from the
+        study's directory."""
         design = super().from_table(table, where, base)
+        order = design.global_indices
+        order = (order,) if isinstance(order, str) else order
+        design = dataclasses.replace(design, global_indices=tuple(Path(base) / o for o in order))
         if design.data is None:
             return design
         return dataclasses.replace(design, data=tuple(Path(base) / d for d in design.data))
@@ -127,11 +142,12 @@ class OlmoDesign(ExposureDesign):
         if self.data is not None:
             self._tokens()
 
-    def _order(self):
+    def _order(self) -> list:
+        """Each epoch's order, memory-mapped."""
         from ...backends.olmo import read_global_indices
 
         try:
-            return read_global_indices(self.global_indices, self.batch_size)
+            return [read_global_indices(path, self.batch_size) for path in self.global_indices]
         except ParameterError as exc:
             raise ConfigError(f"{self.where} {exc}") from None
 
@@ -165,12 +181,12 @@ class OlmoDesign(ExposureDesign):
         return tokens, units
 
     def exposures(self, units, checkpoints) -> pd.DataFrame:
-        """Every position of each training unit (index >= 0) in the whole order.
+        """Every trained position of each training unit (index >= 0) in every epoch's order.
 
         The whole order is read, so that an instance first trained after the last
         checkpoint is refused rather than taken for a never-trained one.
         """
-        from ...backends.olmo import olmo_exposures
+        from ...backends.olmo import olmo_exposures, trained_positions
 
         units = np.asarray(units)
         if units.dtype.kind not in "iu":
@@ -178,14 +194,19 @@ class OlmoDesign(ExposureDesign):
                 f"{self.where} unit ids must be OLMo instance indices (integers, negative for "
                 f"validation instances); got {units.dtype} ids such as {units[:1].tolist()}."
             )
-        order = self._order()
         n = None if self.data is None else len(self._tokens())
-        try:
-            return olmo_exposures(order, units[units >= 0], self.batch_size, n_instances=n,
-                                  where=f"{self.where} global_indices "
-                                        f"{str(self.global_indices)!r}")
-        except ParameterError as exc:
-            raise ConfigError(str(exc)) from None
+        frames, first_step = [], 0
+        for path, order in zip(self.global_indices, self._order()):
+            try:
+                frames.append(olmo_exposures(
+                    order, units[units >= 0], self.batch_size, n_instances=n,
+                    first_step=first_step,
+                    where=f"{self.where} global_indices {str(path)!r}"))
+            except ParameterError as exc:
+                raise ConfigError(str(exc)) from None
+            first_step += trained_positions(len(order), self.batch_size) // self.batch_size
+        return pd.concat(frames, ignore_index=True).sort_values(
+            ["unit", "step"], kind="stable").reset_index(drop=True)
 
 
 def _validation_tokens(path: Path, where: str):

@@ -17,11 +17,16 @@
                                    # steps_per_checkpoint, up to step 95,000
     cohort_rule = "didmem"         # or "paper" (see didmem.cohorts)
     second_epoch = "search"        # optional: later exposures as cohort_2, ... ("none", the
-                                   # default: first exposure only; "offset" with
-                                   # epoch_sequences: row i + epoch_sequences repeats row i,
-                                   # checked row by row); see didmem.backends.pythia_repeats
-    search_stop = 146432000        # "search" only: rows searched (default: every row up to
-                                   # the last checkpoint)
+                                   # default: first exposure only; "windows": rows holding
+                                   # the instance's content re-packed at any offset; "offset"
+                                   # with epoch_sequences: row i + epoch_sequences repeats
+                                   # row i, checked row by row); see
+                                   # didmem.backends.pythia_repeats and .windows
+    search_stop = 146432000        # "search"/"windows": rows searched (default: every row up
+                                   # to the last checkpoint)
+    window = 50                    # "windows" only: tokens per window (default 50),
+    window_stride = 50             # row positions looked up (default: window) and
+    min_tokens = 50                # tokens of the instance a row must hold (default: window)
 
 The instances come from the design (no ``[instances]`` table): the sample is drawn with
 :func:`~didmem.backends.pythia.sample_paper_design` and saved as ``OUT/sample.parquet``; unit
@@ -56,7 +61,7 @@ from ._base import Design
 __all__ = ["PythiaDesign"]
 
 _SAMPLER = defaults_of(sample_paper_design)
-SECOND_EPOCH = ("none", "search", "offset")
+SECOND_EPOCH = ("none", "search", "windows", "offset")
 _PATH = Instance(str, description="a path (a string)")
 
 
@@ -92,14 +97,21 @@ class PythiaDesign(Design):
         ``steps_per_checkpoint`` up to step 95,000.
     cohort_rule : {"didmem", "paper"}
         How a sequence index becomes a cohort (see :mod:`didmem.cohorts`).
-    second_epoch : {"none", "search", "offset"}
+    second_epoch : {"none", "search", "windows", "offset"}
         Later exposures of the sampled sequences: none (the first only), every row of the
-        order equal to the sequence (``"search"``, up to ``search_stop`` rows), or the row
+        order equal to the sequence (``"search"``, up to ``search_stop`` rows), every row
+        holding ``min_tokens`` of its tokens in runs of at least ``window`` (``"windows"``:
+        re-packed copies, :func:`~didmem.backends.windows.find_windows`), or the row
         ``epoch_sequences`` later (``"offset"``, checked to be equal). The panel then gets
         ``cohort_2``, ... and ``exposures``. See :mod:`didmem.backends.pythia_repeats` for
         what Pythia's own tools say about the deduplicated suite's second pass.
     search_stop : int, optional
-        Rows searched with ``"search"``; default: every row up to the last checkpoint.
+        Rows searched with ``"search"`` or ``"windows"``; default: every row up to the last
+        checkpoint.
+    window, window_stride, min_tokens : int, optional
+        With ``"windows"``: tokens per window (50), row positions looked up (every
+        ``window``-th; every shared run of ``window + window_stride - 1`` tokens is found)
+        and the instance's tokens a row must hold to be an exposure (``window``).
     epoch_sequences : int, optional
         Rows of one pass, with ``"offset"``.
     """
@@ -118,6 +130,9 @@ class PythiaDesign(Design):
     second_epoch: str = "none"
     search_stop: int | None = None
     epoch_sequences: int | None = None
+    window: int | None = None
+    window_stride: int | None = None
+    min_tokens: int | None = None
 
     kind: ClassVar[str] = "pythia"
     draws_instances: ClassVar[bool] = True
@@ -129,7 +144,8 @@ class PythiaDesign(Design):
         "batch_size": Integral(1), "steps_per_checkpoint": Integral(1),
         "cohorts": _PositiveIntegers(), "cohort_rule": OneOf(*COHORT_RULES),
         "second_epoch": OneOf(*SECOND_EPOCH), "search_stop": Integral(1),
-        "epoch_sequences": Integral(1),
+        "epoch_sequences": Integral(1), "window": Integral(1), "window_stride": Integral(1),
+        "min_tokens": Integral(1),
     }
 
     def check_table(self) -> None:
@@ -142,8 +158,13 @@ class PythiaDesign(Design):
         if (self.epoch_sequences is None) == (self.second_epoch == "offset"):
             raise ConfigError(f"{self.where} epoch_sequences goes with second_epoch = "
                               "'offset', and only with it.")
-        if self.search_stop is not None and self.second_epoch != "search":
-            raise ConfigError(f"{self.where} search_stop goes with second_epoch = 'search'.")
+        if self.search_stop is not None and self.second_epoch not in ("search", "windows"):
+            raise ConfigError(f"{self.where} search_stop goes with second_epoch = 'search' or "
+                              "'windows'.")
+        given = [k for k in ("window", "window_stride", "min_tokens")
+                 if getattr(self, k) is not None]
+        if given and self.second_epoch != "windows":
+            raise ConfigError(f"{self.where} {given[0]} goes with second_epoch = 'windows'.")
         if self.cohorts is None:
             return
         twice = sorted(g for g, n in Counter(self.cohorts).items() if n > 1)
@@ -264,12 +285,20 @@ class PythiaDesign(Design):
         return sample, tokens, seq
 
     def instances(self, config, checkpoints, out):
-        """Draw the sample, save it as ``out/sample.parquet``; return tokens and unit ids."""
+        """Draw the sample, save it as ``out/sample.parquet``; return tokens and unit ids.
+
+        With ``second_epoch``, every exposure found is saved as ``out/exposures.parquet``
+        (``unit``, ``position``, ``step``; with ``"windows"`` also ``tokens``, the
+        instance's tokens the row holds), its ``searched`` column the rows searched.
+        """
         sample, tokens, units = self.draw(checkpoints)
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         sample.save(out / "sample.parquet")
         self.cohorts_of(units, checkpoints)  # a mistake shows before the scoring starts
+        if self.second_epoch != "none":
+            self._repeats(units, checkpoints)[1].to_parquet(out / "exposures.parquet",
+                                                            index=False)
         return tokens, units
 
     def cohort_table(self, units, checkpoints) -> pd.DataFrame:
@@ -281,16 +310,21 @@ class PythiaDesign(Design):
         if self.second_epoch == "none":
             return super().cohort_table(units, checkpoints)
         units = np.asarray(units, dtype=np.int64)
+        table = self._repeats(units, checkpoints)[0]
+        return table.set_index("unit").loc[units].reset_index()
+
+    def _repeats(self, units, checkpoints) -> tuple:
+        """The cohort table and the exposures found, cached while the data files stay."""
         stamp = tuple((f.stat().st_size, f.stat().st_mtime_ns)
                       for f in (self.data.with_suffix(".bin"), self.data.with_suffix(".idx"))
                       if f.is_file())
-        table = _repeat_cohorts(self, tuple(sorted(set(units.tolist()))),
-                                tuple(sorted(int(c) for c in checkpoints)), stamp)
-        return table.set_index("unit").loc[units].reset_index()
+        return _repeat_cohorts(self, tuple(sorted(set(np.asarray(units).tolist()))),
+                               tuple(sorted(int(c) for c in checkpoints)), stamp)
 
-    def _repeat_cohorts(self, units: tuple, checkpoints: tuple) -> pd.DataFrame:
+    def _repeat_cohorts(self, units: tuple, checkpoints: tuple) -> tuple:
         from ...backends.exposures import exposure_cohorts
         from ...backends.pythia_repeats import find_repeats, offset_repeats
+        from ...backends.windows import find_windows, window_exposures
 
         units = np.asarray(units, dtype=np.int64)
         train = units[units >= 0]
@@ -299,12 +333,22 @@ class PythiaDesign(Design):
             if self.second_epoch == "offset":
                 found = offset_repeats(data, train, epoch_sequences=self.epoch_sequences,
                                        batch_size=self.batch_size, where=self.where)
+                found["searched"] = "offset"
             else:
-                stop = self.search_stop or int(max(checkpoints)) * self.batch_size
-                found = find_repeats(data, train, [data[int(i)] for i in train],
-                                     batch_size=self.batch_size, stop=min(stop, len(data)),
-                                     where=self.where)
-            return exposure_cohorts(found, units, checkpoints, where=self.where)
+                stop = min(self.search_stop or int(max(checkpoints)) * self.batch_size,
+                           len(data))
+                tokens = [data[int(i)] for i in train]
+                if self.second_epoch == "windows":
+                    window = self.window or defaults_of(find_windows)["window"]
+                    runs = find_windows(data, train, tokens, batch_size=self.batch_size,
+                                        window=window, stride=self.window_stride, stop=stop,
+                                        where=self.where)
+                    found = window_exposures(runs, self.min_tokens or window)
+                else:
+                    found = find_repeats(data, train, tokens, batch_size=self.batch_size,
+                                         stop=stop, where=self.where)
+                found["searched"] = f"rows 0 .. {stop - 1}"
+            return exposure_cohorts(found, units, checkpoints, where=self.where), found
         except ParameterError as exc:
             text = str(exc)
             raise ConfigError(text if text.startswith(self.where)
@@ -342,5 +386,5 @@ class PythiaDesign(Design):
 
 @functools.lru_cache(maxsize=2)
 def _repeat_cohorts(design: PythiaDesign, units: tuple, checkpoints: tuple,
-                    stamp: tuple) -> pd.DataFrame:
+                    stamp: tuple) -> tuple:
     return design._repeat_cohorts(units, checkpoints)

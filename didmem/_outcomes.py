@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["OUTCOME_UNITS", "outcome_unit", "outcome_label"]
+__all__ = ["OUTCOME_UNITS", "LOWER_IS_BETTER", "outcome_unit", "outcome_label"]
 
 #: What one unit of each known metric is (the backends' metrics and the paper's columns).
 OUTCOME_UNITS = {
@@ -17,6 +17,10 @@ OUTCOME_UNITS = {
     "avg_rank": "rank of the true token",
     "entr_seq": "nats per token",
 }
+
+#: The known metrics on which a lower value means the model predicts the instance better
+#: (memorisation lowers them): fitted with ``lower_is_better``.
+LOWER_IS_BETTER = frozenset({"mean_token_rank", "avg_rank", "sup_seq"})
 
 
 def outcome_unit(outcome: str) -> str:

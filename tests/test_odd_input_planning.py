@@ -150,3 +150,26 @@ def test_pretest_on_a_constant_outcome_says_why():
         note = res.pretrend_test(method).note
         assert "none of the 3 pre-treatment cells has a standard error" in note
         assert "constant" in note
+
+
+def test_pilots_that_cannot_be_resampled_are_refused():
+    """A pilot with holes, of repeated cross-sections or of a later exposure cannot be
+    resampled as complete first-exposure paths: refused with what to pass instead (before,
+    a result with holes failed on a NaN outcome matrix and an exposure-2 pilot was planned
+    as a first exposure)."""
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=3, units_per_cohort=12, n_never_treated=30,
+                                           n_times=5, seed=0)
+    holed = didmem.Panel(df.iloc[1:], unit="unit", time="time", cohort="cohort", outcome="y",
+                         balance="keep")
+    cross = didmem.Panel(df, unit=None, time="time", cohort="cohort", outcome="y")
+    for pilot, what in ((holed, "has holes"), (cross, "repeated cross-sections")):
+        with pytest.raises(ParameterError, match=what):
+            plan_design(pilot, units_per_cohort=10)
+        fitted = didmem.DiDEstimator(n_bootstrap=0).fit(pilot)
+        with pytest.raises(ParameterError, match="holes or repeated cross-sections"):
+            plan_design(fitted, units_per_cohort=10)
+    second = df.assign(cohort_2=np.where(df["cohort"] == 1, 3.0, np.nan))
+    panel = didmem.Panel(second, unit="unit", time="time", cohort=["cohort", "cohort_2"],
+                         outcome="y")
+    with pytest.raises(ParameterError, match="exposure 2"):
+        plan_design(panel, units_per_cohort=10, estimator=didmem.DiDEstimator(exposure=2))

@@ -130,3 +130,11 @@ def test_tooltip_and_filter_work_in_headless_chromium(results, tmp_path):
     assert f"estimate: {float(f'{cell.estimate:.4g}'):g}\n" in tip
     n_sig = int((frame["significant"] & (frame["cohort"] == cell["cohort"])).sum())
     assert count == f"{n_sig} of {len(frame)} cells"
+
+
+def test_the_report_offers_every_single_result_figure():
+    """The report's figure names are plotting.PLOTS' names (one list of figures)."""
+    from didmem import plotting
+    from didmem.report import FIGURES
+
+    assert set(FIGURES) == set(plotting.PLOTS)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy import linalg
 from scipy.special import chdtrc, chdtri, fdtrc, fdtri
 
 from .pretrend_result import PretrendTest
@@ -31,6 +30,8 @@ __all__ = ["PretrendTest", "wald_test", "max_t_test", "wald_power", "linear_drif
 
 def _solve(cov: np.ndarray, est: np.ndarray) -> tuple[np.ndarray | None, str]:
     """``cov^-1 est``, or None with a reason when ``cov`` is not finite or is singular."""
+    from scipy import linalg  # here: a saved result's report reads power without it
+
     if not np.all(np.isfinite(cov)) or not np.all(np.isfinite(est)):
         return None, "NaN in the estimates or their covariance"
     with warnings.catch_warnings():  # an exactly singular matrix is reported below
@@ -135,12 +136,24 @@ def wald_power(mean, covariance, *, alpha: float = 0.05, n_obs: int | None = Non
         return float("nan")
     lam = float(mean @ solved)
     if n_obs is None:
-        return float(_ncx2_sf(chdtri(p, alpha), p, lam)) if lam > 0 else alpha
+        return noncentral_power(lam, p, alpha)
     if n_obs <= p:
         return float("nan")
-    d2 = n_obs - p  # Hotelling: the scaled statistic is noncentral F with the same lambda
-    crit = fdtri(p, d2, 1.0 - alpha)
-    return float(_ncf_sf(crit, p, d2, lam)) if lam > 0 else alpha
+    # Hotelling: the scaled statistic is noncentral F with the same lambda
+    return noncentral_power(lam, p, alpha, n_obs - p)
+
+
+def noncentral_power(lam: float, df: float, alpha: float,
+                     df_denominator: float | None = None) -> float:
+    """Power at level ``alpha`` of a Wald test with ``df`` restrictions against noncentrality
+    ``lam``: noncentral chi-squared, or noncentral F with ``df_denominator`` (``alpha`` at
+    ``lam = 0``)."""
+    if not lam > 0:
+        return alpha
+    if df_denominator is None:
+        return float(_ncx2_sf(chdtri(df, alpha), df, lam))
+    crit = fdtri(df, df_denominator, 1.0 - alpha)
+    return float(_ncf_sf(crit, df, df_denominator, lam))
 
 
 def _ncx2_sf(x, df, nc):

@@ -19,10 +19,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._outcomes import LOWER_IS_BETTER
+
 __all__ = ["STUDY_FILES", "study_tables", "study_toml"]
 
 STUDY_FILES = ("study.toml", "study_instances.parquet", "study_order.parquet")
-_LOWER_IS_BETTER = ("mean_token_rank",)
 
 
 def study_tables(design, order: pd.DataFrame) -> dict:
@@ -58,7 +59,7 @@ def study_toml(checkpoints, metrics, backend: dict, seed: int) -> str:
     steps = ", ".join(f'{int(s)} = "{Path(p).relative_to(root).as_posix()}"'
                       for s, p in sorted(checkpoints.items()))
     settings = "\n".join(f"{k} = {json.dumps(v)}" for k, v in backend.items())
-    lower = [m for m in metrics if m in _LOWER_IS_BETTER]
+    lower = [m for m in metrics if m in LOWER_IS_BETTER]
     return "\n".join([
         "# Written by didmem lab: score the main run's checkpoints and fit the profile with",
         "#   didmem run --config DIR/study.toml --out DIR-study",

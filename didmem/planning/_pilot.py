@@ -100,8 +100,20 @@ def pilot_from(source, estimator) -> tuple[Pilot, dict]:
     ``source`` is a :class:`~didmem.Panel` (fitted with ``estimator``'s settings) or a
     :class:`~didmem.GroupTimeResult` (its own settings; ``estimator`` is ignored).
     """
+    exposure = (dict(source.params) if isinstance(source, GroupTimeResult)
+                else estimator.get_params()).get("exposure", 1)
+    if exposure != 1:
+        raise ParameterError(
+            f"plan_design plans the first exposure's profile; the pilot is for exposure "
+            f"{exposure} (history-matched controls), which it cannot resample. Plan with a "
+            "first-exposure pilot (DiDEstimator(exposure=1)).")
     if isinstance(source, GroupTimeResult):
         d = source.design
+        if d.holes is not None:
+            raise ParameterError(
+                "plan_design resamples a pilot's complete outcome paths; this pilot result "
+                "comes from a panel with holes or repeated cross-sections. Pass a balanced "
+                "pilot panel (Panel(..., balance='drop_incomplete_units')).")
         if d.x is not None or d.clusters is not None or not np.all(d.w == d.w[0]):
             raise ParameterError(
                 "plan_design resamples units, so the pilot result must come from a panel "
@@ -113,6 +125,13 @@ def pilot_from(source, estimator) -> tuple[Pilot, dict]:
         params.update(lower_is_better=False, outcome=None)  # design.y is already oriented
         return Pilot(np.asarray(d.y, float), np.asarray(d.times, float), cohorts), params
     if isinstance(source, Panel):
+        if source.has_holes:
+            what = ("has holes (missing instance-checkpoint rows)" if source.kind == "unbalanced"
+                    else "holds repeated cross-sections")
+            raise ParameterError(
+                f"plan_design resamples a pilot's complete outcome paths; the pilot panel "
+                f"{what}. Pass a balanced pilot panel "
+                "(Panel(..., balance='drop_incomplete_units')).")
         if source.covariates or source.has_weights or source.clusters is not None:
             raise ParameterError(
                 "plan_design resamples units, so the pilot panel must have no covariates, "

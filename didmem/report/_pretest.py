@@ -28,23 +28,13 @@ def calibrated_test(result):
 
 
 def _power_curve(test):
-    """Power of the Wald test as a function of its noncentrality, or None.
-
-    From scipy.special's distribution functions (scipy.stats alone would take longer to
-    import than the rest of a report): ``chdtri``/``chndtr`` for the chi-squared statistic,
-    ``fdtri``/``ncfdtr`` for the F statistic.
-    """
-    from scipy.special import chdtri, chndtr, fdtri, ncfdtr
+    """Power of the Wald test as a function of its noncentrality, or None."""
+    from ..inference.pretrend import noncentral_power
 
     if test.df is None or not test.df:
         return None
-    p, alpha = float(test.df), float(test.power_alpha)
-    if test.df_denominator is None:
-        crit = chdtri(p, alpha)
-        return lambda lam: 1.0 - float(chndtr(crit, p, lam)) if lam > 0 else alpha
-    d2 = float(test.df_denominator)
-    crit = fdtri(p, d2, 1.0 - alpha)
-    return lambda lam: 1.0 - float(ncfdtr(p, d2, lam, crit)) if lam > 0 else alpha
+    p, alpha, d2 = float(test.df), float(test.power_alpha), test.df_denominator
+    return lambda lam: noncentral_power(lam, p, alpha, None if d2 is None else float(d2))
 
 
 def detectable_drift(test, power: float = 0.8) -> float | None:

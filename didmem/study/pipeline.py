@@ -299,12 +299,14 @@ class Study:
         while f"cohort_{len(cohorts) + 1}" in frame.columns:
             cohorts.append(f"cohort_{len(cohorts) + 1}")
         try:
+            estimator = settings.estimator_for(outcome)
+        except TypeError as exc:  # a keyword the estimator does not take
+            raise ConfigError(f"{where} {exc}") from None
+        try:
             panel = Panel(frame, unit="unit", time="time", cohort=cohorts, outcome=outcome,
                           covariates=list(settings.covariates) or None,
                           balance=settings.balance)
-            return settings.estimator_for(outcome).fit(panel)
-        except TypeError as exc:
-            raise ConfigError(f"{where} {exc}") from None
+            return estimator.fit(panel)
         except DidmemError as exc:
             raise type(exc)(f"{where} outcome {outcome!r}: {exc}") from None
 

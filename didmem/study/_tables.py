@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 from pathlib import Path
 
 from ..errors import ConfigError
 
-__all__ = ["read_file", "unknown_keys", "need_table", "optional_table", "string_list",
+__all__ = ["replace_atomically", "read_file", "unknown_keys", "need_table", "optional_table", "string_list",
            "closest"]
 
 
@@ -92,3 +93,19 @@ def string_list(value, key: str, where: str) -> tuple:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{where} {key} must be a list of strings; got {value!r}.")
     return tuple(value)
+
+
+def replace_atomically(path: Path, write) -> Path:
+    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it to ``path``.
+
+    The temporary name carries the process id, and it is removed when ``write`` fails, so
+    nothing half-written is left behind and two runs never share a temporary file.
+    """
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -29,7 +28,7 @@ import pandas as pd
 
 from ..errors import ConfigError, DidmemError, OutputFileError, ParameterError
 from ..panel import Panel
-from ._tables import read_file
+from ._tables import read_file, replace_atomically
 from .config import StudyConfig, read_config, runner_table
 from .designs import DESIGNS
 
@@ -96,18 +95,6 @@ def _load_result(path: Path):
         raise
     except (OSError, ValueError) as exc:
         raise unreadable(path, exc) from None
-
-
-def _replace_atomically(path: Path, write) -> Path:
-    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it to ``path``."""
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
 
 
 class Study:
@@ -272,7 +259,7 @@ class Study:
         tokens, units = self._instances(backend, out)
         scorer = self._runner(out, runner)
         frame = scorer.run(backend, tokens, unit_ids=units, metrics=config.metrics)
-        path = _replace_atomically(out / "scores.parquet",
+        path = replace_atomically(out / "scores.parquet",
                                    lambda tmp: frame.to_parquet(tmp, index=False))
         kind = runner if isinstance(runner, str) else config.runner["kind"]
         label = type(scorer).__name__ if runner is not None and not isinstance(runner, str) \
@@ -290,7 +277,7 @@ class Study:
         text = json.dumps({"base": str(self.config.base), "config": self.config.data},
                           indent=1, sort_keys=True, default=str)
         if not path.is_file() or path.read_text() != text:
-            _replace_atomically(path, lambda tmp: tmp.write_text(text))
+            replace_atomically(path, lambda tmp: tmp.write_text(text))
         return path
 
     def _fit(self, frame: pd.DataFrame, outcome: str):
@@ -371,7 +358,7 @@ class Study:
             if holes:
                 log(holes)
             log(result.summary())
-            _replace_atomically(path, result.save)
+            replace_atomically(path, result.save)
             log(f"wrote {path}")
             results[outcome] = result
 
@@ -392,7 +379,7 @@ class Study:
                            f"didmem: memorisation profile of {self.config.model or 'the model'}")
         named = {o: _load_result(p) for o, p in paths.items()}
         try:
-            _replace_atomically(report_path, lambda tmp: write_report(named, tmp, **options))
+            replace_atomically(report_path, lambda tmp: write_report(named, tmp, **options))
         except ParameterError as exc:
             raise ConfigError(f"{self.config.where}: [report] {exc}") from None
 

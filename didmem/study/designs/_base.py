@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import ConfigError
-from .._tables import closest, unknown_keys
+from .._tables import closest, replace_atomically, unknown_keys
 
 __all__ = ["Design", "ExposureDesign"]
 
@@ -154,11 +154,9 @@ class Design:
 
     def write_panel(self, scores, tokens, units, checkpoints, out) -> Path:
         """Write :meth:`panel` to ``out/panel.parquet`` (atomically) and return the path."""
-        path = Path(out) / "panel.parquet"
-        tmp = path.with_name(".panel.parquet.tmp")
-        self.panel(scores, tokens, units, checkpoints).to_parquet(tmp, index=False)
-        tmp.replace(path)
-        return path
+        frame = self.panel(scores, tokens, units, checkpoints)
+        return replace_atomically(Path(out) / "panel.parquet",
+                                  lambda tmp: frame.to_parquet(tmp, index=False))
 
 
 class ExposureDesign(Design):
@@ -177,6 +175,14 @@ class ExposureDesign(Design):
     def label(self) -> str:
         """How errors about the design's files start."""
         return self.where
+
+    def instances(self, config, checkpoints, out):
+        """The instances of ``[instances]``, checked against the design's order before any
+        scoring (designs that read their instances from the suite's files override it)."""
+        tokens, units = config.load_instances()
+        ids = np.arange(len(tokens)) if units is None else np.asarray(units)
+        self.cohort_table(pd.unique(ids), checkpoints)  # a mistake shows before scoring
+        return tokens, units
 
     def cohort_table(self, units, checkpoints) -> pd.DataFrame:
         """``unit``, ``cohort``, ``cohort_2``, ..., ``exposures``."""

@@ -85,13 +85,6 @@ class HubbleDesign(ExposureDesign):
                       for name, files in examples.items())
         return dataclasses.replace(design, examples=pairs)
 
-    def instances(self, config, checkpoints, out):
-        """The instances of ``[instances]``, checked against the insertions."""
-        tokens, units = config.load_instances()
-        ids = np.arange(len(tokens)) if units is None else np.asarray(units)
-        self.cohort_table(pd.unique(ids), checkpoints)  # a mistake shows before scoring
-        return tokens, units
-
     def exposures(self, units, checkpoints) -> pd.DataFrame:
         """Every inserted copy of each unit."""
         from ...backends.hubble import (hubble_exposures, read_inserted_examples,

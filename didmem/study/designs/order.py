@@ -69,13 +69,6 @@ class OrderDesign(ExposureDesign):
         """The table has ``unit`` and exactly one of ``step`` / ``index``."""
         self._table()
 
-    def instances(self, config, checkpoints, out):
-        """The instances of the ``[instances]`` table, checked against the order table."""
-        tokens, units = config.load_instances()
-        ids = np.arange(len(tokens)) if units is None else units
-        self.cohorts_of(pd.unique(np.asarray(ids)), checkpoints)  # fail before scoring
-        return tokens, units
-
     def _table(self) -> pd.DataFrame:
         file = self.file
         if not file.is_file():

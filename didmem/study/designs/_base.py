@@ -9,6 +9,7 @@ file's directory. :meth:`Design.from_table` checks the table from these declarat
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from ...errors import ConfigError
+from ...errors import ConfigError, ParameterError
 from .._tables import closest, replace_atomically, unknown_keys
 
 __all__ = ["Design", "ExposureDesign"]
@@ -101,6 +102,18 @@ class Design:
         return None
 
     # ------------------------------------------------------------------ running
+    @contextlib.contextmanager
+    def config_errors(self, key: str = ""):
+        """Turn a reader's :class:`~didmem.ParameterError` into a :class:`ConfigError` that
+        starts with this design's place in the configuration (and ``key``, the setting read)."""
+        try:
+            yield
+        except ParameterError as exc:
+            text = str(exc)
+            if not text.startswith(self.where):
+                text = f"{self.where} {key}: {text}" if key else f"{self.where} {text}"
+            raise ConfigError(text) from None
+
     def instances(self, config, checkpoints, out):  # pragma: no cover - abstract
         """Token ids and unit ids of the instances to score; checked before any scoring."""
         raise NotImplementedError
@@ -187,13 +200,10 @@ class ExposureDesign(Design):
     def cohort_table(self, units, checkpoints) -> pd.DataFrame:
         """``unit``, ``cohort``, ``cohort_2``, ..., ``exposures``."""
         from ...backends.exposures import exposure_cohorts
-        from ...errors import ParameterError
 
         exposures = self.exposures(units, checkpoints)
-        try:
+        with self.config_errors():
             return exposure_cohorts(exposures, units, checkpoints, where=self.label)
-        except ParameterError as exc:
-            raise ConfigError(str(exc)) from None
 
     def cohorts_of(self, units, checkpoints) -> np.ndarray:
         """The first exposure's cohort of each unit (``inf``: never trained on)."""

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..._validation import Constraint, Instance, Integral
-from ...errors import ConfigError, ParameterError
+from ...errors import ConfigError
 from ._base import ExposureDesign
 
 __all__ = ["HubbleDesign"]
@@ -90,15 +90,11 @@ class HubbleDesign(ExposureDesign):
         from ...backends.hubble import (hubble_exposures, read_inserted_examples,
                                         read_perturbation_info)
 
-        try:
+        with self.config_errors():
             info = read_perturbation_info(self.perturbation_info)
             examples = pd.concat([read_inserted_examples(name, files)
                                   for name, files in self.examples], ignore_index=True)
             found = hubble_exposures(info, examples, self.batch_size, where=self.where)
-        except ParameterError as exc:
-            text = str(exc)
-            raise ConfigError(text if text.startswith(self.where)
-                              else f"{self.where} {text}") from None
         keys = pd.Index(np.asarray(units).astype(str))
         if not keys.isin(examples["unit"]).any():
             raise ConfigError(

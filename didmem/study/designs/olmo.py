@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..._validation import Constraint, Instance, Integral, OneOf
-from ...errors import ConfigError, ParameterError
+from ...errors import ConfigError
 from ._base import ExposureDesign
 
 __all__ = ["OlmoDesign"]
@@ -146,18 +146,14 @@ class OlmoDesign(ExposureDesign):
         """Each epoch's order, memory-mapped."""
         from ...backends.olmo import read_global_indices
 
-        try:
+        with self.config_errors():
             return [read_global_indices(path, self.batch_size) for path in self.global_indices]
-        except ParameterError as exc:
-            raise ConfigError(f"{self.where} {exc}") from None
 
     def _tokens(self):
         from ...backends.olmo import OlmoTokens
 
-        try:
+        with self.config_errors("data"):
             return OlmoTokens(self.data, self.sequence_length, self.dtype)
-        except ParameterError as exc:
-            raise ConfigError(f"{self.where} data: {exc}") from None
 
     def instances(self, config, checkpoints, out):
         """The instances to score: read from the token files, or from ``[instances]``."""
@@ -166,10 +162,8 @@ class OlmoDesign(ExposureDesign):
             ids = np.arange(len(tokens)) if units is None else np.asarray(units)
         else:
             data = self._tokens()
-            try:
+            with self.config_errors("units"):
                 tokens = [data[i] for i in self.units]
-            except ParameterError as exc:
-                raise ConfigError(f"{self.where} units: {exc}") from None
             ids = list(self.units)
             if self.validation is not None:
                 held = _validation_tokens(self.validation, f"{self.where} validation")
@@ -197,13 +191,11 @@ class OlmoDesign(ExposureDesign):
         n = None if self.data is None else len(self._tokens())
         frames, first_step = [], 0
         for path, order in zip(self.global_indices, self._order()):
-            try:
+            with self.config_errors():
                 frames.append(olmo_exposures(
                     order, units[units >= 0], self.batch_size, n_instances=n,
                     first_step=first_step,
                     where=f"{self.where} global_indices {str(path)!r}"))
-            except ParameterError as exc:
-                raise ConfigError(str(exc)) from None
             first_step += trained_positions(len(order), self.batch_size) // self.batch_size
         return pd.concat(frames, ignore_index=True).sort_values(
             ["unit", "step"], kind="stable").reset_index(drop=True)

@@ -55,7 +55,7 @@ from ...cohorts import (
     paper_first_epoch,
     step_from_sequence_index,
 )
-from ...errors import ConfigError, ParameterError
+from ...errors import ConfigError
 from ._base import Design
 
 __all__ = ["PythiaDesign"]
@@ -244,10 +244,8 @@ class PythiaDesign(Design):
     def _indexed(self, prefix, key):
         from ...backends.indexed import MMapIndexedDataset
 
-        try:
+        with self.config_errors(key):
             return MMapIndexedDataset(prefix)
-        except ParameterError as exc:
-            raise ConfigError(f"{self.where} {key}: {exc}") from None
 
     def default_cohorts(self, checkpoints) -> list:
         """Checkpoints that are positive multiples of ``steps_per_checkpoint``, up to 95,000."""
@@ -269,7 +267,7 @@ class PythiaDesign(Design):
         self.check_files(checkpoints)
         data = self._indexed(self.data, "data")
         validation = self._validation_tokens() if self.n_validation else []
-        try:
+        with self.config_errors():
             sample = sample_paper_design(
                 self.seed, cohorts=self._cohorts(checkpoints),
                 batches_per_cohort=self.batches_per_cohort,
@@ -277,8 +275,6 @@ class PythiaDesign(Design):
                 validation_pool=len(validation) if self.n_validation else None,
                 batch_size=self.batch_size, steps_per_checkpoint=self.steps_per_checkpoint,
             )
-        except ParameterError as exc:
-            raise ConfigError(f"{self.where} {exc}") from None
         seq = sample.frame["seq_idx"].to_numpy()
         tokens = [data[int(i)] if i >= 0 else np.asarray(validation[int(-1 - i)], np.int64)
                   for i in seq]
@@ -329,7 +325,7 @@ class PythiaDesign(Design):
         units = np.asarray(units, dtype=np.int64)
         train = units[units >= 0]
         data = self._indexed(self.data, "data")
-        try:
+        with self.config_errors():
             if self.second_epoch == "offset":
                 found = offset_repeats(data, train, epoch_sequences=self.epoch_sequences,
                                        batch_size=self.batch_size, where=self.where)
@@ -349,10 +345,6 @@ class PythiaDesign(Design):
                                          stop=stop, where=self.where)
                 found["searched"] = f"rows 0 .. {stop - 1}"
             return exposure_cohorts(found, units, checkpoints, where=self.where), found
-        except ParameterError as exc:
-            text = str(exc)
-            raise ConfigError(text if text.startswith(self.where)
-                              else f"{self.where} {text}") from None
 
     def cohorts_of(self, units, checkpoints) -> np.ndarray:
         """Cohort of each sequence index by the configured rule (``inf``: validation)."""
@@ -362,10 +354,8 @@ class PythiaDesign(Design):
         idx = np.asarray(units, dtype=np.int64)
         if self.cohort_rule == "didmem":
             step = step_from_sequence_index(idx, self.batch_size)
-            try:
+            with self.config_errors():
                 return cohort_from_step(step, checkpoints)
-            except ParameterError as exc:
-                raise ConfigError(f"{self.where} {exc}") from None
         cohort = cohort_from_sequence_index(idx, self.batch_size, self.steps_per_checkpoint,
                                             rule="paper")
         finite = cohort[np.isfinite(cohort)]

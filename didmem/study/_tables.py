@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-__all__ = ["replace_atomically", "read_file", "unknown_keys", "need_table", "optional_table", "string_list",
+__all__ = ["read_token_ids", "replace_atomically", "read_file", "unknown_keys", "need_table", "optional_table", "string_list",
            "closest"]
 
 
@@ -109,3 +109,31 @@ def replace_atomically(path: Path, write) -> Path:
         if tmp.exists():
             tmp.unlink()
     return path
+
+
+def read_token_ids(path: Path, where: str, column: str | None = None):
+    """Token ids from a ``.npy`` file (a 2-D integer array, one row per instance) or, when
+    ``column`` is given, from that column of a ``.parquet`` table (lists of ints).
+
+    ``where`` (``config FILE: [design] validation``) starts every message.
+    """
+    import numpy as np
+
+    if not path.is_file():
+        raise ConfigError(f"{where} {str(path)!r} does not exist.")
+    if path.suffix == ".npy":
+        tokens = np.load(path, allow_pickle=False)
+        if tokens.ndim != 2 or tokens.dtype.kind not in "iu":
+            raise ConfigError(f"{where} {str(path)!r} must hold a 2-D integer array of token "
+                              f"ids; got shape {tokens.shape} and dtype {tokens.dtype}.")
+        return tokens
+    if path.suffix == ".parquet" and column is not None:
+        import pandas as pd
+
+        table = pd.read_parquet(path)
+        if column not in table.columns:
+            raise ConfigError(f"{where} {str(path)!r} has no column {column!r}; it has "
+                              f"{list(table.columns)}.")
+        return [np.asarray(t, dtype=np.int64) for t in table[column]]
+    kinds = ".npy file or .parquet table" if column is not None else ".npy file"
+    raise ConfigError(f"{where} {str(path)!r} must be a {kinds} of token ids.")

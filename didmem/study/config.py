@@ -50,7 +50,8 @@ import numpy as np
 from ..backends._spec import BACKEND_KINDS, BackendSpec
 from ..errors import ConfigError, ParameterError
 from ..runners import RUNNERS
-from ._tables import closest, need_table, optional_table, string_list, unknown_keys
+from ._tables import (closest, need_table, optional_table, read_token_ids, string_list,
+                      unknown_keys)
 from .designs import Design, parse_design
 from .estimate import EstimateSettings, report_options
 
@@ -87,12 +88,7 @@ class InstanceFiles:
         if not file.is_file():
             raise ConfigError(f"{where} file {str(file)!r} does not exist.")
         if file.suffix == ".npy":
-            tokens = np.load(file, allow_pickle=False)
-            if tokens.ndim != 2 or tokens.dtype.kind not in "iu":
-                raise ConfigError(
-                    f"{where} file {str(file)!r} must hold a 2-D integer array of token ids; "
-                    f"got shape {tokens.shape} and dtype {tokens.dtype}."
-                )
+            tokens = read_token_ids(file, f"{where} file")
             units = None
             if self.units is not None:
                 if not self.units.is_file():

@@ -35,6 +35,7 @@ import pandas as pd
 
 from ..._validation import Constraint, Instance, Integral, OneOf
 from ...errors import ConfigError
+from .._tables import read_token_ids
 from ._base import ExposureDesign
 
 __all__ = ["OlmoDesign"]
@@ -166,7 +167,7 @@ class OlmoDesign(ExposureDesign):
                 tokens = [data[i] for i in self.units]
             ids = list(self.units)
             if self.validation is not None:
-                held = _validation_tokens(self.validation, f"{self.where} validation")
+                held = read_token_ids(self.validation, f"{self.where} validation")
                 tokens += [np.asarray(t, dtype=np.int64) for t in held]
                 ids += [-1 - j for j in range(len(held))]
             ids = np.asarray(ids, dtype=np.int64)
@@ -199,15 +200,3 @@ class OlmoDesign(ExposureDesign):
             first_step += trained_positions(len(order), self.batch_size) // self.batch_size
         return pd.concat(frames, ignore_index=True).sort_values(
             ["unit", "step"], kind="stable").reset_index(drop=True)
-
-
-def _validation_tokens(path: Path, where: str):
-    if path.suffix != ".npy" or not path.is_file():
-        raise ConfigError(f"{where} {str(path)!r} must be an existing .npy file of token ids.")
-    tokens = np.load(path, allow_pickle=False)
-    if tokens.ndim != 2 or tokens.dtype.kind not in "iu":
-        raise ConfigError(
-            f"{where} {str(path)!r} must hold a 2-D integer array of token ids; got shape "
-            f"{tokens.shape} and dtype {tokens.dtype}."
-        )
-    return tokens

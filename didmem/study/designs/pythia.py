@@ -56,6 +56,7 @@ from ...cohorts import (
     step_from_sequence_index,
 )
 from ...errors import ConfigError
+from .._tables import read_token_ids
 from ._base import Design
 
 __all__ = ["PythiaDesign"]
@@ -219,27 +220,10 @@ class PythiaDesign(Design):
         return len(self._indexed(file, "validation"))
 
     def _validation_tokens(self):
-        file = self.validation
-        where = f"{self.where} validation"
-        if file.suffix == ".npy":
-            self._missing(file)
-            tokens = np.load(file, allow_pickle=False)
-            if tokens.ndim != 2 or tokens.dtype.kind not in "iu":
-                raise ConfigError(
-                    f"{where} {str(file)!r} must hold a 2-D integer array of token ids; got "
-                    f"shape {tokens.shape} and dtype {tokens.dtype}."
-                )
-            return tokens
-        if file.suffix == ".parquet":
-            self._missing(file)
-            table = pd.read_parquet(file)
-            if self.validation_column not in table.columns:
-                raise ConfigError(
-                    f"{where} {str(file)!r} has no column {self.validation_column!r} "
-                    f"(validation_column); it has {list(table.columns)}."
-                )
-            return [np.asarray(t, dtype=np.int64) for t in table[self.validation_column]]
-        return self._indexed(file, "validation")
+        if self.validation.suffix in (".npy", ".parquet"):
+            return read_token_ids(self.validation, f"{self.where} validation",
+                                  column=self.validation_column)
+        return self._indexed(self.validation, "validation")
 
     def _indexed(self, prefix, key):
         from ...backends.indexed import MMapIndexedDataset

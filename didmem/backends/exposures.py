@@ -13,14 +13,32 @@ import numpy as np
 import pandas as pd
 
 from .._messages import listing
-from ..cohorts import cohort_from_step
+from ..cohorts import cohort_from_step, step_from_sequence_index
 from ..errors import ParameterError
 
-__all__ = ["cohort_column", "exposure_cohorts"]
+__all__ = ["cohort_column", "exposure_cohorts", "exposure_steps", "exposure_frame"]
 
 
 def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
+
+
+def exposure_steps(position, batch_size: int, first_step: int = 0) -> np.ndarray:
+    """The optimisation step (1-based, int) that trains each position of a data order:
+    ``first_step + position // batch_size + 1``, the rule of
+    :func:`didmem.cohorts.step_from_sequence_index` (``first_step``: steps of earlier epochs'
+    files)."""
+    position = np.asarray(position, dtype=np.int64)
+    return step_from_sequence_index(position, batch_size).astype(np.int64) + int(first_step)
+
+
+def exposure_frame(unit, position, batch_size: int, first_step: int = 0) -> pd.DataFrame:
+    """``unit, position, step``: one row per exposure, sorted by unit then position (every
+    suite reader ends in this table; :func:`exposure_cohorts` reads it)."""
+    position = np.asarray(position, dtype=np.int64)
+    frame = pd.DataFrame({"unit": unit, "position": position,
+                          "step": exposure_steps(position, batch_size, first_step)})
+    return frame.sort_values(["unit", "position"], kind="stable").reset_index(drop=True)
 
 
 def cohort_column(k: int) -> str:

@@ -27,6 +27,7 @@ import pandas as pd
 
 from .._messages import listing
 from ..errors import ParameterError
+from .exposures import exposure_frame
 
 __all__ = ["read_perturbation_info", "read_inserted_examples", "hubble_exposures"]
 
@@ -184,7 +185,5 @@ def hubble_exposures(info: pd.DataFrame, examples: pd.DataFrame, batch_size: int
             f"meta.duplicates, e.g. {unit!r}: {int(inserted[unit])} copies, duplicates = "
             f"{int(wrong.iloc[0])}."
         )
-    position = merged["pt_loc"].to_numpy(dtype=np.int64)
-    frame = pd.DataFrame({"unit": merged["unit"].to_numpy(), "position": position,
-                          "step": position // batch_size + 1})
-    return frame.sort_values(["unit", "position"], kind="stable").reset_index(drop=True)
+    return exposure_frame(merged["unit"].to_numpy(), merged["pt_loc"].to_numpy(dtype=np.int64),
+                          batch_size)

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ParameterError
+from .exposures import exposure_frame
 
 __all__ = ["read_global_indices", "trained_positions", "olmo_exposures", "OlmoTokens",
            "OlmoCheckpoint", "parse_olmo_checkpoint"]
@@ -162,9 +163,7 @@ def olmo_exposures(indices: np.ndarray, instances, batch_size: int, *,
         positions.append(where_hit.astype(np.int64) + start)
     unit = np.concatenate(units) if units else np.zeros(0, np.int64)
     position = np.concatenate(positions) if positions else np.zeros(0, np.int64)
-    frame = pd.DataFrame({"unit": unit, "position": position,
-                          "step": int(first_step) + position // batch_size + 1})
-    return frame.sort_values(["unit", "position"], kind="stable").reset_index(drop=True)
+    return exposure_frame(unit, position, batch_size, first_step)
 
 
 class OlmoTokens:

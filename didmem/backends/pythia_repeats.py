@@ -41,6 +41,7 @@ import pandas as pd
 from numba import njit, prange
 
 from ..errors import ParameterError
+from .exposures import exposure_frame
 
 __all__ = ["row_hashes", "find_repeats", "offset_repeats", "PYTHIA_DEDUP_EPOCH_TOKENS",
            "PYTHIA_SEQUENCE_TOKENS"]
@@ -172,11 +173,8 @@ def find_repeats(dataset, units, tokens, *, batch_size: int, start: int = 0,
                 if row.size == seq.size and np.array_equal(row, seq):
                     rows_unit.append(unit)
                     rows_pos.append(lo + int(r))
-    position = np.asarray(rows_pos, dtype=np.int64)
-    frame = pd.DataFrame({"unit": pd.Series(rows_unit, dtype=units.dtype if rows_unit else
-                                            np.int64),
-                          "position": position, "step": position // batch_size + 1})
-    return frame.sort_values(["unit", "position"], kind="stable").reset_index(drop=True)
+    unit = pd.Series(rows_unit, dtype=units.dtype if rows_unit else np.int64)
+    return exposure_frame(unit, rows_pos, batch_size)
 
 
 def offset_repeats(dataset, positions, *, epoch_sequences: int, batch_size: int,
@@ -214,8 +212,5 @@ def offset_repeats(dataset, positions, *, epoch_sequences: int, batch_size: int,
             f"{differ[0]}), so the second pass does not replay the first in the same order; use "
             "second_epoch = 'search'."
         )
-    unit = np.concatenate([positions, positions[inside]])
-    position = np.concatenate([base, second[inside]])
-    frame = pd.DataFrame({"unit": unit, "position": position,
-                          "step": position // batch_size + 1})
-    return frame.sort_values(["unit", "position"], kind="stable").reset_index(drop=True)
+    return exposure_frame(np.concatenate([positions, positions[inside]]),
+                          np.concatenate([base, second[inside]]), batch_size)

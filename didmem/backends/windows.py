@@ -31,6 +31,7 @@ import pandas as pd
 from numba import njit, prange
 
 from ..errors import ParameterError
+from .exposures import exposure_steps
 from .pythia_repeats import _check_range
 
 __all__ = ["window_hashes", "find_windows", "window_exposures"]
@@ -260,7 +261,7 @@ def find_windows(dataset, units, tokens, *, batch_size: int, window: int = 50,
                               "instance_offset": np.int64, "tokens": np.int64})
     frame = frame.drop_duplicates().astype({"position": np.int64, "offset": np.int64,
                                             "instance_offset": np.int64, "tokens": np.int64})
-    frame.insert(2, "step", frame["position"] // batch_size + 1)
+    frame.insert(2, "step", exposure_steps(frame["position"], batch_size))
     return frame.sort_values(["unit", "position", "offset"], kind="stable").reset_index(drop=True)
 
 

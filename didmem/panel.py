@@ -19,6 +19,7 @@ import numpy as np
 from ._arrays import readonly
 from ._messages import MAX_LISTED as _MAX_LISTED
 from ._messages import listing as _listing
+from ._messages import python_scalar
 from ._validation import OneOf, check_all
 from .cohorts import PYTHIA_BATCH_SIZE, PYTHIA_STEPS_PER_CHECKPOINT, cohort_from_sequence_index
 from .errors import DataDroppedWarning, PanelError, ParameterError
@@ -43,10 +44,6 @@ class _ObservedRows:
     time: np.ndarray
     outcomes: dict
     covariates: dict
-
-
-def _to_python(value):
-    return value.item() if isinstance(value, np.generic) else value
 
 
 class Panel:
@@ -226,7 +223,7 @@ class Panel:
             counts = np.bincount(cell, minlength=n_units * n_times)
             if counts.max() > 1:
                 dup = np.flatnonzero(counts > 1)
-                pairs = [(_to_python(units[c // n_times]), _to_python(times[c % n_times]))
+                pairs = [(python_scalar(units[c // n_times]), python_scalar(times[c % n_times]))
                          for c in dup]
                 n_rows = int(counts[dup].sum() - dup.size)
                 raise PanelError(
@@ -281,7 +278,7 @@ class Panel:
             bad = ~np.isfinite(values)
             if bad.any():
                 where = [
-                    (_to_python(units[u]), _to_python(times[t]))
+                    (python_scalar(units[u]), python_scalar(times[t]))
                     for u, t in zip(unit_codes[bad][:_MAX_LISTED], time_codes[bad][:_MAX_LISTED])
                 ]
                 raise PanelError(
@@ -298,7 +295,7 @@ class Panel:
                 raise PanelError(
                     f"Covariate column {name!r} has {int(bad.sum())} missing or infinite values "
                     f"in {bad_units.size} units, e.g. units "
-                    f"{_listing([_to_python(units[u]) for u in bad_units])}. Remove or impute them "
+                    f"{_listing([python_scalar(units[u]) for u in bad_units])}. Remove or impute them "
                     "first."
                 )
             covariate_rows[name] = values
@@ -320,7 +317,7 @@ class Panel:
             missing = np.argwhere(~present)
             n_missing = int(missing.shape[0])
             incomplete = int((~keep).sum())
-            first = [(_to_python(units[u]), _to_python(times[t])) for u, t in missing[:_MAX_LISTED]]
+            first = [(python_scalar(units[u]), python_scalar(times[t])) for u, t in missing[:_MAX_LISTED]]
             if balance == "error":
                 raise PanelError(
                     f"The panel is unbalanced: {n_missing} (unit, time) cells are missing across "
@@ -338,7 +335,7 @@ class Panel:
             warnings.warn(
                 f"Dropped {incomplete} of {n_units} units that are not observed at every one of "
                 f"the {n_times} times ({n_missing} missing cells), e.g. units "
-                f"{_listing([_to_python(units[u]) for u in np.flatnonzero(~keep)])}.",
+                f"{_listing([python_scalar(units[u]) for u in np.flatnonzero(~keep)])}.",
                 DataDroppedWarning,
                 stacklevel=2,
             )
@@ -504,7 +501,7 @@ class Panel:
             bad_units = np.flatnonzero(differs)
             raise PanelError(
                 f"Column {column!r} ({role}) must be constant within a unit; it changes over time "
-                f"for {bad_units.size} units: {_listing([_to_python(units[u]) for u in bad_units])}."
+                f"for {bad_units.size} units: {_listing([python_scalar(units[u]) for u in bad_units])}."
             )
         return low
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._messages import listing as _listing
+from ._messages import python_scalar
 from .errors import ParameterError, PanelError
 
 __all__ = ["check_exposure_order", "exposure_columns", "ExposureView", "exposure_view"]
@@ -45,7 +46,7 @@ def check_exposure_order(matrix: np.ndarray, columns, units) -> None:
             raise PanelError(
                 f"Column {columns[k]!r} (exposure {k + 1}) has a cohort for {bad.size} units "
                 f"that have no exposure {k} in column {columns[k - 1]!r}, e.g. units "
-                f"{_listing([_item(units[u]) for u in bad])}. Exposures are numbered in "
+                f"{_listing([python_scalar(units[u]) for u in bad])}. Exposures are numbered in "
                 "order: fill the earlier column first."
             )
         back = np.isfinite(cur) & (cur < prev)
@@ -54,13 +55,9 @@ def check_exposure_order(matrix: np.ndarray, columns, units) -> None:
             raise PanelError(
                 f"Column {columns[k]!r} (exposure {k + 1}) is earlier than column "
                 f"{columns[k - 1]!r} (exposure {k}) for {bad.size} units, e.g. units "
-                f"{_listing([_item(units[u]) for u in bad])}. The k-th cohort column holds the "
+                f"{_listing([python_scalar(units[u]) for u in bad])}. The k-th cohort column holds the "
                 "checkpoint of the k-th exposure, so they must not decrease."
             )
-
-
-def _item(value):
-    return value.item() if isinstance(value, np.generic) else value
 
 
 class ExposureView:

@@ -12,15 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._messages import listing
+from .._messages import listing, python_scalar
 from ..cohorts import cohort_from_step, step_from_sequence_index
 from ..errors import ParameterError
 
 __all__ = ["cohort_column", "exposure_cohorts", "exposure_steps", "exposure_frame"]
-
-
-def _plain(value):
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def exposure_steps(position, batch_size: int, first_step: int = 0) -> np.ndarray:
@@ -112,7 +108,7 @@ def exposure_cohorts(exposures: pd.DataFrame, units, checkpoints, *, where: str 
     if len(late_first):
         raise ParameterError(
             f"{prefix}{len(late_first)} units are first trained on after the last checkpoint "
-            f"({last:g}), e.g. unit {_plain(late_first['unit'].iloc[0])!r} at step "
+            f"({last:g}), e.g. unit {python_scalar(late_first['unit'].iloc[0])!r} at step "
             f"{late_first['step'].iloc[0]:g}; their cohort is unknown. Drop them, or add "
             "later checkpoints."
         )

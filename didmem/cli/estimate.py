@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._validation import add_option, choices_of
+from .._validation import add_option, choices_of, defaults_of
 from ..errors import ParameterError
 from ._options import bootstrap_option, panel_column_options, read_panel_frame, seed_option
 
@@ -77,17 +77,18 @@ def run(args) -> int:
     out = Path(args.out)
     if out.suffix != ".parquet":
         raise ParameterError(f"--out must name a '.parquet' file; got {args.out!r}.")
-    if args.base_period is not None and args.estimator != "did":
-        raise ParameterError(f"--base-period applies to --estimator did only; got --estimator "
-                             f"{args.estimator}.")
-    if args.exposure != 1 and args.estimator != "did":
-        raise ParameterError(f"--exposure applies to --estimator did only; got --estimator "
-                             f"{args.estimator}.")
+    cls = ESTIMATORS[args.estimator]
+    takes = defaults_of(cls)  # the estimator's own keywords: the flags that apply to it
+    for flag, name, unset in (("--base-period", "base_period", None),
+                              ("--exposure", "exposure", 1)):
+        if getattr(args, name) != unset and name not in takes:
+            users = sorted(k for k, c in ESTIMATORS.items() if name in defaults_of(c))
+            raise ParameterError(f"{flag} applies to --estimator {' or '.join(users)} only; got "
+                                 f"--estimator {args.estimator}.")
     cohorts = [args.cohort] + [f"{args.cohort}_{k}" for k in range(2, args.exposure + 1)]
     frame = read_panel_frame(Path(args.panel))
     panel = Panel(frame, unit=args.unit, time=args.time, cohort=cohorts,
                   outcome=args.outcome, never_treated=args.never_treated, balance=args.balance)
-    cls = ESTIMATORS[args.estimator]
     options = {} if args.base_period is None else {"base_period": args.base_period}
     if args.exposure != 1:
         options["exposure"] = args.exposure

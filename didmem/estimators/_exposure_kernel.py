@@ -27,15 +27,18 @@ __all__ = ["exposure_cells_kernel", "exposure_cells_numpy"]
 
 @njit(cache=True, parallel=True)
 def exposure_cells_kernel(y, w, starts, hist, n_hist, cell_k, cell_t, cell_b, cell_cs,
-                          cell_ref, pos, offsets, flat, hist_mu0, hist_w0):
+                          cell_ref, pos, offsets, flat, hist_mu0, hist_w0, var_treated,
+                          var_control, store):
     """ATT, statistics and influence functions of every cell (see the module notes).
 
     Returns ``att, mu1, mu0, w1, w0, n_control, missing``: ``mu0`` is the treated-weighted
     mean of the histories' control means, ``w0`` and ``n_control`` the weight and number
     of the history-matched controls, ``missing`` the number of the cell's treated histories
     without a control (the cell's estimate is then NaN). Each treated history's control
-    mean and weight are written to ``hist_mu0[c, h]`` and ``hist_w0[c, h]`` (cells x histories),
-    which the grouped-sum bootstrap reads.
+    mean and weight are written to ``hist_mu0[c, h]`` and ``hist_w0[c, h]`` (cells x
+    histories), which the grouped-sum bootstrap reads; the sums of the squared influence
+    values of the treated and of the controls to ``var_treated[c]`` and ``var_control[c]``.
+    The influence values themselves are written to ``flat`` only when ``store`` is True.
     """
     n_cells = cell_k.size
     n_blocks = starts.size - 1
@@ -95,9 +98,14 @@ def exposure_cells_kernel(y, w, starts, hist, n_hist, cell_k, cell_t, cell_b, ce
         tau = mu1[c] - mu0[c]
         att[c] = tau
         base = offsets[k] + pos[c, k] * (hi - lo)
+        vt = 0.0
         for i in range(lo, hi):
             d = y[i, t] - y[i, b]
-            flat[base + i - lo] = w[i] * (d - s0h[hist[i]] - tau) / sw1
+            psi = w[i] * (d - s0h[hist[i]] - tau) / sw1
+            vt += psi * psi
+            if store:
+                flat[base + i - lo] = psi
+        vc = 0.0
         for j in range(cs, n_blocks):
             if j == k:
                 continue
@@ -107,7 +115,12 @@ def exposure_cells_kernel(y, w, starts, hist, n_hist, cell_k, cell_t, cell_b, ce
                 h = hist[i]
                 if w1h[h] > 0.0:
                     d = y[i, t] - y[i, b]
-                    flat[base + i - starts[j]] = -(w1h[h] / sw1) * w[i] * (d - s0h[h]) / w0h[h]
+                    psi = -(w1h[h] / sw1) * w[i] * (d - s0h[h]) / w0h[h]
+                    vc += psi * psi
+                    if store:
+                        flat[base + i - starts[j]] = psi
+        var_treated[c] = vt
+        var_control[c] = vc
     return att, mu1, mu0, w1, w0, n_control, missing
 
 
@@ -196,3 +209,21 @@ def exposure_draws(block_sums, group_w, control_sums, control_suffix, group_star
                     cw -= ctl[n_time]
                 control -= w1h[k, h] * (cwd - m0 * cw) / w0h[c, h]
             out[row0 + r, c] = (treated + control) / w1[c]
+
+
+@njit(cache=True, parallel=True)
+def never_control_draws(block_sums, v, g, cell_k, cell_t, cell_b, cell_ref, att, w1, out,
+                        row0):
+    """The draws of :meth:`ExposureInfluence._never_draws` from its products: ``out[row0 +
+    r, c] = (S_k(w d) - tau S_k(w) - g[r, c] - (v[r, k, t] - v[r, k, b])) / W1``."""
+    n_time = block_sums.shape[2] - 2
+    for r in prange(block_sums.shape[0]):
+        for c in range(cell_k.size):
+            if cell_ref[c] == 1:
+                out[row0 + r, c] = 0.0
+                continue
+            k, t, b = cell_k[c], cell_t[c], cell_b[c]
+            own = block_sums[r, k]
+            ctl = v[r, k]
+            out[row0 + r, c] = (own[t] - own[b] - att[c] * own[n_time] - g[r, c]
+                                - (ctl[t] - ctl[b])) / w1[c]

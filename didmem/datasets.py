@@ -295,7 +295,7 @@ def _dose_effect(seen, shape, slope):
 
 def simulate_doses(doses=(0, 1, 2, 4, 8, 16, 32), units_per_dose: int = 100,
                    n_times: int = 6, *, shape: str = "loglinear", slope: float = 0.3,
-                   unit_sd: float = 1.0,
+                   effect_sd: float = 0.5, unit_sd: float = 1.0,
                    noise_sd: float = 0.5, learning_curve: float = 1.0,
                    seed: int | None = 0):
     """A panel where the number of exposures is assigned at random (as Hubble's insertions).
@@ -306,6 +306,9 @@ def simulate_doses(doses=(0, 1, 2, 4, 8, 16, 32), units_per_dose: int = 100,
     ``j``-th one on, so the cumulative effect at the last time is ``tau(d) = f(d)``:
     ``shape="loglinear"``, ``f(d) = slope * log(1 + d)`` (Carlini et al. 2023: extraction
     grows log-linearly with duplication); ``"saturating"``, ``f(d) = 3 slope (1 - 0.8**d)``.
+    Each instance responds in its own measure: its effects are ``f`` times ``1 + effect_sd
+    z_i`` (``z_i`` standard normal): the dose's instances vary around the truth ``f(d)``,
+    the population's mean effect.
 
     Returns
     -------
@@ -313,8 +316,8 @@ def simulate_doses(doses=(0, 1, 2, 4, 8, 16, 32), units_per_dose: int = 100,
         ``unit``, ``time``, ``cohort``, ``cohort_2``, ... (the k-th exposure's time, NaN
         for fewer), ``exposures`` (the dose) and ``y``.
     truth : pandas.DataFrame
-        ``dose`` and ``tau``, the mean cumulative effect at the last time over the units of
-        each dose (``f(d)``).
+        ``dose`` and ``tau = f(d)``, the mean cumulative effect at the last time in the
+        population of instances.
     """
     doses = np.asarray(doses, dtype=np.int64)
     if shape not in DOSE_SHAPES:
@@ -341,6 +344,8 @@ def simulate_doses(doses=(0, 1, 2, 4, 8, 16, 32), units_per_dose: int = 100,
         frame[name] = np.repeat(np.where(np.isinf(cohorts[:, j]), np.nan, cohorts[:, j]),
                                 n_times)
     frame["exposures"] = np.repeat(dose, n_times)
+    own = 1.0 + effect_sd * rng.standard_normal(n)  # drawn last
+    y += (own[:, None] - 1.0) * effect
     frame["y"] = y.ravel()
     truth = pd.DataFrame({"dose": doses, "tau": _dose_effect(doses, shape, slope)})
     return pd.DataFrame(frame), truth

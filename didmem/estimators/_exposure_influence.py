@@ -242,9 +242,7 @@ class ExposureInfluence(PicklableProxies):
                 for groups in by_history:
                     for a, b in zip(groups[:-1], groups[1:]):
                         suffix[b] += suffix[a]
-                exposure_draws(block_sums, group_w,
-                               np.ascontiguousarray(sums.transpose(1, 0, 2)),
-                               np.ascontiguousarray(suffix.transpose(1, 0, 2)),
+                exposure_draws(block_sums, group_w, sums, suffix,
                                group_start_of_block, group_hist, control_of_group,
                                next_control, *self.cells.kernel_args(), self.att, self.w1,
                                self.mu0h, self.w0h, w1h, out, row0)

@@ -171,9 +171,9 @@ def exposure_draws(block_sums, group_w, control_sums, control_suffix, group_star
     Groups are the (block, history) pairs, ordered by block. ``block_sums[r, j]`` holds
     ``sum_i U_ri w_i y_i`` over the times of block ``j``, then ``sum_i U_ri w_i`` and
     ``sum_i U_ri``; ``group_w[r, g]`` is ``sum_i U_ri w_i`` over group ``g``;
-    ``control_sums[r, q]`` the ``w y`` and ``w`` sums of control group ``q`` (a group of a
+    ``control_sums[q, r]`` the ``w y`` and ``w`` sums of control group ``q`` (a group of a
     block that is a control of some cell, ``control_of_group[g]``, -1 for others) and
-    ``control_suffix[r, q]`` their sum over the history's control groups of this and later
+    ``control_suffix[q, r]`` their sum over the history's control groups of this and later
     blocks; ``next_control[h, j]`` is the first control group of history ``h`` in a block
     ``>= j`` (-1 when none). Draw ``r`` of cell ``c`` is ``sum_i U_ri psi_ci``, the
     treated part ``sum_h (S_h(w d) - mu0_h S_h(w)) - tau S(w)`` over ``W1`` and, for each
@@ -181,34 +181,36 @@ def exposure_draws(block_sums, group_w, control_sums, control_suffix, group_star
     """
     n_draws = block_sums.shape[0]
     n_time = block_sums.shape[2] - 2
-    for r in prange(n_draws):
-        for c in range(cell_k.size):
-            if cell_ref[c] == 1:
+    for c in prange(cell_k.size):  # one cell at a time: a control group's draws lie together
+        if cell_ref[c] == 1:
+            for r in range(n_draws):
                 out[row0 + r, c] = 0.0
-                continue
-            k, t, b, cs = cell_k[c], cell_t[c], cell_b[c], cell_cs[c]
+            continue
+        k, t, b, cs = cell_k[c], cell_t[c], cell_b[c], cell_cs[c]
+        acc = np.empty(n_draws)
+        for r in range(n_draws):
             own = block_sums[r, k]
-            treated = own[t] - own[b] - att[c] * own[n_time]
-            control = 0.0
-            for g in range(group_start_of_block[k], group_start_of_block[k + 1]):
-                h = group_hist[g]
-                if w1h[k, h] <= 0.0:
-                    continue
-                m0 = mu0h[c, h]
-                treated -= m0 * group_w[r, g]
-                q = next_control[h, cs]
+            acc[r] = own[t] - own[b] - att[c] * own[n_time]
+        for g in range(group_start_of_block[k], group_start_of_block[k + 1]):
+            h = group_hist[g]
+            if w1h[k, h] <= 0.0:
+                continue
+            m0 = mu0h[c, h]
+            coef = w1h[k, h] / w0h[c, h]
+            q = next_control[h, cs]
+            mine = control_of_group[g] if k >= cs else -1  # no control of itself
+            for r in range(n_draws):
                 cwd = 0.0
                 cw = 0.0
                 if q >= 0:
-                    ctl = control_suffix[r, q]
-                    cwd = ctl[t] - ctl[b]
-                    cw = ctl[n_time]
-                if k >= cs:  # the cell's own cohort is no control of itself
-                    ctl = control_sums[r, control_of_group[g]]
-                    cwd -= ctl[t] - ctl[b]
-                    cw -= ctl[n_time]
-                control -= w1h[k, h] * (cwd - m0 * cw) / w0h[c, h]
-            out[row0 + r, c] = (treated + control) / w1[c]
+                    cwd = control_suffix[q, r, t] - control_suffix[q, r, b]
+                    cw = control_suffix[q, r, n_time]
+                if mine >= 0:
+                    cwd -= control_sums[mine, r, t] - control_sums[mine, r, b]
+                    cw -= control_sums[mine, r, n_time]
+                acc[r] -= m0 * group_w[r, g] + coef * (cwd - m0 * cw)
+        for r in range(n_draws):
+            out[row0 + r, c] = acc[r] / w1[c]
 
 
 @njit(cache=True, parallel=True)

@@ -37,6 +37,7 @@ _WHERE: dict[str, str] = {
     "cohort_from_sequence_index": "panel",
     # estimators
     "DiDEstimator": "estimators",
+    "DoseResponseEstimator": "estimators",
     "DifferenceEstimator": "estimators",
     "ArchitecturalEstimator": "estimators",
     "ExtractableEstimator": "estimators",
@@ -53,6 +54,7 @@ _WHERE: dict[str, str] = {
     "PretrendTest": "results",
     "SavedResult": "results",
     "ExposureResult": "results",
+    "DoseResponseResult": "results.dose",
     "aligned_cells": "results",
     "compare": "results",
     "load_result": "results",

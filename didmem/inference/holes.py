@@ -179,28 +179,65 @@ def _sparse_sums(weights, unit_start, time, wy, w_unit, block, n_blocks, n_t):
     return out
 
 
+_LANES = 64  # draws per pass over the rows: one random word per 64 units and draw
+
+
 @njit(cache=True, parallel=True)
-def _rademacher_sums(raw, n_draws, unit_start, time, wy, w_unit, block, n_blocks, n_t):
+def _rademacher_sums(raw, n_draws, unit_start, time, wy, w_unit, starts, n_t):
     """:func:`_sparse_sums` with Rademacher weights read from random words as
     :func:`~didmem.inference.kernels.rademacher_from_raw` lays them out (the same draws,
-    never held as a draws x units matrix)."""
+    never held as a draws x units matrix).
+
+    The rows are read once per 64 draws, not once per draw: a block's sums for 64 draws
+    are kept as times x 64 accumulators (the draws in the fast axis, so the updates are
+    vector operations), and the 64 draws' words of 64 consecutive units are read once.
+    Each sum adds the same terms in the same (unit, row) order as one draw at a time.
+    """
+    n_blocks = starts.size - 1
     p = 2 * n_t + 2
-    out = np.zeros((n_draws, n_blocks, p))
-    n_units = unit_start.size - 1
-    words = (n_units + 63) // 64
-    for d in prange(n_draws):
-        s = out[d]
-        base = d * words
-        for i in range(n_units):
-            bit = (raw[base + i // 64] >> np.uint64(i % 64)) & np.uint64(1)
-            ui = 1.0 - 2.0 * np.float64(bit)
-            j = block[i]
-            wi = w_unit[i]
-            for r in range(unit_start[i], unit_start[i + 1]):
-                s[j, time[r]] += ui * wy[r]
-                s[j, n_t + time[r]] += ui * wi
-            s[j, 2 * n_t] += ui * wi
-            s[j, 2 * n_t + 1] += ui
+    out = np.empty((n_draws, n_blocks, p))
+    words = (unit_start.size - 1 + 63) // 64
+    for c in prange((n_draws + _LANES - 1) // _LANES):
+        d0 = c * _LANES
+        m = min(_LANES, n_draws - d0)
+        word = np.zeros(_LANES, dtype=np.uint64)
+        u = np.empty(_LANES)
+        acc_y = np.empty((n_t, _LANES))
+        acc_w = np.empty((n_t, _LANES))
+        tot_w = np.empty(_LANES)
+        tot_1 = np.empty(_LANES)
+        for j in range(n_blocks):
+            acc_y[:] = 0.0
+            acc_w[:] = 0.0
+            tot_w[:] = 0.0
+            tot_1[:] = 0.0
+            for i in range(starts[j], starts[j + 1]):
+                b = i % 64
+                if b == 0 or i == starts[j]:
+                    base = d0 * words + i // 64
+                    for d in range(m):
+                        word[d] = raw[base + d * words]
+                shift = np.uint64(b)
+                for d in range(_LANES):
+                    u[d] = 1.0 - 2.0 * np.float64((word[d] >> shift) & np.uint64(1))
+                wi = w_unit[i]
+                for r in range(unit_start[i], unit_start[i + 1]):
+                    x = wy[r]
+                    ay = acc_y[time[r]]
+                    aw = acc_w[time[r]]
+                    for d in range(_LANES):
+                        ay[d] += u[d] * x
+                        aw[d] += u[d] * wi
+                for d in range(_LANES):
+                    tot_w[d] += u[d] * wi
+                    tot_1[d] += u[d]
+            for d in range(m):
+                o = out[d0 + d, j]
+                for t in range(n_t):
+                    o[t] = acc_y[t, d]
+                    o[n_t + t] = acc_w[t, d]
+                o[2 * n_t] = tot_w[d]
+                o[2 * n_t + 1] = tot_1[d]
     return out
 
 
@@ -447,7 +484,7 @@ class HolesInfluence:
                 raw = rng.bit_generator.random_raw(m * ((n + 63) // 64))
                 sums = _rademacher_sums(np.asarray(raw, dtype=np.uint64), m,
                                         self.rows.unit_start, self.rows.time, wy, self.w,
-                                        self._block(), n_blocks, self.n_times)
+                                        self.starts, self.n_times)
             else:
                 sums = self.feature_sums(draw_multipliers(rng, m, n, multiplier))
             _cell_draws(sums, self.k, self.cs, self.ref, self.idx, self.tau, self.kappa, out,

@@ -165,8 +165,9 @@ def test_moment_route_equals_dense_influence_functions(kind, control_group, base
     assert np.allclose(inf.treated_variance(), treated, rtol=1e-9, atol=1e-16)
 
 
+@pytest.mark.parametrize("weighted", [True, False])
 @pytest.mark.parametrize("rows_per_unit", [1, 3])
-def test_fused_rademacher_sums_equal_the_dense_multipliers(rows_per_unit):
+def test_fused_rademacher_sums_equal_the_dense_multipliers(rows_per_unit, weighted):
     """64 draws per pass over the rows give each draw's sums exactly (draws not a multiple
     of 64, blocks starting inside a random word, units with several rows)."""
     from didmem.inference.holes import _rademacher_sums
@@ -178,10 +179,10 @@ def test_fused_rademacher_sums_equal_the_dense_multipliers(rows_per_unit):
     unit_start = np.arange(n_units + 1, dtype=np.int64) * rows_per_unit
     time = rng.integers(0, n_t, n_units * rows_per_unit).astype(np.int64)
     wy = rng.standard_normal(time.size)
-    w = rng.uniform(0.5, 2.0, n_units)
+    w = rng.uniform(0.5, 2.0, n_units) if weighted else np.ones(n_units)
     raw = np.asarray(rng.bit_generator.random_raw(n_draws * ((n_units + 63) // 64)),
                      dtype=np.uint64)
-    sums = _rademacher_sums(raw, n_draws, unit_start, time, wy, w, starts, n_t)
+    sums = _rademacher_sums(raw, n_draws, unit_start, time, wy, w, weighted, starts, n_t)
     u = rademacher_from_raw(raw, n_draws, n_units)
     unit = np.repeat(np.arange(n_units), rows_per_unit)
     z = np.zeros((n_units, 2 * n_t + 2))

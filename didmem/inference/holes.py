@@ -180,10 +180,33 @@ def _sparse_sums(weights, unit_start, time, wy, w_unit, block, n_blocks, n_t):
 
 
 _LANES = 64  # draws per pass over the rows: one random word per 64 units and draw
+_ONE = np.uint64(0x3FF0000000000000)  # the bits of 1.0; with the sign bit set, -1.0
+
+
+@njit(cache=True)
+def _popcount(x):
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
+
+
+@njit(cache=True)
+def _sum_of_signs(raw, base, lo, hi):
+    """``sum_{lo <= i < hi} (1 - 2 bit_i)`` of the bits laid out from word ``base`` on."""
+    ones = 0
+    for wd in range(lo // 64, (hi - 1) // 64 + 1):
+        word = raw[base + wd]
+        if wd == lo // 64 and lo % 64:
+            word &= ~np.uint64(0) << np.uint64(lo % 64)
+        if wd == (hi - 1) // 64 and hi % 64:
+            word &= (np.uint64(1) << np.uint64(hi % 64)) - np.uint64(1)
+        ones += _popcount(word)
+    return float(hi - lo - 2 * ones)
 
 
 @njit(cache=True, parallel=True)
-def _rademacher_sums(raw, n_draws, unit_start, time, wy, w_unit, starts, n_t):
+def _rademacher_sums(raw, n_draws, unit_start, time, wy, w_unit, weighted, starts, n_t):
     """:func:`_sparse_sums` with Rademacher weights read from random words as
     :func:`~didmem.inference.kernels.rademacher_from_raw` lays them out (the same draws,
     never held as a draws x units matrix).
@@ -192,6 +215,9 @@ def _rademacher_sums(raw, n_draws, unit_start, time, wy, w_unit, starts, n_t):
     are kept as times x 64 accumulators (the draws in the fast axis, so the updates are
     vector operations), and the 64 draws' words of 64 consecutive units are read once.
     Each sum adds the same terms in the same (unit, row) order as one draw at a time.
+    Unweighted (every ``w_unit`` 1), the sums of the weights are sums of signs: exact
+    integers, so the per-time ones need no product and the block totals come from bit
+    counts.
     """
     n_blocks = starts.size - 1
     p = 2 * n_t + 2
@@ -201,7 +227,8 @@ def _rademacher_sums(raw, n_draws, unit_start, time, wy, w_unit, starts, n_t):
         d0 = c * _LANES
         m = min(_LANES, n_draws - d0)
         word = np.zeros(_LANES, dtype=np.uint64)
-        u = np.empty(_LANES)
+        bits = np.empty(_LANES, dtype=np.uint64)
+        u = bits.view(np.float64)  # +-1.0, built from the sign bit
         acc_y = np.empty((n_t, _LANES))
         acc_w = np.empty((n_t, _LANES))
         tot_w = np.empty(_LANES)
@@ -219,18 +246,28 @@ def _rademacher_sums(raw, n_draws, unit_start, time, wy, w_unit, starts, n_t):
                         word[d] = raw[base + d * words]
                 shift = np.uint64(b)
                 for d in range(_LANES):
-                    u[d] = 1.0 - 2.0 * np.float64((word[d] >> shift) & np.uint64(1))
+                    bits[d] = _ONE | (((word[d] >> shift) & np.uint64(1)) << np.uint64(63))
                 wi = w_unit[i]
                 for r in range(unit_start[i], unit_start[i + 1]):
                     x = wy[r]
                     ay = acc_y[time[r]]
                     aw = acc_w[time[r]]
+                    if weighted:
+                        for d in range(_LANES):
+                            ay[d] += u[d] * x
+                            aw[d] += u[d] * wi
+                    else:
+                        for d in range(_LANES):
+                            ay[d] += u[d] * x
+                            aw[d] += u[d]
+                if weighted:
                     for d in range(_LANES):
-                        ay[d] += u[d] * x
-                        aw[d] += u[d] * wi
-                for d in range(_LANES):
-                    tot_w[d] += u[d] * wi
-                    tot_1[d] += u[d]
+                        tot_w[d] += u[d] * wi
+                        tot_1[d] += u[d]
+            if not weighted:
+                for d in range(m):
+                    tot_1[d] = _sum_of_signs(raw, (d0 + d) * words, starts[j], starts[j + 1])
+                    tot_w[d] = tot_1[d]
             for d in range(m):
                 o = out[d0 + d, j]
                 for t in range(n_t):
@@ -472,6 +509,7 @@ class HolesInfluence:
                                  and not n_clusters):
             chunk = max(1, min(n_draws, 200_000_000 // (8 * n_blocks * p)))
         wy = self.w[self.rows.unit] * self.rows.y
+        unweighted = bool(np.all(self.w == 1.0))
         for row0 in range(0, n_draws, chunk):
             m = min(chunk, n_draws - row0)
             if roots is not None:
@@ -484,7 +522,7 @@ class HolesInfluence:
                 raw = rng.bit_generator.random_raw(m * ((n + 63) // 64))
                 sums = _rademacher_sums(np.asarray(raw, dtype=np.uint64), m,
                                         self.rows.unit_start, self.rows.time, wy, self.w,
-                                        self.starts, self.n_times)
+                                        not unweighted, self.starts, self.n_times)
             else:
                 sums = self.feature_sums(draw_multipliers(rng, m, n, multiplier))
             _cell_draws(sums, self.k, self.cs, self.ref, self.idx, self.tau, self.kappa, out,

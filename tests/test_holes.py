@@ -195,6 +195,33 @@ def test_fused_rademacher_sums_equal_the_dense_multipliers(rows_per_unit, weight
         assert np.allclose(sums[:, j], u[:, lo:hi] @ z[lo:hi], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("est_method", ["reg", "dr", "ipw"])
+@pytest.mark.parametrize("kind", ["unbalanced", "cross_sections"])
+def test_cross_section_estimators_without_covariates_are_the_four_means(kind, est_method):
+    """With the intercept alone, R's cross-section estimators (the covariate route, cell by
+    cell) give the four means' ATT and the moment route's influence functions."""
+    import dataclasses
+
+    from didmem.estimators._holes_covariates import covariate_hole_cells
+
+    df = _holed(_frame(), 0.15)
+    unit = "unit" if kind == "unbalanced" else None
+    panel = didmem.Panel(df, unit=unit, time="time", cohort="cohort", outcome="y",
+                         weights="w", balance="keep")
+    design = prepare_holes_design(panel, None, need_never_treated=False, anticipation=0,
+                                  lower_is_better=False, owner="test")
+    design = dataclasses.replace(design, holes=dataclasses.replace(
+        design.holes, x=np.zeros((design.holes.size, 0))))
+    cells = did_cells(design, base_period="varying", not_yet=True, anticipation=0)
+    att, coefficients, _ = hole_cells(design.holes, design.w, design.starts, cells,
+                                      design.times.size)
+    psi = HolesInfluence.build(design.holes, design.w, design.starts, cells,
+                               design.times.size, coefficients).dense()
+    got_att, influence = covariate_hole_cells(design, cells, est_method, [], "test")
+    assert np.allclose(got_att, att, rtol=1e-10, atol=1e-12)
+    assert np.allclose(influence.dense(), psi, rtol=1e-9, atol=1e-13)
+
+
 def test_keep_on_a_balanced_table_is_the_balanced_panel():
     df = _frame()
     keep = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
@@ -244,9 +271,9 @@ def test_refusals_name_what_is_wrong():
         panel.outcome_matrix()
     with pytest.raises(PanelError, match="balanced panel"):
         didmem.TWFEEstimator().fit(panel)  # it reads the dense views
-    cov = didmem.Panel(holed, unit="unit", time="time", cohort="cohort", outcome="y",
-                       covariates=["w"], balance="keep")
-    with pytest.raises(EstimationError, match="covariates"):
+    cov = didmem.Panel(holed.assign(one=1.0), unit="unit", time="time", cohort="cohort",
+                       outcome="y", covariates=["one"], balance="keep")
+    with pytest.raises(EstimationError, match=r"\['one'\] are rank-deficient.*of cell \("):
         didmem.DiDEstimator(n_bootstrap=0).fit(cov)
     g = df.loc[np.isfinite(df["cohort"].fillna(np.inf)), "cohort"].min()
     empty = df[~((df["cohort"] == g) & (df["time"] == g - 1))]

@@ -54,12 +54,15 @@ class HoleRows:
         every estimate and influence function unchanged).
     unit_start : ndarray (n_units + 1,)
         Rows of unit ``i`` are ``unit_start[i]:unit_start[i+1]``.
+    x : ndarray (rows x covariates) or None
+        Each row's covariates, where the fit uses them.
     """
 
     unit: np.ndarray
     time: np.ndarray
     y: np.ndarray
     unit_start: np.ndarray
+    x: np.ndarray | None = None
 
     @property
     def size(self) -> int:

@@ -42,7 +42,6 @@ class GroupTimeEstimator(BaseEstimator):
         from ..inference.cell_inference import CellInference
         from ..results.cells import GroupTimeResult
         from ._covariates import covariate_cells
-        from ..errors import EstimationError
         from ..inference._prepared import prepare_design
         from ..inference.holes import HolesInfluence, hole_cells
         from ._holes import check_hole_cells, prepare_holes_design

@@ -116,10 +116,9 @@ def _check(references, res, aggs, scenario, extra):
             np.testing.assert_array_equal(got[key], rows["egt"])
             _close(got["estimate"], rows["att_egt"], f"{scenario} {kind}")
             _close(got["std_error"], rows["se_egt"], f"{scenario} {kind} se")
-    if extra != "cluster":  # didmem's pre-test covariance is unclustered
-        want = pretest[pretest["scenario"] == scenario].iloc[0]
-        _close([res.pretest.statistic], [want["W"]], f"{scenario} W")
-        assert abs(res.pretest.pvalue - want["Wpval"]) <= 5e-6
+    want = pretest[pretest["scenario"] == scenario].iloc[0]  # with clusters: clustered V
+    _close([res.pretest.statistic], [want["W"]], f"{scenario} W")
+    assert abs(res.pretest.pvalue - want["Wpval"]) <= 5e-6
 
 
 @pytest.mark.parametrize("data,cg,bp,ant,extra", GRID,

@@ -555,10 +555,14 @@ class HolesInfluence:
         _cell_draws(sums, self.k, self.cs, self.ref, self.idx, self.tau, self.kappa, out, 0)
         return out
 
+    def cluster_psi(self, clusters, n_clusters: int) -> np.ndarray:
+        """``sum_{i in cluster} psi_ic`` (clusters x cells)."""
+        return self.draws_from_sums(self.cluster_sums(clusters, n_clusters))
+
     def variance(self, clusters=None, n_clusters: int = 0) -> np.ndarray:
         """``sum_i psi_ic**2`` per cell, or of cluster sums when ``n_clusters > 0``."""
         if n_clusters:
-            sums = self.draws_from_sums(self.cluster_sums(clusters, n_clusters))
+            sums = self.cluster_psi(clusters, n_clusters)
             return np.einsum("ij,ij->j", sums, sums)
         return _pair_diagonal(self.k, self.cs, self.ref, self.idx, self.tau, self.kappa,
                               self.gram, self.gram_suffix)

@@ -182,7 +182,8 @@ def test_fused_rademacher_sums_equal_the_dense_multipliers(rows_per_unit, weight
     w = rng.uniform(0.5, 2.0, n_units) if weighted else np.ones(n_units)
     raw = np.asarray(rng.bit_generator.random_raw(n_draws * ((n_units + 63) // 64)),
                      dtype=np.uint64)
-    sums = _rademacher_sums(raw, n_draws, unit_start, time, wy, w, weighted, starts, n_t)
+    sums = _rademacher_sums(raw, n_draws, unit_start, time, wy, w, weighted, starts, n_t,
+                            np.empty((n_draws + 3, starts.size - 1, 2 * n_t + 2)))
     u = rademacher_from_raw(raw, n_draws, n_units)
     unit = np.repeat(np.arange(n_units), rows_per_unit)
     z = np.zeros((n_units, 2 * n_t + 2))

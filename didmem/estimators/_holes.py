@@ -106,7 +106,11 @@ def prepare_holes_design(panel: Panel, outcome: str | None, *, need_never_treate
     new_of_old[order] = np.arange(order.size)
     rows = new_of_old[unit] >= 0
     unit, time, y, x = new_of_old[unit[rows]], time[rows], y[rows], x[rows]
-    row_order = np.lexsort((time, unit))
+    if unit.size == order.size and np.all(np.bincount(unit, minlength=order.size) == 1):
+        row_order = np.empty(unit.size, dtype=np.int64)  # cross-sections: one row per unit,
+        row_order[unit] = np.arange(unit.size)  # the sort by unit is a permutation
+    else:
+        row_order = np.lexsort((time, unit))
     unit, time, y, x = unit[row_order], time[row_order], y[row_order], x[row_order]
     w = w[order]
 

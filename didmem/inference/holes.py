@@ -209,7 +209,7 @@ def _sum_of_signs(raw, base, lo, hi):
 
 
 @njit(cache=True, parallel=True)
-def _rademacher_sums(raw, n_draws, unit_start, time, wy, w_unit, weighted, starts, n_t):
+def _rademacher_sums(raw, n_draws, unit_start, time, wy, w_unit, weighted, starts, n_t, out):
     """:func:`_sparse_sums` with Rademacher weights read from random words as
     :func:`~didmem.inference.kernels.rademacher_from_raw` lays them out (the same draws,
     never held as a draws x units matrix).
@@ -220,11 +220,9 @@ def _rademacher_sums(raw, n_draws, unit_start, time, wy, w_unit, weighted, start
     Each sum adds the same terms in the same (unit, row) order as one draw at a time.
     Unweighted (every ``w_unit`` 1), the sums of the weights are sums of signs: exact
     integers, so the per-time ones need no product and the block totals come from bit
-    counts.
+    counts. Writes rows ``:n_draws`` of ``out`` (draws x blocks x P) and returns them.
     """
     n_blocks = starts.size - 1
-    p = 2 * n_t + 2
-    out = np.empty((n_draws, n_blocks, p))
     words = (unit_start.size - 1 + 63) // 64
     for c in prange((n_draws + _LANES - 1) // _LANES):
         d0 = c * _LANES
@@ -278,7 +276,7 @@ def _rademacher_sums(raw, n_draws, unit_start, time, wy, w_unit, weighted, start
                     o[n_t + t] = acc_w[t, d]
                 o[2 * n_t] = tot_w[d]
                 o[2 * n_t + 1] = tot_1[d]
-    return out
+    return out[:n_draws]
 
 
 @njit(cache=True, parallel=True)
@@ -508,9 +506,12 @@ class HolesInfluence:
         n_weights = n_clusters or n
         chunk = max(1, min(n_draws, 2_000_000 // max(n_weights, 1),
                            200_000_000 // (8 * n_blocks * p)))
-        if roots is not None or (multiplier == "rademacher" and self.features is None
-                                 and not n_clusters):
+        fused = multiplier == "rademacher" and self.features is None and not n_clusters
+        if roots is not None:
             chunk = max(1, min(n_draws, 200_000_000 // (8 * n_blocks * p)))
+        elif fused:  # 64 draws per pass; one buffer of grouped sums, reused
+            chunk = min(n_draws, max(64, 40_000_000 // (8 * n_blocks * p) // 64 * 64))
+            buffer = np.empty((chunk, n_blocks, p))
         wy = self.w[self.rows.unit] * self.rows.y
         unweighted = bool(np.all(self.w == 1.0))
         for row0 in range(0, n_draws, chunk):
@@ -521,11 +522,11 @@ class HolesInfluence:
             elif csums is not None:
                 u = draw_multipliers(rng, m, n_clusters, multiplier)
                 sums = (u @ csums).reshape(m, n_blocks, p)
-            elif multiplier == "rademacher" and self.features is None:
+            elif fused:
                 raw = rng.bit_generator.random_raw(m * ((n + 63) // 64))
                 sums = _rademacher_sums(np.asarray(raw, dtype=np.uint64), m,
                                         self.rows.unit_start, self.rows.time, wy, self.w,
-                                        not unweighted, self.starts, self.n_times)
+                                        not unweighted, self.starts, self.n_times, buffer)
             else:
                 sums = self.feature_sums(draw_multipliers(rng, m, n, multiplier))
             _cell_draws(sums, self.k, self.cs, self.ref, self.idx, self.tau, self.kappa, out,

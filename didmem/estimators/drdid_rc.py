@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit, xlogy
 
-from .drdid import PS_CAP, TRIM_LEVEL, _normalised
+from .drdid import TRIM_LEVEL, _normalised, _pscore_parts
 
 __all__ = ["reg_did_rc", "std_ipw_did_rc", "drdid_rc"]
 
@@ -62,13 +62,7 @@ def _logit_irls(x, d, w, tol=1e-8, max_iter=100):
 
 
 def _pscore(d, x, w, trim_level):
-    ps = _logit_irls(x, d, w)
-    max_ps = float(ps.max())
-    ps = np.minimum(ps, PS_CAP)
-    keep = np.where(d == 1, True, ps < trim_level)
-    info = x.T @ ((w * ps * (1 - ps))[:, None] * x)
-    alr = (w * (d - ps))[:, None] * x @ np.linalg.inv(info / d.size)
-    return ps, keep, alr, max_ps
+    return _pscore_parts(_logit_irls(x, d, w), d, x, w, trim_level)
 
 
 def _hajek(weight, value):

@@ -223,6 +223,26 @@ def test_cross_section_estimators_without_covariates_are_the_four_means(kind, es
     assert np.allclose(influence.dense(), psi, rtol=1e-9, atol=1e-13)
 
 
+@pytest.mark.parametrize("unit", ["unit", None])
+def test_covariates_on_holes_serve_the_default_inference(unit):
+    """Covariates with holes or cross-sections: the default fit (small-sample correction,
+    bootstrap band, clusters), aggregations and both pre-tests run and agree with the
+    analytic standard errors."""
+    df = _holed(_frame(), 0.1)
+    df["x"] = np.random.default_rng(3).normal(size=len(df))
+    panel = didmem.Panel(df, unit=unit, time="time", cohort="cohort", outcome="y",
+                         covariates=["x"], cluster="cl", balance="keep")
+    res = didmem.DiDEstimator(n_bootstrap=2000, random_state=0).fit(panel)
+    frame = res.to_frame()
+    live = frame["std_error"].notna()
+    assert live.sum() > 10 and np.all(np.isfinite(frame.loc[live, "estimate"]))
+    ratio = frame.loc[live, "std_error"] / res.analytic_std_errors[live.to_numpy()]
+    assert 0.7 < np.median(ratio) < 1.3
+    assert np.isfinite(res.aggregate("dynamic").overall.std_error)
+    assert np.isfinite(res.pretest.statistic)
+    assert np.isfinite(res.pretrend_test().pvalue)
+
+
 def test_keep_on_a_balanced_table_is_the_balanced_panel():
     df = _frame()
     keep = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",

@@ -10,7 +10,8 @@ clusters, and ``est_method`` reg, dr and ipw without extras (identical without c
 one didmem fit is checked against all three), dr with weights or clusters. ATT(g,t), analytic standard errors, the four aggregations
 and R's Wald pre-test, at 1e-8 relative. With the covariate ``lpop`` (R's cross-section
 estimators cell by cell): mpdta with holes and as cross-sections, both control groups and
-base periods, reg, dr and ipw without extras and with weights, dr with clusters.
+base periods, anticipation 0 and 1, reg, dr and ipw without extras and with weights, dr
+with clusters.
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ CONTROL = {"nevertreated": "never_treated", "notyettreated": "not_yet_treated"}
 GRID = list(itertools.product(DATA, CONTROL, ("varying", "universal"), (0, 1),
                               ("none", "weights", "cluster")))
 METHODS = ("reg", "dr", "ipw")
-COV_GRID = [(data, cg, bp, extra, method)
-            for data, cg, bp, extra in itertools.product(
-                ("mpdta_unbalanced", "mpdta_rcs"), CONTROL, ("varying", "universal"),
+COV_GRID = [(data, cg, bp, ant, extra, method)
+            for data, cg, bp, ant, extra in itertools.product(
+                ("mpdta_unbalanced", "mpdta_rcs"), CONTROL, ("varying", "universal"), (0, 1),
                 ("none", "weights", "cluster"))
             for method in (("dr",) if extra == "cluster" else METHODS)]
 
@@ -129,11 +130,12 @@ def test_matches_r_did(references, data, cg, bp, ant, extra):
         _check(references, res, aggs, _name(data, cg, bp, ant, extra, method), extra)
 
 
-@pytest.mark.parametrize("data,cg,bp,extra,method", COV_GRID,
+@pytest.mark.parametrize("data,cg,bp,ant,extra,method", COV_GRID,
                          ids=["_".join(map(str, g)) for g in COV_GRID])
-def test_matches_r_did_with_covariates(cov_references, data, cg, bp, extra, method):
-    res, aggs = _fit(data, cg, bp, 0, extra, method, covariates=["lpop"])
-    _check(cov_references, res, aggs, _name(data, cg, bp, 0, extra, method) + "_lpop", extra)
+def test_matches_r_did_with_covariates(cov_references, data, cg, bp, ant, extra, method):
+    res, aggs = _fit(data, cg, bp, ant, extra, method, covariates=["lpop"])
+    _check(cov_references, res, aggs, _name(data, cg, bp, ant, extra, method) + "_lpop",
+           extra)
 
 
 def test_reference_files_are_the_recorded_ones():

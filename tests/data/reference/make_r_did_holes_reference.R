@@ -101,15 +101,15 @@ for (dname in names(datasets)) {
 write_results("r_did_holes_")
 
 # With the covariate lpop (DRDID's reg_did_rc, drdid_rc, std_ipw_did_rc cell by cell):
-# mpdta with holes and as cross-sections, both control groups and base periods, the three
-# methods without extras and with weights, dr with clusters.
+# mpdta with holes and as cross-sections, both control groups and base periods,
+# anticipation 0 and 1, the three methods without extras and with weights, dr with clusters.
 for (dname in c("mpdta_unbalanced", "mpdta_rcs")) {
   d <- datasets[[dname]]
   for (cg in c("nevertreated", "notyettreated")) for (bp in c("varying", "universal"))
-  for (extra in c("none", "weights", "cluster"))
+  for (ant in c(0, 1)) for (extra in c("none", "weights", "cluster"))
   for (em in if (extra == "cluster") "dr" else c("reg", "dr", "ipw")) {
-    scenario <- paste(dname, cg, bp, "a0", extra, em, "lpop", sep = "_")
-    run_scenario(d, scenario, cg, bp, 0, extra, em, xformla = ~lpop)
+    scenario <- paste(dname, cg, bp, paste0("a", ant), extra, em, "lpop", sep = "_")
+    run_scenario(d, scenario, cg, bp, ant, extra, em, xformla = ~lpop)
   }
 }
 write_results("r_did_holes_cov_")

@@ -165,6 +165,84 @@ def test_moment_route_equals_dense_influence_functions(kind, control_group, base
     assert np.allclose(inf.treated_variance(), treated, rtol=1e-9, atol=1e-16)
 
 
+@pytest.mark.parametrize("weighted", [True, False])
+@pytest.mark.parametrize("rows_per_unit", [1, 3])
+def test_fused_rademacher_sums_equal_the_dense_multipliers(rows_per_unit, weighted):
+    """64 draws per pass over the rows give each draw's sums exactly (draws not a multiple
+    of 64, blocks starting inside a random word, units with several rows)."""
+    from didmem.inference.holes import _rademacher_sums
+    from didmem.inference.kernels import rademacher_from_raw
+
+    rng = np.random.default_rng(5)
+    n_units, n_t, n_draws = 301, 5, 70
+    starts = np.array([0, 37, 130, 131, 301], dtype=np.int64)
+    unit_start = np.arange(n_units + 1, dtype=np.int64) * rows_per_unit
+    time = rng.integers(0, n_t, n_units * rows_per_unit).astype(np.int64)
+    wy = rng.standard_normal(time.size)
+    w = rng.uniform(0.5, 2.0, n_units) if weighted else np.ones(n_units)
+    raw = np.asarray(rng.bit_generator.random_raw(n_draws * ((n_units + 63) // 64)),
+                     dtype=np.uint64)
+    sums = _rademacher_sums(raw, n_draws, unit_start, time, wy, w, weighted, starts, n_t,
+                            np.empty((n_draws + 3, starts.size - 1, 2 * n_t + 2)))
+    u = rademacher_from_raw(raw, n_draws, n_units)
+    unit = np.repeat(np.arange(n_units), rows_per_unit)
+    z = np.zeros((n_units, 2 * n_t + 2))
+    np.add.at(z, (unit, time), wy)
+    np.add.at(z, (unit, n_t + time), w[unit])
+    z[:, 2 * n_t] = w
+    z[:, 2 * n_t + 1] = 1.0
+    for j in range(starts.size - 1):
+        lo, hi = starts[j], starts[j + 1]
+        assert np.allclose(sums[:, j], u[:, lo:hi] @ z[lo:hi], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("est_method", ["reg", "dr", "ipw"])
+@pytest.mark.parametrize("kind", ["unbalanced", "cross_sections"])
+def test_cross_section_estimators_without_covariates_are_the_four_means(kind, est_method):
+    """With the intercept alone, R's cross-section estimators (the covariate route, cell by
+    cell) give the four means' ATT and the moment route's influence functions."""
+    import dataclasses
+
+    from didmem.estimators._holes_covariates import covariate_hole_cells
+
+    df = _holed(_frame(), 0.15)
+    unit = "unit" if kind == "unbalanced" else None
+    panel = didmem.Panel(df, unit=unit, time="time", cohort="cohort", outcome="y",
+                         weights="w", balance="keep")
+    design = prepare_holes_design(panel, None, need_never_treated=False, anticipation=0,
+                                  lower_is_better=False, owner="test")
+    design = dataclasses.replace(design, holes=dataclasses.replace(
+        design.holes, x=np.zeros((design.holes.size, 0))))
+    cells = did_cells(design, base_period="varying", not_yet=True, anticipation=0)
+    att, coefficients, _ = hole_cells(design.holes, design.w, design.starts, cells,
+                                      design.times.size)
+    psi = HolesInfluence.build(design.holes, design.w, design.starts, cells,
+                               design.times.size, coefficients).dense()
+    got_att, influence = covariate_hole_cells(design, cells, est_method, [], "test")
+    assert np.allclose(got_att, att, rtol=1e-10, atol=1e-12)
+    assert np.allclose(influence.dense(), psi, rtol=1e-9, atol=1e-13)
+
+
+@pytest.mark.parametrize("unit", ["unit", None])
+def test_covariates_on_holes_serve_the_default_inference(unit):
+    """Covariates with holes or cross-sections: the default fit (small-sample correction,
+    bootstrap band, clusters), aggregations and both pre-tests run and agree with the
+    analytic standard errors."""
+    df = _holed(_frame(), 0.1)
+    df["x"] = np.random.default_rng(3).normal(size=len(df))
+    panel = didmem.Panel(df, unit=unit, time="time", cohort="cohort", outcome="y",
+                         covariates=["x"], cluster="cl", balance="keep")
+    res = didmem.DiDEstimator(n_bootstrap=2000, random_state=0).fit(panel)
+    frame = res.to_frame()
+    live = frame["std_error"].notna()
+    assert live.sum() > 10 and np.all(np.isfinite(frame.loc[live, "estimate"]))
+    ratio = frame.loc[live, "std_error"] / res.analytic_std_errors[live.to_numpy()]
+    assert 0.7 < np.median(ratio) < 1.3
+    assert np.isfinite(res.aggregate("dynamic").overall.std_error)
+    assert np.isfinite(res.pretest.statistic)
+    assert np.isfinite(res.pretrend_test().pvalue)
+
+
 def test_keep_on_a_balanced_table_is_the_balanced_panel():
     df = _frame()
     keep = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
@@ -214,9 +292,9 @@ def test_refusals_name_what_is_wrong():
         panel.outcome_matrix()
     with pytest.raises(PanelError, match="balanced panel"):
         didmem.TWFEEstimator().fit(panel)  # it reads the dense views
-    cov = didmem.Panel(holed, unit="unit", time="time", cohort="cohort", outcome="y",
-                       covariates=["w"], balance="keep")
-    with pytest.raises(EstimationError, match="covariates"):
+    cov = didmem.Panel(holed.assign(one=1.0), unit="unit", time="time", cohort="cohort",
+                       outcome="y", covariates=["one"], balance="keep")
+    with pytest.raises(EstimationError, match=r"\['one'\] are rank-deficient.*of cell \("):
         didmem.DiDEstimator(n_bootstrap=0).fit(cov)
     g = df.loc[np.isfinite(df["cohort"].fillna(np.inf)), "cohort"].min()
     empty = df[~((df["cohort"] == g) & (df["time"] == g - 1))]

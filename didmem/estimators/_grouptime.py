@@ -42,30 +42,30 @@ class GroupTimeEstimator(BaseEstimator):
         from ..inference.cell_inference import CellInference
         from ..results.cells import GroupTimeResult
         from ._covariates import covariate_cells
-        from ..errors import EstimationError
         from ..inference._prepared import prepare_design
         from ..inference.holes import HolesInfluence, hole_cells
         from ._holes import check_hole_cells, prepare_holes_design
+        from ._holes_covariates import covariate_hole_cells
 
         name = type(self).__name__
         not_yet = params.get("control_group") == "not_yet_treated"
         use_covariates = "est_method" in params and bool(panel.covariates)
         if panel.has_holes:
-            if use_covariates:
-                raise EstimationError(
-                    f"{name}: covariates on a panel with holes or on repeated cross-sections "
-                    "are not supported yet; build the Panel without covariates, or with "
-                    "balance='drop_incomplete_units'.")
             design = prepare_holes_design(
                 panel, params["outcome"], need_never_treated=not not_yet,
                 anticipation=params.get("anticipation", 0),
-                lower_is_better=params["lower_is_better"], owner=name)
+                lower_is_better=params["lower_is_better"], owner=name,
+                use_covariates=use_covariates)
             cells = self._cells(design, params)
             att, coefficients, stats = hole_cells(design.holes, design.w, design.starts, cells,
                                                   design.times.size)
             check_hole_cells(design, cells, stats, name)
-            influence = HolesInfluence.build(design.holes, design.w, design.starts, cells,
-                                             design.times.size, coefficients)
+            if use_covariates:  # per-cell cross-section estimators, the generic route
+                att, influence = covariate_hole_cells(design, cells, params["est_method"],
+                                                      panel.covariates, name)
+            else:
+                influence = HolesInfluence.build(design.holes, design.w, design.starts, cells,
+                                                 design.times.size, coefficients)
             var = influence.variance(design.clusters, design.n_clusters)
             var[cells.ref == 1] = np.nan
             return self._result(panel, params, name, design, cells, att, var, stats, influence)

@@ -24,10 +24,15 @@ __all__ = ["prepare_holes_design", "check_hole_cells"]
 
 
 def prepare_holes_design(panel: Panel, outcome: str | None, *, need_never_treated: bool,
-                         anticipation: float, lower_is_better: bool, owner: str) -> Design:
-    """R ``did``'s pre-processing of a panel with holes (or cross-sections), as a design."""
+                         anticipation: float, lower_is_better: bool, owner: str,
+                         use_covariates: bool = False) -> Design:
+    """R ``did``'s pre-processing of a panel with holes (or cross-sections), as a design.
+
+    With ``use_covariates`` the rows keep their covariates (``design.holes.x``).
+    """
     name = panel.resolve_outcome(outcome)
     unit, time, y = panel.observed_rows(name)
+    x = panel.observed_covariates() if use_covariates else np.zeros((unit.size, 0))
     y = -np.asarray(y, dtype=np.float64) if lower_is_better else np.array(y, dtype=np.float64)
     unit = np.asarray(unit, dtype=np.int64)
     time = np.asarray(time, dtype=np.int64)
@@ -71,7 +76,7 @@ def prepare_holes_design(panel: Panel, outcome: str | None, *, need_never_treate
             f"{_fmt(last - anticipation)} on are dropped, as in R did.",
             DataDroppedWarning, stacklevel=4)
         rows = cut[time]
-        unit, time, y = unit[rows], time[rows], y[rows]
+        unit, time, y, x = unit[rows], time[rows], y[rows], x[rows]
         times = times[cut]
         cohorts[cohorts == last] = np.inf
         keep_unit &= np.bincount(unit, minlength=cohorts.size) > 0
@@ -100,9 +105,13 @@ def prepare_holes_design(panel: Panel, outcome: str | None, *, need_never_treate
     new_of_old = np.full(cohorts.size, -1, dtype=np.int64)
     new_of_old[order] = np.arange(order.size)
     rows = new_of_old[unit] >= 0
-    unit, time, y = new_of_old[unit[rows]], time[rows], y[rows]
-    row_order = np.lexsort((time, unit))
-    unit, time, y = unit[row_order], time[row_order], y[row_order]
+    unit, time, y, x = new_of_old[unit[rows]], time[rows], y[rows], x[rows]
+    if unit.size == order.size and np.all(np.bincount(unit, minlength=order.size) == 1):
+        row_order = np.empty(unit.size, dtype=np.int64)  # cross-sections: one row per unit,
+        row_order[unit] = np.arange(unit.size)  # the sort by unit is a permutation
+    else:
+        row_order = np.lexsort((time, unit))
+    unit, time, y, x = unit[row_order], time[row_order], y[row_order], x[row_order]
     w = w[order]
 
     # a cohort's size as R counts it for these data: its rows per period
@@ -137,7 +146,8 @@ def prepare_holes_design(panel: Panel, outcome: str | None, *, need_never_treate
         y=None, w=np.ascontiguousarray(w), starts=starts, cohorts=treated_cohorts, times=times,
         clusters=clusters, n_clusters=n_clusters,
         unit_labels=np.asarray(panel.units)[order],
-        holes=HoleRows(unit=unit, time=time, y=np.ascontiguousarray(y), unit_start=unit_start),
+        holes=HoleRows(unit=unit, time=time, y=np.ascontiguousarray(y), unit_start=unit_start,
+                       x=np.ascontiguousarray(x) if use_covariates else None),
     )
 
 

@@ -66,6 +66,12 @@ def _ols_on_controls(dy, d, x, w):
 
 def _pscore(d, x, w, trim_level):
     _, ps, _ = logit_fit(x, d, w)
+    return _pscore_parts(ps, d, x, w, trim_level)
+
+
+def _pscore_parts(ps, d, x, w, trim_level):
+    """From fitted propensity scores: the capped scores, the rows kept by DRDID's trimming,
+    the asymptotic linear representation of the logit coefficients and the largest score."""
     max_ps = float(ps.max())
     ps = np.minimum(ps, PS_CAP)
     keep = np.where(d == 1, True, ps < trim_level)

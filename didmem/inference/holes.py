@@ -54,12 +54,15 @@ class HoleRows:
         every estimate and influence function unchanged).
     unit_start : ndarray (n_units + 1,)
         Rows of unit ``i`` are ``unit_start[i]:unit_start[i+1]``.
+    x : ndarray (rows x covariates) or None
+        Each row's covariates, where the fit uses them.
     """
 
     unit: np.ndarray
     time: np.ndarray
     y: np.ndarray
     unit_start: np.ndarray
+    x: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -179,29 +182,101 @@ def _sparse_sums(weights, unit_start, time, wy, w_unit, block, n_blocks, n_t):
     return out
 
 
+_LANES = 64  # draws per pass over the rows: one random word per 64 units and draw
+_ONE = np.uint64(0x3FF0000000000000)  # the bits of 1.0; with the sign bit set, -1.0
+
+
+@njit(cache=True)
+def _popcount(x):
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
+
+
+@njit(cache=True)
+def _sum_of_signs(raw, base, lo, hi):
+    """``sum_{lo <= i < hi} (1 - 2 bit_i)`` of the bits laid out from word ``base`` on."""
+    ones = 0
+    for wd in range(lo // 64, (hi - 1) // 64 + 1):
+        word = raw[base + wd]
+        if wd == lo // 64 and lo % 64:
+            word &= ~np.uint64(0) << np.uint64(lo % 64)
+        if wd == (hi - 1) // 64 and hi % 64:
+            word &= (np.uint64(1) << np.uint64(hi % 64)) - np.uint64(1)
+        ones += _popcount(word)
+    return float(hi - lo - 2 * ones)
+
+
 @njit(cache=True, parallel=True)
-def _rademacher_sums(raw, n_draws, unit_start, time, wy, w_unit, block, n_blocks, n_t):
+def _rademacher_sums(raw, n_draws, unit_start, time, wy, w_unit, weighted, starts, n_t, out):
     """:func:`_sparse_sums` with Rademacher weights read from random words as
     :func:`~didmem.inference.kernels.rademacher_from_raw` lays them out (the same draws,
-    never held as a draws x units matrix)."""
-    p = 2 * n_t + 2
-    out = np.zeros((n_draws, n_blocks, p))
-    n_units = unit_start.size - 1
-    words = (n_units + 63) // 64
-    for d in prange(n_draws):
-        s = out[d]
-        base = d * words
-        for i in range(n_units):
-            bit = (raw[base + i // 64] >> np.uint64(i % 64)) & np.uint64(1)
-            ui = 1.0 - 2.0 * np.float64(bit)
-            j = block[i]
-            wi = w_unit[i]
-            for r in range(unit_start[i], unit_start[i + 1]):
-                s[j, time[r]] += ui * wy[r]
-                s[j, n_t + time[r]] += ui * wi
-            s[j, 2 * n_t] += ui * wi
-            s[j, 2 * n_t + 1] += ui
-    return out
+    never held as a draws x units matrix).
+
+    The rows are read once per 64 draws, not once per draw: a block's sums for 64 draws
+    are kept as times x 64 accumulators (the draws in the fast axis, so the updates are
+    vector operations), and the 64 draws' words of 64 consecutive units are read once.
+    Each sum adds the same terms in the same (unit, row) order as one draw at a time.
+    Unweighted (every ``w_unit`` 1), the sums of the weights are sums of signs: exact
+    integers, so the per-time ones need no product and the block totals come from bit
+    counts. Writes rows ``:n_draws`` of ``out`` (draws x blocks x P) and returns them.
+    """
+    n_blocks = starts.size - 1
+    words = (unit_start.size - 1 + 63) // 64
+    for c in prange((n_draws + _LANES - 1) // _LANES):
+        d0 = c * _LANES
+        m = min(_LANES, n_draws - d0)
+        word = np.zeros(_LANES, dtype=np.uint64)
+        bits = np.empty(_LANES, dtype=np.uint64)
+        u = bits.view(np.float64)  # +-1.0, built from the sign bit
+        acc_y = np.empty((n_t, _LANES))
+        acc_w = np.empty((n_t, _LANES))
+        tot_w = np.empty(_LANES)
+        tot_1 = np.empty(_LANES)
+        for j in range(n_blocks):
+            acc_y[:] = 0.0
+            acc_w[:] = 0.0
+            tot_w[:] = 0.0
+            tot_1[:] = 0.0
+            for i in range(starts[j], starts[j + 1]):
+                b = i % 64
+                if b == 0 or i == starts[j]:
+                    base = d0 * words + i // 64
+                    for d in range(m):
+                        word[d] = raw[base + d * words]
+                shift = np.uint64(b)
+                for d in range(_LANES):
+                    bits[d] = _ONE | (((word[d] >> shift) & np.uint64(1)) << np.uint64(63))
+                wi = w_unit[i]
+                for r in range(unit_start[i], unit_start[i + 1]):
+                    x = wy[r]
+                    ay = acc_y[time[r]]
+                    aw = acc_w[time[r]]
+                    if weighted:
+                        for d in range(_LANES):
+                            ay[d] += u[d] * x
+                            aw[d] += u[d] * wi
+                    else:
+                        for d in range(_LANES):
+                            ay[d] += u[d] * x
+                            aw[d] += u[d]
+                if weighted:
+                    for d in range(_LANES):
+                        tot_w[d] += u[d] * wi
+                        tot_1[d] += u[d]
+            if not weighted:
+                for d in range(m):
+                    tot_1[d] = _sum_of_signs(raw, (d0 + d) * words, starts[j], starts[j + 1])
+                    tot_w[d] = tot_1[d]
+            for d in range(m):
+                o = out[d0 + d, j]
+                for t in range(n_t):
+                    o[t] = acc_y[t, d]
+                    o[n_t + t] = acc_w[t, d]
+                o[2 * n_t] = tot_w[d]
+                o[2 * n_t + 1] = tot_1[d]
+    return out[:n_draws]
 
 
 @njit(cache=True, parallel=True)
@@ -431,10 +506,14 @@ class HolesInfluence:
         n_weights = n_clusters or n
         chunk = max(1, min(n_draws, 2_000_000 // max(n_weights, 1),
                            200_000_000 // (8 * n_blocks * p)))
-        if roots is not None or (multiplier == "rademacher" and self.features is None
-                                 and not n_clusters):
+        fused = multiplier == "rademacher" and self.features is None and not n_clusters
+        if roots is not None:
             chunk = max(1, min(n_draws, 200_000_000 // (8 * n_blocks * p)))
+        elif fused:  # 64 draws per pass; one buffer of grouped sums, reused
+            chunk = min(n_draws, max(64, 40_000_000 // (8 * n_blocks * p) // 64 * 64))
+            buffer = np.empty((chunk, n_blocks, p))
         wy = self.w[self.rows.unit] * self.rows.y
+        unweighted = bool(np.all(self.w == 1.0))
         for row0 in range(0, n_draws, chunk):
             m = min(chunk, n_draws - row0)
             if roots is not None:
@@ -443,11 +522,11 @@ class HolesInfluence:
             elif csums is not None:
                 u = draw_multipliers(rng, m, n_clusters, multiplier)
                 sums = (u @ csums).reshape(m, n_blocks, p)
-            elif multiplier == "rademacher" and self.features is None:
+            elif fused:
                 raw = rng.bit_generator.random_raw(m * ((n + 63) // 64))
                 sums = _rademacher_sums(np.asarray(raw, dtype=np.uint64), m,
                                         self.rows.unit_start, self.rows.time, wy, self.w,
-                                        self._block(), n_blocks, self.n_times)
+                                        not unweighted, self.starts, self.n_times, buffer)
             else:
                 sums = self.feature_sums(draw_multipliers(rng, m, n, multiplier))
             _cell_draws(sums, self.k, self.cs, self.ref, self.idx, self.tau, self.kappa, out,
@@ -477,10 +556,14 @@ class HolesInfluence:
         _cell_draws(sums, self.k, self.cs, self.ref, self.idx, self.tau, self.kappa, out, 0)
         return out
 
+    def cluster_psi(self, clusters, n_clusters: int) -> np.ndarray:
+        """``sum_{i in cluster} psi_ic`` (clusters x cells)."""
+        return self.draws_from_sums(self.cluster_sums(clusters, n_clusters))
+
     def variance(self, clusters=None, n_clusters: int = 0) -> np.ndarray:
         """``sum_i psi_ic**2`` per cell, or of cluster sums when ``n_clusters > 0``."""
         if n_clusters:
-            sums = self.draws_from_sums(self.cluster_sums(clusters, n_clusters))
+            sums = self.cluster_psi(clusters, n_clusters)
             return np.einsum("ij,ij->j", sums, sums)
         return _pair_diagonal(self.k, self.cs, self.ref, self.idx, self.tau, self.kappa,
                               self.gram, self.gram_suffix)

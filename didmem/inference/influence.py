@@ -89,14 +89,19 @@ class CellInfluence:
             out[lo:hi, cols] = vals.T
         return out
 
+    def cluster_psi(self, clusters, n_clusters: int) -> np.ndarray:
+        """``sum_{i in cluster} psi_ic`` (clusters x cells)."""
+        sums = np.zeros((n_clusters, self.n_cells))
+        for lo, hi, cols, vals in self._blocks():
+            part = np.zeros((n_clusters, cols.size))
+            np.add.at(part, clusters[lo:hi], vals.T)
+            sums[:, cols] += part
+        return sums
+
     def variance(self, clusters=None, n_clusters: int = 0) -> np.ndarray:
         """``sum_i psi_ic**2`` per cell, or of cluster sums when ``n_clusters > 0``."""
         if n_clusters:
-            sums = np.zeros((n_clusters, self.n_cells))
-            for lo, hi, cols, vals in self._blocks():
-                part = np.zeros((n_clusters, cols.size))
-                np.add.at(part, clusters[lo:hi], vals.T)
-                sums[:, cols] += part
+            sums = self.cluster_psi(clusters, n_clusters)
             return np.einsum("ij,ij->j", sums, sums)
         var = np.zeros(self.n_cells)
         for _, _, cols, vals in self._blocks():

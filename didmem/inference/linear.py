@@ -138,13 +138,20 @@ def combination_draws(design, boot, weights, omega) -> np.ndarray:
 
 
 def cell_covariance(design, cells, stats, which: np.ndarray, influence=None) -> np.ndarray:
-    """Analytic covariance ``sum_i psi_ci psi_di`` of the cells ``which`` (unclustered).
+    """Analytic covariance ``sum_i psi_ci psi_di`` of the cells ``which``.
+
+    Unclustered, except on panels with holes and cross-sections with clusters, where it is
+    the covariance of the cluster sums of ``psi``, as R ``did`` 2.5.1 forms the ``V`` of its
+    Wald pre-test (and of its standard errors) there.
 
     On the generic route (``influence`` given) it is ``psi.T @ psi`` block by block. Else it
     uses per-block Gram matrices of ``(y_i, 1)`` weighted by ``w_i**2``, so the cost is
     O(units x times**2) once plus O(1) per pair of cells.
     """
     if influence is not None:
+        if design.n_clusters and design.holes is not None:  # R clusters its V: as the SEs
+            sums = influence.cluster_psi(design.clusters, design.n_clusters)[:, which]
+            return sums.T @ sums
         return influence.covariance(which)
     z = np.concatenate([design.y, np.ones((design.n_units, 1))], axis=1)
     zw = z * design.w[:, None]

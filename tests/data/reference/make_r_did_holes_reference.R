@@ -53,42 +53,66 @@ datasets <- list(
                  panel = FALSE)
 )
 
-attgt_rows <- list(); aggte_rows <- list(); pretest_rows <- list()
+rows <- new.env()
+run_scenario <- function(d, scenario, cg, bp, ant, extra, em, xformla = ~1) {
+  out <- suppressWarnings(suppressMessages(att_gt(
+    yname = d$y, tname = d$t, idname = d$id, gname = d$g, xformla = xformla, data = d$data,
+    panel = d$panel, allow_unbalanced_panel = TRUE, control_group = cg,
+    est_method = em, base_period = bp, anticipation = ant, bstrap = FALSE, cband = FALSE,
+    weightsname = if (extra == "weights") "wt" else NULL,
+    clustervars = if (extra == "cluster") d$cl else NULL)))
+  rows$attgt[[scenario]] <- data.frame(scenario = scenario, group = out$group, t = out$t,
+                                       att = out$att, se = out$se)
+  rows$pretest[[scenario]] <- data.frame(
+    scenario = scenario, W = if (is.null(out$W)) NA else out$W,
+    Wpval = if (is.null(out$Wpval)) NA else out$Wpval)
+  for (type in c("simple", "group", "dynamic", "calendar")) {
+    ag <- suppressWarnings(suppressMessages(aggte(out, type = type, bstrap = FALSE,
+                                                  cband = FALSE, na.rm = FALSE)))
+    if (type == "simple") {
+      egt <- NA; att_egt <- NA; se_egt <- NA
+    } else {
+      egt <- ag$egt; att_egt <- ag$att.egt; se_egt <- ag$se.egt
+    }
+    rows$aggte[[paste(scenario, type)]] <- data.frame(
+      scenario = scenario, type = type, egt = egt, att_egt = att_egt, se_egt = se_egt,
+      overall_att = ag$overall.att, overall_se = ag$overall.se)
+  }
+}
+write_results <- function(prefix) {
+  for (what in c("attgt", "aggte", "pretest")) {
+    write.csv(do.call(rbind, rows[[what]]), file.path(here, paste0(prefix, what, ".csv")),
+              row.names = FALSE)
+  }
+  rows$attgt <- list(); rows$aggte <- list(); rows$pretest <- list()
+}
+
+# Without covariates: every data set, the whole grid.
+rows$attgt <- list(); rows$aggte <- list(); rows$pretest <- list()
 for (dname in names(datasets)) {
   d <- datasets[[dname]]
   for (cg in c("nevertreated", "notyettreated")) for (bp in c("varying", "universal"))
   for (ant in c(0, 1)) for (extra in c("none", "weights", "cluster"))
   for (em in if (extra == "none") c("reg", "dr", "ipw") else "dr") {
     scenario <- paste(dname, cg, bp, paste0("a", ant), extra, em, sep = "_")
-    out <- suppressWarnings(suppressMessages(att_gt(
-      yname = d$y, tname = d$t, idname = d$id, gname = d$g, xformla = ~1, data = d$data,
-      panel = d$panel, allow_unbalanced_panel = TRUE, control_group = cg,
-      est_method = em, base_period = bp, anticipation = ant, bstrap = FALSE, cband = FALSE,
-      weightsname = if (extra == "weights") "wt" else NULL,
-      clustervars = if (extra == "cluster") d$cl else NULL)))
-    attgt_rows[[scenario]] <- data.frame(scenario = scenario, group = out$group, t = out$t,
-                                         att = out$att, se = out$se)
-    pretest_rows[[scenario]] <- data.frame(
-      scenario = scenario, W = if (is.null(out$W)) NA else out$W,
-      Wpval = if (is.null(out$Wpval)) NA else out$Wpval)
-    for (type in c("simple", "group", "dynamic", "calendar")) {
-      ag <- suppressWarnings(suppressMessages(aggte(out, type = type, bstrap = FALSE,
-                                                    cband = FALSE, na.rm = FALSE)))
-      if (type == "simple") {
-        egt <- NA; att_egt <- NA; se_egt <- NA
-      } else {
-        egt <- ag$egt; att_egt <- ag$att.egt; se_egt <- ag$se.egt
-      }
-      aggte_rows[[paste(scenario, type)]] <- data.frame(
-        scenario = scenario, type = type, egt = egt, att_egt = att_egt, se_egt = se_egt,
-        overall_att = ag$overall.att, overall_se = ag$overall.se)
-    }
+    run_scenario(d, scenario, cg, bp, ant, extra, em)
   }
 }
-write.csv(do.call(rbind, attgt_rows), file.path(here, "r_did_holes_attgt.csv"), row.names = FALSE)
-write.csv(do.call(rbind, aggte_rows), file.path(here, "r_did_holes_aggte.csv"), row.names = FALSE)
-write.csv(do.call(rbind, pretest_rows), file.path(here, "r_did_holes_pretest.csv"),
-          row.names = FALSE)
+write_results("r_did_holes_")
+
+# With the covariate lpop (DRDID's reg_did_rc, drdid_rc, std_ipw_did_rc cell by cell):
+# mpdta with holes and as cross-sections, both control groups and base periods,
+# anticipation 0 and 1, the three methods without extras and with weights, dr with clusters.
+for (dname in c("mpdta_unbalanced", "mpdta_rcs")) {
+  d <- datasets[[dname]]
+  for (cg in c("nevertreated", "notyettreated")) for (bp in c("varying", "universal"))
+  for (ant in c(0, 1)) for (extra in c("none", "weights", "cluster"))
+  for (em in if (extra == "cluster") "dr" else c("reg", "dr", "ipw")) {
+    scenario <- paste(dname, cg, bp, paste0("a", ant), extra, em, "lpop", sep = "_")
+    run_scenario(d, scenario, cg, bp, ant, extra, em, xformla = ~lpop)
+  }
+}
+write_results("r_did_holes_cov_")
 cat("R", R.version.string, "did", as.character(packageVersion("did")), "DRDID",
     as.character(packageVersion("DRDID")), "BMisc", as.character(packageVersion("BMisc")),
     "data.table", as.character(packageVersion("data.table")), "\n")

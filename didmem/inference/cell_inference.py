@@ -300,7 +300,9 @@ class CellInference(PicklableProxies):
         analytic covariance ``V`` (of the cluster sums with clusters: :meth:`covariance`),
         chi-squared with ``df = len(which)``; NaN, with a note and
         an :class:`~didmem.InferenceWarning`, when ``V`` has a NaN or is singular (R:
-        ``rcond(V) <= .Machine$double.eps``). ``n_before`` counts the pre-treatment cells
+        ``rcond(V) <= .Machine$double.eps``; with clusters, whenever the cells are at least
+        as many as the clusters, since cluster sums of ``psi`` that add up to zero span at
+        most ``G - 1`` dimensions). ``n_before`` counts the pre-treatment cells
         before those without a standard error were left out, for the note when none is left.
         """
         if which.size == 0:
@@ -314,6 +316,14 @@ class CellInference(PicklableProxies):
                                                      which, np.asarray(estimates)[which])
             if stat is not None:
                 return stat, int(which.size), float(chdtrc(which.size, stat)), ""
+        n_clusters = self.design.n_clusters if self.design.clusters is not None else 0
+        if n_clusters and which.size >= n_clusters:  # rank of V <= clusters - 1: singular
+            note = (f"{which.size} pre-treatment cells but {n_clusters} clusters: the "
+                    f"clustered covariance has rank at most {n_clusters - 1}, so it is "
+                    "singular (R did reports no Wald test then); pretrend_test(), the event-time "
+                    "test, still applies")
+            warnings.warn(f"Pre-test not computed: {note}.", InferenceWarning, stacklevel=3)
+            return np.nan, int(which.size), np.nan, note
         cov = self.covariance(which)
         if not np.all(np.isfinite(cov)):
             warnings.warn("Pre-test not computed: NaN in the pre-treatment covariance.",

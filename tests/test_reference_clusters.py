@@ -2,10 +2,10 @@
 
 Reference values: ``tests/data/reference/make_r_did_clusters_reference.R`` (run with
 ``Rscript tests/data/reference/make_r_did_clusters_reference.R`` from the repository root;
-README.md there records the call, the R installation and the files' sha256). mpdta, balanced,
-``clustervars = "state"`` (``countyreal %/% 1000``, 29 clusters) and ``bstrap = FALSE``:
-did 2.5.1 then forms its analytic covariance from the cluster sums of the influence
-functions, for the standard errors, the aggregations and its Wald pre-test alike. Both
+README_clusters.md there records the run, the R installation and the files' sha256).
+Balanced mpdta, ``clustervars = "state"`` (``countyreal %/% 1000``, 29 clusters) and
+``bstrap = FALSE``: did 2.5.1 then forms its analytic covariance from the cluster sums of the
+influence functions, for the standard errors, the aggregations and its Wald pre-test alike. Both
 control groups and base periods; no covariates (dr) and ``lpop`` with reg, dr and ipw;
 without and with weights. ATT(g,t), standard errors, the four aggregations and the Wald
 statistic at 1e-8 relative, with ``DiDEstimator(small_sample=False)``.
@@ -66,8 +66,8 @@ def test_matches_r_did(references, mpdta, cg, bp, spec, wts):
 
 
 def test_reference_files_are_the_recorded_ones():
-    """The files are those README.md records (its sha256 table of the clustered files)."""
-    readme = reference_file("README.md").read_text()
+    """The files are those README_clusters.md records (its sha256 table)."""
+    readme = reference_file("README_clusters.md").read_text()
     recorded = dict(re.findall(r"^\| `(r_did_clusters_\w+\.csv)` \| `([0-9a-f]{64})` \|$",
                                readme, re.M))
     assert len(recorded) == 3

@@ -6,8 +6,8 @@
 # Run from the repository root:
 #   Rscript tests/data/reference/make_r_did_clusters_reference.R
 # It reads mpdta.csv beside it and writes r_did_clusters_attgt.csv, r_did_clusters_aggte.csv
-# and r_did_clusters_pretest.csv there. README_holes.md records the R and package versions
-# and the sources they were installed from (the same installation).
+# and r_did_clusters_pretest.csv there. README_clusters.md beside it records the run;
+# README_holes.md the R and package versions and their sources (the same installation).
 suppressPackageStartupMessages(library(did))
 here <- "tests/data/reference"
 

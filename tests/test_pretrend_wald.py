@@ -77,3 +77,34 @@ def test_a_singular_cohort_block_is_left_to_the_dense_check(monkeypatch):
     which = np.flatnonzero((fit.cohorts > fit.times) & np.isfinite(fit.analytic_std_errors))
     est = np.asarray(fit.estimates)[which]
     assert pretrend_wald.structured_wald(fit.design, fit.cells, fit.stats, which, est) is None
+
+
+def _clustered(cluster_of_unit, n_cohorts=30):
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=n_cohorts, units_per_cohort=40,
+                                           n_never_treated=120, seed=0)
+    df["cl"] = cluster_of_unit(df["unit"].astype("category").cat.codes)
+    panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
+                         cluster="cl")
+    fit = didmem.DiDEstimator(n_bootstrap=0, small_sample=False).fit(panel)
+    which = np.flatnonzero((fit.cohorts > fit.times) & np.isfinite(fit.analytic_std_errors))
+    return fit, which
+
+
+def test_one_unit_per_cluster_gives_the_unclustered_statistic():
+    # clusters of one unit: the cluster sums are the units' psi, so V (and W) are unchanged;
+    # the clustered fit takes the dense route of cluster sums, the other the structured one
+    fit, which = _clustered(lambda codes: codes)
+    assert which.size >= pretrend_wald.STRUCTURED_MIN_CELLS
+    assert not pretrend_wald.applies(fit.design, fit.cells, which, fit.inference.influence)
+    plain = didmem.DiDEstimator(n_bootstrap=0, small_sample=False).fit(_panel())
+    np.testing.assert_allclose(fit.pretest.statistic, plain.pretest.statistic, rtol=1e-9)
+    assert fit.pretest.df == plain.pretest.df == which.size
+
+
+def test_more_cells_than_clusters_is_no_statistic_with_the_reason():
+    # 1,320 units in 100 clusters, 435 pre-treatment cells: V has rank at most 99
+    fit, which = _clustered(lambda codes: codes % 100)
+    with pytest.warns(didmem.InferenceWarning, match="435 pre-treatment cells but 100 clusters"):
+        stat, df, pvalue, note = fit.inference.pretest(np.asarray(fit.estimates), which)
+    assert np.isnan(stat) and np.isnan(pvalue) and df == which.size == 435
+    assert "rank at most 99" in note

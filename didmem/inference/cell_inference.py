@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 import numpy as np
-from scipy import linalg
+from scipy import linalg, sparse
 from scipy.special import chdtrc
 from threadpoolctl import threadpool_limits
 
@@ -28,7 +28,8 @@ from ..errors import InferenceWarning, ParameterError
 from . import pretrend_wald
 from .bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
 from .bootstrap import BootstrapDraws, bootstrap_cells, bootstrap_influence
-from .linear import cell_covariance, combination_draws, combination_moments
+from .linear import (cell_covariance, combination_covariance, combination_draws,
+                     combination_moments)
 from .pretrend import PretrendTest
 from .pretrend_cells import (DEFAULT_PRETREND, PRETREND_METHODS, event_time_test,
                              max_t_cells_test)
@@ -277,8 +278,16 @@ class CellInference(PicklableProxies):
 
     # ------------------------------------------------------------ tests
     def covariance(self, which: np.ndarray) -> np.ndarray:
-        """Analytic covariance of the cells ``which``."""
-        return cell_covariance(self.design, self.cells, self.stats, which, self.influence)
+        """Analytic covariance of the cells ``which``: ``sum_i psi_ci psi_di``, or with
+        clusters that of the cluster sums of ``psi``, as R ``did`` 2.5.1 forms the ``V`` of
+        its standard errors and Wald pre-test when it clusters without the bootstrap."""
+        if self.design.clusters is None:
+            return cell_covariance(self.design, self.cells, self.stats, which, self.influence)
+        pick = sparse.csr_matrix((np.ones(which.size), (np.arange(which.size), which)),
+                                 shape=(which.size, self.cells.k.size))
+        return combination_covariance(self.design, self.cells, self.stats, pick,
+                                      np.zeros((which.size, self.design.n_cohorts)),
+                                      self.influence)
 
     def pretest(self, estimates: np.ndarray, which: np.ndarray, *,
                 n_before: int | None = None) -> tuple[float, int, float, str]:
@@ -288,9 +297,12 @@ class CellInference(PicklableProxies):
         covariance's structure (:mod:`didmem.inference.pretrend_wald`), not its dense LU.
 
         Returns ``(statistic, df, pvalue, note)``: ``statistic = tau' V^-1 tau`` with the
-        analytic covariance ``V``, chi-squared with ``df = len(which)``; NaN, with a note and
+        analytic covariance ``V`` (of the cluster sums with clusters: :meth:`covariance`),
+        chi-squared with ``df = len(which)``; NaN, with a note and
         an :class:`~didmem.InferenceWarning`, when ``V`` has a NaN or is singular (R:
-        ``rcond(V) <= .Machine$double.eps``). ``n_before`` counts the pre-treatment cells
+        ``rcond(V) <= .Machine$double.eps``; with clusters, whenever the cells are at least
+        as many as the clusters, since cluster sums of ``psi`` that add up to zero span at
+        most ``G - 1`` dimensions). ``n_before`` counts the pre-treatment cells
         before those without a standard error were left out, for the note when none is left.
         """
         if which.size == 0:
@@ -304,6 +316,14 @@ class CellInference(PicklableProxies):
                                                      which, np.asarray(estimates)[which])
             if stat is not None:
                 return stat, int(which.size), float(chdtrc(which.size, stat)), ""
+        n_clusters = self.design.n_clusters if self.design.clusters is not None else 0
+        if n_clusters and which.size >= n_clusters:  # rank of V <= clusters - 1: singular
+            note = (f"{which.size} pre-treatment cells but {n_clusters} clusters: the "
+                    f"clustered covariance has rank at most {n_clusters - 1}, so it is "
+                    "singular (R did reports no Wald test then); pretrend_test(), the event-time "
+                    "test, still applies")
+            warnings.warn(f"Pre-test not computed: {note}.", InferenceWarning, stacklevel=3)
+            return np.nan, int(which.size), np.nan, note
         cov = self.covariance(which)
         if not np.all(np.isfinite(cov)):
             warnings.warn("Pre-test not computed: NaN in the pre-treatment covariance.",

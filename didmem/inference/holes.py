@@ -575,7 +575,7 @@ class HolesInfluence:
         return out
 
     def covariance(self, which: np.ndarray) -> np.ndarray:
-        """``psi[:, which].T @ psi[:, which]`` (unclustered, as the pre-test)."""
+        """``psi[:, which].T @ psi[:, which]`` (unclustered: the pre-test without clusters)."""
         which = np.ascontiguousarray(which, dtype=np.int64)
         return _pair_matrix(which, self.k, self.cs, self.ref, self.idx, self.tau, self.kappa,
                             self.gram, self.gram_suffix)

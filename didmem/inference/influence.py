@@ -124,7 +124,7 @@ class CellInfluence:
         return out
 
     def covariance(self, which: np.ndarray) -> np.ndarray:
-        """``psi[:, which].T @ psi[:, which]`` (unclustered, as the pre-test)."""
+        """``psi[:, which].T @ psi[:, which]`` (unclustered: the pre-test without clusters)."""
         which = np.asarray(which)
         where = np.full(self.n_cells, -1, dtype=np.int64)
         where[which] = np.arange(which.size)

@@ -61,8 +61,7 @@ def main(argv=None):
     parser.add_argument("--out", required=True, help="directory of the lab runs")
     parser.add_argument("--quick", action="store_true", help="the quick scale")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--repeat-share", type=float, default=None,
-                        help="default: the lab's (LabConfig.repeat_share)")
+    parser.add_argument("--repeat-share", type=float, default=0.3)
     parser.add_argument("--metric", default="mean_token_loglik")
     parser.add_argument("--draws", type=int, default=999)
     parser.add_argument("--json", default=None)
@@ -70,9 +69,8 @@ def main(argv=None):
     rows = []
     for seed in args.seeds:
         start = time.perf_counter()
-        share = {} if args.repeat_share is None else {"repeat_share": args.repeat_share}
         lab = run_lab(Path(args.out) / f"seed{seed}", quick=args.quick, seed=seed,
-                      overwrite=True, exposures=2, **share)
+                      overwrite=True, exposures=2, repeat_share=args.repeat_share)
         seconds = time.perf_counter() - start
         for row in evaluate(lab, args.metric, args.draws):
             row.update(seed=seed, scale="quick" if args.quick else "demo",

@@ -37,7 +37,6 @@ _WHERE: dict[str, str] = {
     "cohort_from_sequence_index": "panel",
     # estimators
     "DiDEstimator": "estimators",
-    "DoseResponseEstimator": "estimators",
     "DifferenceEstimator": "estimators",
     "ArchitecturalEstimator": "estimators",
     "ExtractableEstimator": "estimators",
@@ -54,7 +53,6 @@ _WHERE: dict[str, str] = {
     "PretrendTest": "results",
     "SavedResult": "results",
     "ExposureResult": "results",
-    "DoseResponseResult": "results.dose",
     "aligned_cells": "results",
     "compare": "results",
     "load_result": "results",

@@ -7,8 +7,7 @@ import pandas as pd
 
 from .errors import ParameterError
 
-__all__ = ["simulate_panel", "memorisation_profile", "simulate_exposures", "EXPOSURE_DGPS",
-           "simulate_doses", "DOSE_SHAPES"]
+__all__ = ["simulate_panel", "memorisation_profile", "simulate_exposures", "EXPOSURE_DGPS"]
 
 
 def memorisation_profile(cohorts, times, *, instantaneous=1.0, decay=0.5, residual=0.2,
@@ -139,7 +138,7 @@ def simulate_panel(
 
 #: the first exposure's effect path of :func:`simulate_exposures` (both still change when the
 #: second exposure comes)
-EXPOSURE_DGPS = ("decay", "growth", "heterogeneous")
+EXPOSURE_DGPS = ("decay", "growth")
 
 
 def _first_effect(event_time, dgp):
@@ -149,14 +148,6 @@ def _first_effect(event_time, dgp):
     else:  # "growth": memorisation that keeps growing towards 1
         path = 1.0 - 0.6 * 0.7 ** e
     return np.where(event_time >= 0, path, 0.0)
-
-
-def _cohort_first_effect(event_time, g1, n_first):
-    """The ``"heterogeneous"`` first effect: level and decay rate grow with the cohort."""
-    share = np.where(np.isfinite(g1), (g1 - 1.0) / max(n_first - 1, 1), 0.0)[:, None]
-    e = np.maximum(event_time, 0.0)
-    path = (0.6 + 0.8 * share) * (0.2 + 0.8 * (0.3 + 0.5 * share) ** e)
-    return np.where(event_time >= 0, path, 0.0), share[:, 0]
 
 
 def _second_effect(event_time, scale):
@@ -206,13 +197,8 @@ def simulate_exposures(
         Share of each cohort that is seen again.
     gaps : sequence of int
         Periods between the two exposures.
-    dgp : {"decay", "growth", "heterogeneous"}
-        The first exposure's effect path. ``"heterogeneous"``: the histories differ beyond
-        their timing. First cohort ``g`` (its rank ``s = (g - 1) / (n_first - 1)`` in
-        ``[0, 1]``) has the first effect ``(0.6 + 0.8 s) (0.2 + 0.8 (0.3 + 0.5 s)**e)``,
-        times a unit's own factor ``1 + 0.5 z`` (``z`` standard normal, independent of the
-        second exposure), so within a history treated and controls differ unit by unit;
-        the second effect is scaled by ``1 + 0.5 s`` as well (heterogeneous by history).
+    dgp : {"decay", "growth"}
+        The first exposure's effect path.
     second_scale, gap_slope : float
         Size of the second exposure's effect and its dependence on the gap.
     unit_sd, noise_sd, learning_curve : float
@@ -254,20 +240,12 @@ def simulate_exposures(
     g2 = np.where(again, g1 + gap, np.inf)
     g2[g2 > times[-1]] = np.inf
     scale = second_scale * (1.0 + gap_slope * (gap - gaps.min()))
-    if dgp == "heterogeneous":
-        tau1, rank = _cohort_first_effect(times[None, :] - g1[:, None], g1, n_first)
-        scale = scale * (1.0 + 0.5 * rank)
-    else:
-        tau1 = _first_effect(times[None, :] - g1[:, None], dgp)
+    tau1 = _first_effect(times[None, :] - g1[:, None], dgp)
     tau2 = np.where(np.isfinite(g2)[:, None],
                     _second_effect(times[None, :] - g2[:, None], scale[:, None]), 0.0)
     y = (unit_sd * rng.standard_normal(n)[:, None]
          + learning_curve * np.log1p(times)[None, :]
          + noise_sd * rng.standard_normal((n, n_times)) + tau1 + tau2)
-    if dgp == "heterogeneous":  # drawn last: the other DGPs keep their streams
-        own = 0.5 * rng.standard_normal(n)[:, None] * tau1
-        y += own
-        tau1 = tau1 + own
     data = pd.DataFrame({
         "unit": np.repeat(np.arange(n), n_times),
         "time": np.tile(times, n),
@@ -282,70 +260,3 @@ def simulate_exposures(
             rows.append(pd.DataFrame({"exposure": exposure, "cohort": g, "time": times,
                                       "event_time": times - g, "tau": tau}))
     return data, pd.concat(rows, ignore_index=True)
-
-
-DOSE_SHAPES = ("loglinear", "saturating")
-
-
-def _dose_effect(seen, shape, slope):
-    if shape == "loglinear":
-        return slope * np.log1p(seen)
-    return 3.0 * slope * (1.0 - 0.8 ** seen)  # "saturating": memorisation levels off
-
-
-def simulate_doses(doses=(0, 1, 2, 4, 8, 16, 32), units_per_dose: int = 100,
-                   n_times: int = 6, *, shape: str = "loglinear", slope: float = 0.3,
-                   effect_sd: float = 0.5, unit_sd: float = 1.0,
-                   noise_sd: float = 0.5, learning_curve: float = 1.0,
-                   seed: int | None = 0):
-    """A panel where the number of exposures is assigned at random (as Hubble's insertions).
-
-    ``units_per_dose`` instances get each dose ``d`` (``0``: never seen); a unit's ``d``
-    exposures fall at times drawn uniformly (with replacement) from ``1 .. n_times - 2``, so
-    all are seen by the last time. The effect of the first ``j`` exposures is ``f(j)`` from the
-    ``j``-th one on, so the cumulative effect at the last time is ``tau(d) = f(d)``:
-    ``shape="loglinear"``, ``f(d) = slope * log(1 + d)`` (Carlini et al. 2023: extraction
-    grows log-linearly with duplication); ``"saturating"``, ``f(d) = 3 slope (1 - 0.8**d)``.
-    Each instance responds in its own measure: its effects are ``f`` times ``1 + effect_sd
-    z_i`` (``z_i`` standard normal): the dose's instances vary around the truth ``f(d)``,
-    the population's mean effect.
-
-    Returns
-    -------
-    data : pandas.DataFrame
-        ``unit``, ``time``, ``cohort``, ``cohort_2``, ... (the k-th exposure's time, NaN
-        for fewer), ``exposures`` (the dose) and ``y``.
-    truth : pandas.DataFrame
-        ``dose`` and ``tau = f(d)``, the mean cumulative effect at the last time in the
-        population of instances.
-    """
-    doses = np.asarray(doses, dtype=np.int64)
-    if shape not in DOSE_SHAPES:
-        raise ParameterError(f"The 'shape' parameter of simulate_doses must be one of "
-                             f"{set(DOSE_SHAPES)}. Got {shape!r}.")
-    if doses.size == 0 or doses.min() < 0 or n_times < 3 or units_per_dose < 1:
-        raise ParameterError(
-            "simulate_doses needs non-negative doses, n_times >= 3 and units_per_dose >= 1; "
-            f"got doses={doses.tolist()}, n_times={n_times}, units_per_dose={units_per_dose}.")
-    rng = np.random.default_rng(seed)
-    times = np.arange(n_times, dtype=float)
-    dose = np.repeat(doses, units_per_dose)
-    n, k_max = dose.size, int(doses.max())
-    cohorts = np.full((n, max(k_max, 1)), np.inf)
-    for i in np.flatnonzero(dose > 0):
-        cohorts[i, : dose[i]] = np.sort(rng.integers(1, n_times - 1, size=dose[i]))
-    seen = (cohorts[:, :, None] <= times[None, None, :]).sum(axis=1)  # exposures by time
-    effect = _dose_effect(seen, shape, slope)
-    y = (unit_sd * rng.standard_normal(n)[:, None] + learning_curve * np.log1p(times)[None, :]
-         + noise_sd * rng.standard_normal((n, n_times)) + effect)
-    names = ["cohort"] + [f"cohort_{k}" for k in range(2, cohorts.shape[1] + 1)]
-    frame = {"unit": np.repeat(np.arange(n), n_times), "time": np.tile(times, n)}
-    for j, name in enumerate(names):
-        frame[name] = np.repeat(np.where(np.isinf(cohorts[:, j]), np.nan, cohorts[:, j]),
-                                n_times)
-    frame["exposures"] = np.repeat(dose, n_times)
-    own = 1.0 + effect_sd * rng.standard_normal(n)  # drawn last
-    y += (own[:, None] - 1.0) * effect
-    frame["y"] = y.ravel()
-    truth = pd.DataFrame({"dose": doses, "tau": _dose_effect(doses, shape, slope)})
-    return pd.DataFrame(frame), truth

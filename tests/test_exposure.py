@@ -87,35 +87,6 @@ def test_kernel_matches_the_numpy_twin(two_exposures):
                                rtol=1e-10)
 
 
-
-@pytest.mark.parametrize("control_group", ["never_treated", "not_yet_treated"])
-@pytest.mark.parametrize("multiplier", ["rademacher", "normal"])
-@pytest.mark.parametrize("clustered", [False, True])
-def test_grouped_sum_bootstrap_equals_the_stored_influence_product(control_group, multiplier,
-                                                                   clustered):
-    """The fast bootstrap (grouped sums by block and history) gives the draws of the
-    previous computation, the multipliers times every cell's stored influence function."""
-    from didmem.inference.bootstrap import bootstrap_influence
-
-    df, _ = simulate_exposures(n_first=5, units_per_cohort=40, n_never_treated=30, n_times=9,
-                               repeat_share=0.5, gaps=range(1, 5), seed=4)
-    df["cluster"] = df["unit"] % 17
-    panel = didmem.Panel(df, unit="unit", time="time", cohort=["cohort", "cohort_2"],
-                         outcome="y", cluster="cluster" if clustered else None)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", didmem.DidmemWarning)
-        res = didmem.DiDEstimator(exposure=2, n_bootstrap=57, random_state=3,
-                                  control_group=control_group, multiplier=multiplier).fit(panel)
-    inference = res.inference
-    assert (res.histories["status"] == "used").sum() == 5  # several histories per cohort
-    assert res.to_frame()["n_histories"].max() >= 3
-    old = bootstrap_influence(inference.design, inference.influence, n_draws=57,
-                              multiplier=multiplier, rng=np.random.default_rng(3))
-    new = inference.bootstrap
-    np.testing.assert_allclose(new.cells, old.cells, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(new.block_weights, old.block_weights, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(new.total, old.total, rtol=0, atol=1e-12)
-
 def _history_fits(df, control_group):
     """The standard estimator on each first cohort's units, with cohort_2 as the cohort."""
     fits = {}

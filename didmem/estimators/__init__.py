@@ -16,7 +16,6 @@ _WHERE = {
     "SubsetModels": "inputs",
     "TrainedModel": "inputs",
     "TWFEEstimator": "twfe",
-    "DoseResponseEstimator": "dose",
 }
 """Public name -> the module of this package that defines it."""
 

@@ -27,18 +27,13 @@ __all__ = ["exposure_cells_kernel", "exposure_cells_numpy"]
 
 @njit(cache=True, parallel=True)
 def exposure_cells_kernel(y, w, starts, hist, n_hist, cell_k, cell_t, cell_b, cell_cs,
-                          cell_ref, pos, offsets, flat, hist_mu0, hist_w0, var_treated,
-                          var_control, store):
+                          cell_ref, pos, offsets, flat):
     """ATT, statistics and influence functions of every cell (see the module notes).
 
     Returns ``att, mu1, mu0, w1, w0, n_control, missing``: ``mu0`` is the treated-weighted
     mean of the histories' control means, ``w0`` and ``n_control`` the weight and number
     of the history-matched controls, ``missing`` the number of the cell's treated histories
-    without a control (the cell's estimate is then NaN). Each treated history's control
-    mean and weight are written to ``hist_mu0[c, h]`` and ``hist_w0[c, h]`` (cells x
-    histories), which the grouped-sum bootstrap reads; the sums of the squared influence
-    values of the treated and of the controls to ``var_treated[c]`` and ``var_control[c]``.
-    The influence values themselves are written to ``flat`` only when ``store`` is True.
+    without a control (the cell's estimate is then NaN).
     """
     n_cells = cell_k.size
     n_blocks = starts.size - 1
@@ -81,8 +76,6 @@ def exposure_cells_kernel(y, w, starts, hist, n_hist, cell_k, cell_t, cell_b, ce
                 if w0h[h] > 0.0:
                     s0h[h] = s0h[h] / w0h[h]  # now the history's control mean
                     pooled += w1h[h] * s0h[h]
-                    hist_mu0[c, h] = s0h[h]
-                    hist_w0[c, h] = w0h[h]
                     sw0 += w0h[h]
                 else:
                     bad += 1
@@ -98,14 +91,9 @@ def exposure_cells_kernel(y, w, starts, hist, n_hist, cell_k, cell_t, cell_b, ce
         tau = mu1[c] - mu0[c]
         att[c] = tau
         base = offsets[k] + pos[c, k] * (hi - lo)
-        vt = 0.0
         for i in range(lo, hi):
             d = y[i, t] - y[i, b]
-            psi = w[i] * (d - s0h[hist[i]] - tau) / sw1
-            vt += psi * psi
-            if store:
-                flat[base + i - lo] = psi
-        vc = 0.0
+            flat[base + i - lo] = w[i] * (d - s0h[hist[i]] - tau) / sw1
         for j in range(cs, n_blocks):
             if j == k:
                 continue
@@ -115,12 +103,7 @@ def exposure_cells_kernel(y, w, starts, hist, n_hist, cell_k, cell_t, cell_b, ce
                 h = hist[i]
                 if w1h[h] > 0.0:
                     d = y[i, t] - y[i, b]
-                    psi = -(w1h[h] / sw1) * w[i] * (d - s0h[h]) / w0h[h]
-                    vc += psi * psi
-                    if store:
-                        flat[base + i - starts[j]] = psi
-        var_treated[c] = vt
-        var_control[c] = vc
+                    flat[base + i - starts[j]] = -(w1h[h] / sw1) * w[i] * (d - s0h[h]) / w0h[h]
     return att, mu1, mu0, w1, w0, n_control, missing
 
 
@@ -149,83 +132,3 @@ def exposure_cells_numpy(y, w, starts, hist, cells):
         att[c] = np.sum(w[treated] * terms[treated]) / w1
         psi[treated, c] = w[treated] * (terms[treated] - att[c]) / w1
     return att, psi
-
-
-@njit(cache=True)
-def group_weight_sums(weights, w, group_starts, out):
-    """``out[r, g] = sum_{i in group g} weights[r, i] w_i`` (rows sorted by group)."""
-    for r in range(weights.shape[0]):
-        for g in range(group_starts.size - 1):
-            s = 0.0
-            for i in range(group_starts[g], group_starts[g + 1]):
-                s += weights[r, i] * w[i]
-            out[r, g] = s
-
-
-@njit(cache=True, parallel=True)
-def exposure_draws(block_sums, group_w, control_sums, control_suffix, group_start_of_block,
-                   group_hist, control_of_group, next_control, cell_k, cell_t, cell_b,
-                   cell_cs, cell_ref, att, w1, mu0h, w0h, w1h, out, row0):
-    """Bootstrap draws of every cell from grouped sums (:class:`ExposureInfluence`).
-
-    Groups are the (block, history) pairs, ordered by block. ``block_sums[r, j]`` holds
-    ``sum_i U_ri w_i y_i`` over the times of block ``j``, then ``sum_i U_ri w_i`` and
-    ``sum_i U_ri``; ``group_w[r, g]`` is ``sum_i U_ri w_i`` over group ``g``;
-    ``control_sums[q, r]`` the ``w y`` and ``w`` sums of control group ``q`` (a group of a
-    block that is a control of some cell, ``control_of_group[g]``, -1 for others) and
-    ``control_suffix[q, r]`` their sum over the history's control groups of this and later
-    blocks; ``next_control[h, j]`` is the first control group of history ``h`` in a block
-    ``>= j`` (-1 when none). Draw ``r`` of cell ``c`` is ``sum_i U_ri psi_ci``, the
-    treated part ``sum_h (S_h(w d) - mu0_h S_h(w)) - tau S(w)`` over ``W1`` and, for each
-    treated history, ``-(W1_h / W1) (C_h(w d) - mu0_h C_h(w)) / W0_h`` over its controls.
-    """
-    n_draws = block_sums.shape[0]
-    n_time = block_sums.shape[2] - 2
-    for c in prange(cell_k.size):  # one cell at a time: a control group's draws lie together
-        if cell_ref[c] == 1:
-            for r in range(n_draws):
-                out[row0 + r, c] = 0.0
-            continue
-        k, t, b, cs = cell_k[c], cell_t[c], cell_b[c], cell_cs[c]
-        acc = np.empty(n_draws)
-        for r in range(n_draws):
-            own = block_sums[r, k]
-            acc[r] = own[t] - own[b] - att[c] * own[n_time]
-        for g in range(group_start_of_block[k], group_start_of_block[k + 1]):
-            h = group_hist[g]
-            if w1h[k, h] <= 0.0:
-                continue
-            m0 = mu0h[c, h]
-            coef = w1h[k, h] / w0h[c, h]
-            q = next_control[h, cs]
-            mine = control_of_group[g] if k >= cs else -1  # no control of itself
-            for r in range(n_draws):
-                cwd = 0.0
-                cw = 0.0
-                if q >= 0:
-                    cwd = control_suffix[q, r, t] - control_suffix[q, r, b]
-                    cw = control_suffix[q, r, n_time]
-                if mine >= 0:
-                    cwd -= control_sums[mine, r, t] - control_sums[mine, r, b]
-                    cw -= control_sums[mine, r, n_time]
-                acc[r] -= m0 * group_w[r, g] + coef * (cwd - m0 * cw)
-        for r in range(n_draws):
-            out[row0 + r, c] = acc[r] / w1[c]
-
-
-@njit(cache=True, parallel=True)
-def never_control_draws(block_sums, v, g, cell_k, cell_t, cell_b, cell_ref, att, w1, out,
-                        row0):
-    """The draws of :meth:`ExposureInfluence._never_draws` from its products: ``out[row0 +
-    r, c] = (S_k(w d) - tau S_k(w) - g[r, c] - (v[r, k, t] - v[r, k, b])) / W1``."""
-    n_time = block_sums.shape[2] - 2
-    for r in prange(block_sums.shape[0]):
-        for c in range(cell_k.size):
-            if cell_ref[c] == 1:
-                out[row0 + r, c] = 0.0
-                continue
-            k, t, b = cell_k[c], cell_t[c], cell_b[c]
-            own = block_sums[r, k]
-            ctl = v[r, k]
-            out[row0 + r, c] = (own[t] - own[b] - att[c] * own[n_time] - g[r, c]
-                                - (ctl[t] - ctl[b])) / w1[c]

@@ -93,17 +93,14 @@ class LabConfig:
         Copies of each duplicated filler instance.
     exposures : int
         Most exposures of an analysed instance (:doc:`/repeated_exposure`). With ``K > 1``,
-        a share ``repeat_share`` of the analysed instances with ``k - 1`` exposures is seen a
-        ``k``-th time, at filler positions of later macro-batches, spread evenly over them
-        (each later macro-batch gets the same number: staggered over training, every
-        ``k``-th cohort of one size, from several histories); the panel gets the columns
+        each analysed instance with ``k - 1`` exposures is seen a ``k``-th time with
+        probability ``repeat_share``, at a filler position of a later macro-batch drawn at
+        random among those with room (staggered over training); the panel gets the columns
         ``cohort_2`` ... ``cohort_K`` and ``truth.parquet`` an ``exposure`` column with the
         exact truth of every exposure. ``1`` (the default): every instance is seen once.
     repeat_share : float
-        In ``(0, 1]``: the share of the instances with ``k - 1`` exposures (the previous one
-        before the last macro-batch) that get a ``k``-th (with ``exposures > 1``). The
-        default 0.4 keeps enough instances per ``k``-th cohort and enough of every history
-        without one (its controls) at the demo scale.
+        In ``(0, 1]``: the probability that an instance with ``k - 1`` exposures gets a
+        ``k``-th (with ``exposures > 1``).
     hidden_size, n_layers, n_heads, intermediate_size : int
         Shape of the ``GPTNeoXForCausalLM``.
     max_positions : int
@@ -166,7 +163,7 @@ class LabConfig:
     duplicate_fraction: float = 0.0
     duplicate_copies: int = 2
     exposures: int = 1
-    repeat_share: float = 0.4
+    repeat_share: float = 0.3
     # model
     hidden_size: int = 64
     n_layers: int = 2

@@ -168,19 +168,12 @@ def _repeats(cfg, analysed_pos: np.ndarray, is_analysed: np.ndarray,
              rng: np.random.Generator) -> tuple:
     """Positions, analysed instance and exposure number of every repeat.
 
-    Exposure ``k`` goes to a share ``repeat_share`` of the instances with ``k - 1`` exposures
-    whose previous exposure is not in the last macro-batch, spread *evenly* over the later
-    macro-batches: each macro-batch after the first previous exposure gets the same number
-    of ``k``-th exposures (a cohort of the ``k``-th exposure), at free filler positions
-    (for ``placement="last_batch"``: of its last batch). Macro-batch ``j`` draws its
-    instances without replacement among those exposed before ``j`` and not yet drawn, each
-    with weight ``1 / (macro-batches it could still go to)``, so that the early instances,
-    the only ones the early macro-batches can take, are not all used up there and every
-    history keeps instances without a ``k``-th exposure (its controls).
-
-    Drawing each instance's macro-batch uniformly among the later ones instead (the design
-    before) left the early ``k``-th cohorts with a few instances (4 to 50 at the demo scale
-    with share 0.3) and their cells, most of the post-treatment cells, noisy.
+    Exposure ``k`` goes to each instance with ``k - 1`` exposures with probability
+    ``repeat_share``, at a free filler position of a macro-batch after its previous exposure,
+    drawn uniformly among the later macro-batches with room (for ``placement="last_batch"``:
+    room in their last batch); the instances with the fewest later macro-batches choose
+    first. An instance whose previous exposure is in the last
+    macro-batch gets no further one.
     """
     empty = np.zeros(0, dtype=np.int64)
     if cfg.exposures == 1:
@@ -196,43 +189,25 @@ def _repeats(cfg, analysed_pos: np.ndarray, is_analysed: np.ndarray,
     alive = np.ones(len(analysed_pos), dtype=bool)
     positions, analysed, exposures = [], [], []
     for k in range(2, cfg.exposures + 1):
-        eligible = alive & (previous + 1 < n_macro)
+        chosen = alive & (rng.random(len(analysed_pos)) < cfg.repeat_share)
         got = np.zeros_like(alive)
-        if not eligible.any():
-            alive = got
-            continue
-        first = int(previous[eligible].min()) + 1
-        receiving = np.arange(first, n_macro)
-        total = int(round(cfg.repeat_share * eligible.sum()))
-        quotas = np.full(receiving.size, total // receiving.size)
-        quotas[: total % receiving.size] += 1
-        taken = np.zeros_like(alive)
-        owed = 0
-        for j, quota in zip(receiving, quotas):
-            pool = np.flatnonzero(eligible & ~taken & (previous < j))
-            want = min(int(quota) + owed, pool.size)
-            owed = int(quota) + owed - want  # a short pool passes its share on
-            if want > len(free[j]):
+        # the instances with the fewest later macro-batches choose first
+        for a in sorted(np.flatnonzero(chosen), key=lambda a: -previous[a]):
+            later = [j for j in range(previous[a] + 1, n_macro) if free[j]]
+            if previous[a] + 1 < n_macro and not later:
                 raise ParameterError(
-                    f"exposures={cfg.exposures} with repeat_share={cfg.repeat_share}: "
-                    f"macro-batch {j} has no filler position left for exposure {k} of "
-                    f"{want - len(free[j])} of its {want} instances (n_analysed="
-                    f"{cfg.n_analysed} of the {macro} positions of a macro-batch are taken). "
-                    "Lower repeat_share or n_analysed.")
-            if want == 0:
+                    f"exposures={cfg.exposures} with repeat_share={cfg.repeat_share}: the "
+                    f"later macro-batches have no filler position left for exposure {k} of "
+                    f"analysed instance {a} (n_analysed={cfg.n_analysed} of the {macro} "
+                    "positions of a macro-batch are taken). Lower repeat_share or n_analysed.")
+            if not later:
                 continue
-            weight = 1.0 / (n_macro - 1 - previous[pool])
-            chosen = rng.choice(pool, size=want, replace=False, p=weight / weight.sum())
-            for a in np.sort(chosen):
-                positions.append(free[j].pop())
-                analysed.append(a)
-                exposures.append(k)
-            taken[chosen] = True
-        got = taken
-        # the k-th exposure's macro-batch is the previous one of the (k+1)-th
-        for pos, a, e in zip(positions, analysed, exposures):
-            if e == k:
-                previous[a] = pos // macro
+            j = later[int(rng.integers(len(later)))]
+            positions.append(free[j].pop())
+            analysed.append(a)
+            exposures.append(k)
+            previous[a] = j
+            got[a] = True
         alive = got
     order = np.argsort(positions, kind="stable")
     return (np.asarray(positions, dtype=np.int64)[order],

@@ -93,8 +93,7 @@ def _pyarrow():
 
 
 _TABLE_KINDS = {"sensitivity": ("didmem.honest.result", "SensitivityResult"),
-                "design_plan": ("didmem.planning", "DesignPlan"),
-                "dose_response": ("didmem.results.dose", "DoseResponseResult")}
+                "design_plan": ("didmem.planning", "DesignPlan")}
 """The class that reads each ``kind`` of :class:`~didmem.results._table_file.TableFile`
 (imported when a file of that kind is read: the analyses beside the results import this
 module, so it cannot import them)."""

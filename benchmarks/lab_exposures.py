@@ -61,7 +61,10 @@ def main(argv=None):
     parser.add_argument("--out", required=True, help="directory of the lab runs")
     parser.add_argument("--quick", action="store_true", help="the quick scale")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--repeat-share", type=float, default=0.3)
+    parser.add_argument("--repeat-share", type=float, default=None,
+                        help="LabConfig.repeat_share (default: the lab's)")
+    parser.add_argument("--repeat-gap", default=None,
+                        help="LabConfig.repeat_gap (default: the lab's)")
     parser.add_argument("--metric", default="mean_token_loglik")
     parser.add_argument("--draws", type=int, default=999)
     parser.add_argument("--json", default=None)
@@ -69,11 +72,16 @@ def main(argv=None):
     rows = []
     for seed in args.seeds:
         start = time.perf_counter()
+        design = {name: value for name, value in (("repeat_share", args.repeat_share),
+                                                  ("repeat_gap", args.repeat_gap))
+                  if value is not None}
         lab = run_lab(Path(args.out) / f"seed{seed}", quick=args.quick, seed=seed,
-                      overwrite=True, exposures=2, repeat_share=args.repeat_share)
+                      overwrite=True, exposures=2, **design)
         seconds = time.perf_counter() - start
         for row in evaluate(lab, args.metric, args.draws):
+            cohorts = lab.panel.groupby("unit")["cohort_2"].first().value_counts()
             row.update(seed=seed, scale="quick" if args.quick else "demo",
+                       second_cohort_sizes={str(k): int(v) for k, v in cohorts.sort_index().items()},
                        lab_seconds=round(seconds, 1),
                        stages={k: round(v, 1) for k, v in lab.timings.items()})
             rows.append(row)

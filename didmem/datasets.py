@@ -138,12 +138,16 @@ def simulate_panel(
 
 #: the first exposure's effect path of :func:`simulate_exposures` (both still change when the
 #: second exposure comes)
-EXPOSURE_DGPS = ("decay", "growth")
+EXPOSURE_DGPS = ("decay", "growth", "heterogeneous")
 
 
-def _first_effect(event_time, dgp):
+def _first_effect(event_time, dgp, rank=None, factor=None):
     e = np.maximum(event_time, 0.0)
-    if dgp == "decay":  # a jump of 1 that decays to 0.2 (half-life one period)
+    if dgp == "heterogeneous":  # by first cohort (rank 0..1): size 0.6..1.4, half-life 1..4
+        size = 0.6 + 0.8 * rank[:, None]
+        half_life = 1.0 + 3.0 * rank[:, None]
+        path = size * (0.2 + 0.8 * 0.5 ** (e / half_life)) * factor[:, None]
+    elif dgp == "decay":  # a jump of 1 that decays to 0.2 (half-life one period)
         path = 0.2 + 0.8 * 0.5 ** e
     else:  # "growth": memorisation that keeps growing towards 1
         path = 1.0 - 0.6 * 0.7 ** e
@@ -184,7 +188,12 @@ def simulate_exposures(
     with the first exposure's effect ``tau_1`` still changing for several periods
     (``dgp="decay"``: ``0.2 + 0.8 * 0.5**e``; ``"growth"``: ``1 - 0.6 * 0.7**e``) and the
     second's ``second_scale * (0.3 + 0.7 * 0.6**e) * (1 + gap_slope * (gap - min(gaps)))``
-    (``gap_slope`` makes it depend on the history). Controls of another first cohort drift
+    (``gap_slope`` makes it depend on the history). With ``dgp="heterogeneous"`` the first
+    effect differs by first cohort and by instance,
+    ``a_g (0.2 + 0.8 * 0.5**(e / h_g)) * f_i`` with ``a_g`` from 0.6 (first cohort) to 1.4
+    (last), half-life ``h_g`` from 1 to 4 periods and ``f_i = max(1 + 0.5 z_i, 0)``, and the
+    second effect is multiplied by ``a_g`` too: treated and controls of one history share
+    the first effect only in expectation, and every history's second effect is its own. Controls of another first cohort drift
     differently, so only history-matched comparisons are unbiased.
 
     Parameters
@@ -197,7 +206,7 @@ def simulate_exposures(
         Share of each cohort that is seen again.
     gaps : sequence of int
         Periods between the two exposures.
-    dgp : {"decay", "growth"}
+    dgp : {"decay", "growth", "heterogeneous"}
         The first exposure's effect path.
     second_scale, gap_slope : float
         Size of the second exposure's effect and its dependence on the gap.
@@ -240,7 +249,12 @@ def simulate_exposures(
     g2 = np.where(again, g1 + gap, np.inf)
     g2[g2 > times[-1]] = np.inf
     scale = second_scale * (1.0 + gap_slope * (gap - gaps.min()))
-    tau1 = _first_effect(times[None, :] - g1[:, None], dgp)
+    rank = factor = None
+    if dgp == "heterogeneous":
+        rank = np.where(np.isfinite(g1), g1 - 1.0, 0.0) / max(n_first - 1, 1)
+        factor = np.maximum(1.0 + 0.5 * rng.standard_normal(n), 0.0)
+        scale = scale * (0.6 + 0.8 * rank)
+    tau1 = _first_effect(times[None, :] - g1[:, None], dgp, rank, factor)
     tau2 = np.where(np.isfinite(g2)[:, None],
                     _second_effect(times[None, :] - g2[:, None], scale[:, None]), 0.0)
     y = (unit_sd * rng.standard_normal(n)[:, None]

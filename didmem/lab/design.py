@@ -170,8 +170,9 @@ def _repeats(cfg, analysed_pos: np.ndarray, is_analysed: np.ndarray,
 
     Exposure ``k`` goes to each instance with ``k - 1`` exposures with probability
     ``repeat_share``, at a free filler position of a macro-batch after its previous exposure,
-    drawn uniformly among the later macro-batches with room (for ``placement="last_batch"``:
-    room in their last batch); the instances with the fewest later macro-batches choose
+    drawn among the later macro-batches with room (for ``placement="last_batch"``: room in
+    their last batch), uniformly or, with ``repeat_gap="geometric"``, with probability
+    proportional to ``2**-gap`` (``gap`` in macro-batches); the instances with the fewest later macro-batches choose
     first. An instance whose previous exposure is in the last
     macro-batch gets no further one.
     """
@@ -202,7 +203,11 @@ def _repeats(cfg, analysed_pos: np.ndarray, is_analysed: np.ndarray,
                     "positions of a macro-batch are taken). Lower repeat_share or n_analysed.")
             if not later:
                 continue
-            j = later[int(rng.integers(len(later)))]
+            if cfg.repeat_gap == "uniform":
+                j = later[int(rng.integers(len(later)))]
+            else:
+                p = 0.5 ** (np.asarray(later) - previous[a])
+                j = later[int(rng.choice(len(later), p=p / p.sum()))]
             positions.append(free[j].pop())
             analysed.append(a)
             exposures.append(k)

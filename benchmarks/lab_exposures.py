@@ -49,6 +49,10 @@ def evaluate(lab, metric: str, draws: int) -> list[dict]:
         rows.append({
             "history": history, "metric": metric, "post_cells": int(len(post)),
             "correlation": float(np.corrcoef(post["estimate"], post["tau"])[0, 1]),
+            "correlation_total": float(np.corrcoef(post["estimate"], post["tau_total"])[0, 1]),
+            "band_coverage_total": float(((post["ci_lower"] <= post["tau_total"])
+                                          & (post["tau_total"] <= post["ci_upper"])).mean()),
+            "spillover_abs_mean": float(post["spillover"].abs().mean()),
             "band_coverage": float(covered.mean()),
             "mean_abs_error": float(np.abs(post["estimate"] - post["tau"]).mean()),
             "mean_tau": float(post["tau"].mean()),
@@ -87,11 +91,13 @@ def main(argv=None):
             rows.append(row)
             print(f"seed {seed} {row['scale']} {row['history']:8s} cells {row['post_cells']}  "
                   f"correlation {row['correlation']:.3f}  band coverage "
-                  f"{row['band_coverage']:.3f}  mean |error| {row['mean_abs_error']:.4f} "
+                  f"{row['band_coverage']:.3f}  (total effect: {row['correlation_total']:.3f}, "
+                  f"{row['band_coverage_total']:.3f})  mean |error| {row['mean_abs_error']:.4f} "
                   f"(mean tau {row['mean_tau']:.4f})  lab {seconds:.1f} s {row['stages']}",
                   flush=True)
-    summary = pd.DataFrame(rows).groupby("history")[["correlation", "band_coverage"]].agg(
-        ["mean", "min"])
+    summary = pd.DataFrame(rows).groupby("history")[
+        ["correlation", "band_coverage", "correlation_total", "band_coverage_total"]].agg(
+        ["mean", "std", "min", "max"])
     print(summary.to_string())
     if args.json:
         write_rows(args.json, {"args": vars(args), "rows": rows})

@@ -362,8 +362,16 @@ class LabConfig:
 
 def demo_config(seed: int = 0, **changes) -> LabConfig:
     """The demo scale: 7 cohorts of 160 analysed instances after one burn-in macro-batch,
-    with the exact truth for every cohort, in about a minute on 2 cores."""
-    return LabConfig(seed=seed, **changes)
+    with the exact truth for every cohort, in about a minute on 2 cores. With
+    ``exposures > 1`` the macro-batches are twice as long (checkpoints every 40 of 320
+    steps) and hold 320 analysed instances each, the same share of the positions: the
+    history-matched comparison of a later exposure splits a cohort into repeated instances
+    and their controls, and needs both in numbers (:doc:`/repeated_exposure`)."""
+    settings = {"seed": seed}
+    if changes.get("exposures", 1) > 1:
+        settings.update(n_steps=320, checkpoint_every=40, n_analysed=320)
+    settings.update(changes)
+    return LabConfig(**settings)
 
 
 def quick_config(seed: int = 0, **changes) -> LabConfig:

@@ -133,6 +133,24 @@ class LabDesign:
         out[self.repeat_analysed, self.repeat_exposures - 1] = self.repeat_cohorts
         return out
 
+    def exposure_groups(self, exposure: int, cohort: int) -> tuple:
+        """The analysed instances (indices) treated by the exact run of ``exposure`` at
+        ``cohort``, and their history-matched controls: the instances with the same earlier
+        exposure cohorts and no ``exposure``-th exposure at all (the controls of
+        ``DiDEstimator(exposure=k)``). Returns ``(treated, controls, history code of each
+        control, history code of each treated)``."""
+        cohorts = self.exposure_cohorts()
+        sel = (self.repeat_exposures == exposure) & (self.repeat_cohorts == cohort)
+        treated = np.sort(self.repeat_analysed[sel])
+        earlier = cohorts[:, :exposure - 1]
+        codes, inverse = np.unique(earlier, axis=0, return_inverse=True)
+        inverse = inverse.ravel()
+        complete = np.isfinite(earlier).all(axis=1)
+        controls = np.flatnonzero(complete & np.isinf(cohorts[:, exposure - 1])
+                                  & np.isin(inverse, inverse[treated]))
+        del codes
+        return treated, controls, inverse[controls], inverse[treated]
+
     def exposure_order(self, exposure: int, cohort: int) -> np.ndarray:
         """Order of the exact run of exposure ``exposure`` (>= 2) at ``cohort``: only the
         repeats that are that exposure and fall in that cohort's macro-batch are replaced."""

@@ -7,7 +7,8 @@ import pandas as pd
 
 from .errors import ParameterError
 
-__all__ = ["simulate_panel", "memorisation_profile", "simulate_exposures", "EXPOSURE_DGPS"]
+__all__ = ["simulate_panel", "memorisation_profile", "simulate_exposures", "EXPOSURE_DGPS",
+           "simulate_doses", "DOSE_DGPS"]
 
 
 def memorisation_profile(cohorts, times, *, instantaneous=1.0, decay=0.5, residual=0.2,
@@ -274,3 +275,51 @@ def simulate_exposures(
             rows.append(pd.DataFrame({"exposure": exposure, "cohort": g, "time": times,
                                       "event_time": times - g, "tau": tau}))
     return data, pd.concat(rows, ignore_index=True)
+
+
+DOSE_DGPS = ("loglinear", "saturating")
+
+
+def simulate_doses(doses=(0, 1, 2, 4, 8, 16, 32, 64), units_per_dose: int = 100,
+                   n_times: int = 6, *, dgp: str = "loglinear", slope: float = 0.1,
+                   unit_sd: float = 1.0, noise_sd: float = 0.3, seed: int | None = 0):
+    """A panel where each instance is inserted a random number of times (Hubble's design).
+
+    Each of ``units_per_dose`` instances per dose ``d`` is seen ``d`` times, at random
+    steps spread over training (``0 < c`` in ``1 .. n_times - 1``; time 0 is before
+    training). Its cumulative effect at time ``c`` is ``theta(d) * c / (n_times - 1)`` for
+    ``d > 0`` (the exposures so far, in expectation), with ``theta(d) = slope * log2(1 + d)``
+    (``dgp="loglinear"``: extraction grows log-linearly with duplication) or
+    ``slope * 4 * (1 - 2**-(d / 4))`` (``"saturating"``). The outcome is
+    ``alpha_i + log(1 + c) + effect + noise``.
+
+    Returns
+    -------
+    data : pandas.DataFrame
+        ``unit, time, dose, y``.
+    truth : pandas.DataFrame
+        ``dose, time, theta``: the effect of ``d`` exposures against none, ``d > 0``.
+    """
+    if dgp not in DOSE_DGPS:
+        raise ParameterError(f"The 'dgp' parameter of simulate_doses must be one of "
+                             f"{set(DOSE_DGPS)}. Got {dgp!r}.")
+    doses = np.asarray(doses, dtype=float)
+    rng = np.random.default_rng(seed)
+    d = np.repeat(doses, units_per_dose)
+    times = np.arange(n_times, dtype=float)
+    if dgp == "loglinear":
+        theta = slope * np.log2(1.0 + doses)
+    else:
+        theta = slope * 4.0 * (1.0 - 2.0 ** (-doses / 4.0))
+    ramp = times / max(n_times - 1, 1)
+    effect = np.repeat(theta, units_per_dose)[:, None] * ramp[None, :]
+    y = (unit_sd * rng.standard_normal(d.size)[:, None] + np.log1p(times)[None, :]
+         + effect + noise_sd * rng.standard_normal((d.size, n_times)))
+    data = pd.DataFrame({"unit": np.repeat(np.arange(d.size), n_times),
+                         "time": np.tile(times, d.size), "dose": np.repeat(d, n_times),
+                         "y": y.ravel()})
+    keep = doses > 0
+    truth = pd.DataFrame({"dose": np.repeat(doses[keep], n_times),
+                          "time": np.tile(times, int(keep.sum())),
+                          "theta": (theta[keep][:, None] * ramp[None, :]).ravel()})
+    return data, truth

@@ -67,6 +67,15 @@ def test_saves_loads_and_summarises(tmp_path):
     assert "simultaneous band" in res.summary() and "changes since checkpoint 0" in res.summary()
     with pytest.raises(didmem.ParameterError, match="no rows at time 99"):
         res.at(99)
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg")
+    from didmem.plotting import plot_dose_response
+
+    ax = plot_dose_response(back)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2"]
+    with pytest.raises(didmem.ParameterError, match="'result' parameter of plot_dose_response"):
+        plot_dose_response(res.to_frame())
 
 
 def test_odd_input_is_refused_with_names():

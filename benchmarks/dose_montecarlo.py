@@ -1,8 +1,9 @@
 """Monte Carlo bias and band coverage of :func:`didmem.dose_response` (Hubble's design).
 
 Each replication draws :func:`didmem.datasets.simulate_doses` (doses 0, 1, 2, 4, ..., 64,
-``--units`` instances each, 6 checkpoints with the first before training) under two
-data-generating processes, a log-linear and a saturating dose-response, fits
+``--units`` instances each, 6 checkpoints with the first before training; instances memorise by a factor
+``1 + 0.5 z``, so the outcome's spread grows with the dose) under two data-generating
+processes, a log-linear and a saturating dose-response, fits
 ``dose_response(df, base=0)`` and compares every (dose, checkpoint) row with the true
 ``theta(d, c)``. Reported per DGP: the bias of each row in units of its Monte Carlo
 standard error (root mean square and maximum over the 35 rows; about 1 and 2.5 without

@@ -282,7 +282,8 @@ DOSE_DGPS = ("loglinear", "saturating")
 
 def simulate_doses(doses=(0, 1, 2, 4, 8, 16, 32, 64), units_per_dose: int = 100,
                    n_times: int = 6, *, dgp: str = "loglinear", slope: float = 0.1,
-                   unit_sd: float = 1.0, noise_sd: float = 0.3, seed: int | None = 0):
+                   effect_sd: float = 0.5, unit_sd: float = 1.0, noise_sd: float = 0.3,
+                   seed: int | None = 0):
     """A panel where each instance is inserted a random number of times (Hubble's design).
 
     Each of ``units_per_dose`` instances per dose ``d`` is seen ``d`` times, at random
@@ -290,8 +291,10 @@ def simulate_doses(doses=(0, 1, 2, 4, 8, 16, 32, 64), units_per_dose: int = 100,
     training). Its cumulative effect at time ``c`` is ``theta(d) * c / (n_times - 1)`` for
     ``d > 0`` (the exposures so far, in expectation), with ``theta(d) = slope * log2(1 + d)``
     (``dgp="loglinear"``: extraction grows log-linearly with duplication) or
-    ``slope * 4 * (1 - 2**-(d / 4))`` (``"saturating"``). The outcome is
-    ``alpha_i + log(1 + c) + effect + noise``.
+    ``slope * 4 * (1 - 2**-(d / 4))`` (``"saturating"``), times an instance factor
+    ``1 + effect_sd * z_i`` (mean 1: instances differ in how much they memorise, so the
+    spread of the outcome grows with the dose). The outcome is
+    ``alpha_i + log(1 + c) + effect + noise``; ``theta`` in ``truth`` is the mean effect.
 
     Returns
     -------
@@ -312,7 +315,8 @@ def simulate_doses(doses=(0, 1, 2, 4, 8, 16, 32, 64), units_per_dose: int = 100,
     else:
         theta = slope * 4.0 * (1.0 - 2.0 ** (-doses / 4.0))
     ramp = times / max(n_times - 1, 1)
-    effect = np.repeat(theta, units_per_dose)[:, None] * ramp[None, :]
+    factor = 1.0 + effect_sd * rng.standard_normal(d.size)
+    effect = (np.repeat(theta, units_per_dose) * factor)[:, None] * ramp[None, :]
     y = (unit_sd * rng.standard_normal(d.size)[:, None] + np.log1p(times)[None, :]
          + effect + noise_sd * rng.standard_normal((d.size, n_times)))
     data = pd.DataFrame({"unit": np.repeat(np.arange(d.size), n_times),

@@ -36,7 +36,7 @@ def test_recovers_a_log_linear_dose_response():
     assert ((frame["ci_lower"] <= frame["theta"]) & (frame["theta"] <= frame["ci_upper"])).all()
     last = res.at()  # the last checkpoint, by dose
     slope = np.polyfit(np.log2(1 + last.index.to_numpy()), last["estimate"], 1)[0]
-    # seed 5: 0.1007 against the true 0.1 (standard error of the slope about 0.003)
+    # seed 5: 0.105 against the true 0.1 (its spread over panels: about 0.004)
     assert slope == pytest.approx(0.1, abs=0.01)
 
 

@@ -246,6 +246,14 @@ def test_grouped_bootstrap_equals_the_stored_influence_route(multiplier):
     treated = np.array([(stored.dense()[inf.design.starts[k]:inf.design.starts[k + 1], c]**2)
                         .sum() for c, k in enumerate(inf.cells.k)])
     np.testing.assert_allclose(inf.treated_variance(), treated, rtol=1e-12, atol=1e-300)
+    # the cells' statistics from sums by history equal the unit-by-unit kernel's
+    from didmem.estimators._exposure_influence import exposure_cells, grouped_cells
+
+    kernel, _ = exposure_cells(inf.design, inf.cells, inf.hist, inf.n_hist, store=False)
+    grouped = grouped_cells(inf.design, inf.cells, inf.hist, inf.n_hist)
+    for name, a, b in zip(["att", "mu1", "mu0", "w1", "w0", "n_control", "missing", "var",
+                           "treated_var"], kernel, grouped):
+        np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-13, err_msg=name)
     fast = inf.bootstrap(301, multiplier, np.random.default_rng(5))
     slow = bootstrap_influence(inf.design, stored, n_draws=301, multiplier=multiplier,
                                rng=np.random.default_rng(5))

@@ -33,7 +33,7 @@ from ..inference.small_sample import (SmallSampleCells, cluster_correction, trea
 from ..panel_exposures import exposure_view, subset_units
 from ..results.exposure import ExposureResult
 from ..inference._prepared import _fmt, did_cells, prepare_design
-from ._exposure_influence import ExposureInfluence, exposure_cells
+from ._exposure_influence import ExposureInfluence, exposure_cells, grouped_cells, never_only
 
 __all__ = ["fit_exposure"]
 
@@ -83,8 +83,12 @@ def _warn_dropped(table, owner, k):
 
 
 def _influence(design, cells, hist, n_hist):
-    (att, mu1, mu0, w1, w0, n_control, missing, var, treated_var), _ = exposure_cells(
-        design, cells, hist, n_hist, store=False)
+    if never_only(design, cells):  # sums by history: O(cells x histories), not x units
+        att, mu1, mu0, w1, w0, n_control, missing, var, treated_var = grouped_cells(
+            design, cells, hist, n_hist)
+    else:
+        (att, mu1, mu0, w1, w0, n_control, missing, var, treated_var), _ = exposure_cells(
+            design, cells, hist, n_hist, store=False)
     if missing.any():  # guarded by the dropping of histories; a layout error if reached
         c = int(np.flatnonzero(missing)[0])
         raise EstimationError(

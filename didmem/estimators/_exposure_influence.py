@@ -39,7 +39,7 @@ from ..inference.bootstrap import (_CHUNK_ELEMENTS, BootstrapDraws, bootstrap_in
 from ..inference.influence import CellInfluence, cell_layout
 from ._exposure_kernel import exposure_cells_kernel
 
-__all__ = ["ExposureInfluence", "exposure_cells"]
+__all__ = ["ExposureInfluence", "exposure_cells", "grouped_cells", "history_sums"]
 
 
 def exposure_cells(design, cells, hist, n_hist, *, store: bool):
@@ -59,6 +59,104 @@ def exposure_cells(design, cells, hist, n_hist, *, store: bool):
                        for j in range(n_blocks))
         influence = CellInfluence(design.starts, tuple(cols), values, cells.size)
     return out, influence
+
+
+def never_only(design, cells) -> bool:
+    """Whether every live cell's controls are the last block alone (never-treated)."""
+    last = design.starts.size - 2
+    live = cells.ref == 0
+    return bool(np.all(cells.cs[live] == last) and np.all(cells.k[live] < last))
+
+
+@dataclass(frozen=True)
+class HistorySums:
+    """Weights and means by block and history, with never-treated controls (the last
+    block): ``weight`` (sparse, blocks*histories x units, ``w_i`` at its group),
+    ``by_block`` (blocks x histories), ``w1`` (treated blocks), ``w0h`` and ``n0h`` (the
+    control block's weight and units per history), ``order``/``bounds`` (the control
+    block's rows sorted by history, and where each history starts), ``mean`` (histories x
+    times: the controls' weighted mean outcome) and ``a`` (``W1_jh / (W1_j W0_h)``)."""
+
+    weight: Any
+    by_block: np.ndarray
+    w1: np.ndarray
+    w0h: np.ndarray
+    n0h: np.ndarray
+    order: np.ndarray
+    bounds: np.ndarray
+    mean: np.ndarray
+    a: np.ndarray
+
+
+def history_sums(design, hist, *, n_hist: int, y=None) -> HistorySums:
+    """The :class:`HistorySums` of a design (``y`` replaces its outcomes when given)."""
+    y = design.y if y is None else y
+    n, starts, w = design.n_units, design.starts, design.w
+    n_blocks = starts.size - 1
+    last = n_blocks - 1
+    block = np.repeat(np.arange(n_blocks), np.diff(starts))
+    weight = sparse.csr_matrix((w, (block * n_hist + hist, np.arange(n))),
+                               shape=(n_blocks * n_hist, n))
+    by_block = np.asarray(weight.sum(axis=1)).reshape(n_blocks, n_hist)
+    w1, w0h = by_block[:last].sum(axis=1), by_block[last]
+    lo_c = starts[last]
+    order = lo_c + np.argsort(hist[lo_c:], kind="stable")
+    bounds = np.searchsorted(hist[order], np.arange(n_hist + 1))
+    wy = y * w[:, None]
+    mean = np.zeros((n_hist, y.shape[1]))
+    for h in np.flatnonzero(w0h > 0):
+        mean[h] = wy[order[bounds[h]:bounds[h + 1]]].sum(axis=0) / w0h[h]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(by_block[:last] > 0, by_block[:last] / (w1[:, None] * w0h[None, :]), 0.0)
+    return HistorySums(weight, by_block, w1, w0h, np.diff(bounds), order, bounds, mean, a)
+
+
+def grouped_cells(design, cells, hist, n_hist):
+    """The cell kernel's outputs from sums by history (never-treated controls, see
+    :attr:`ExposureInfluence.grouped`): ``att, mu1, mu0, w1, w0, n_control, missing, var,
+    treated_var`` in O(units x times + cells x histories), not O(cells x units).
+
+    Outcomes are first centred on each unit's mean over time, which leaves every change
+    ``y_it - y_ib`` as it is and keeps the control variances (from per-history Gram
+    matrices) free of the units' levels.
+    """
+    y = design.y - design.y.mean(axis=1, keepdims=True)
+    w = design.w
+    sums = history_sums(design, hist, n_hist=n_hist, y=y)
+    last = design.starts.size - 2
+    live = cells.ref == 0
+    k, t, b = cells.k, cells.t, cells.b
+    share = sums.by_block[:last] / sums.w1[:, None]  # treated share of each history
+    treated_h = sums.by_block[:last] > 0
+    missing_k = (treated_h & (sums.w0h == 0)[None, :]).sum(axis=1)
+    ybar = np.vstack([(y[lo:hi] * w[lo:hi, None]).sum(axis=0) for lo, hi in
+                      zip(design.starts[:last], design.starts[1:last + 1])]) / sums.w1[:, None]
+    pooled = share @ sums.mean  # blocks x times: the treated-weighted control mean path
+    mu1 = np.where(live, ybar[k, t] - ybar[k, b], 0.0)
+    mu0 = np.where(live, pooled[k, t] - pooled[k, b], 0.0)
+    att = mu1 - mu0
+    centred = (y[sums.order] - sums.mean[hist[sums.order]]) * w[sums.order, None]
+    gram = np.zeros((n_hist, y.shape[1], y.shape[1]))
+    for h in np.flatnonzero(sums.n0h):
+        part = centred[sums.bounds[h]:sums.bounds[h + 1]]
+        gram[h] = part.T @ part
+    q = gram[:, t, t] + gram[:, b, b] - 2.0 * gram[:, t, b]  # histories x cells
+    var_control = np.einsum("ch,hc->c", sums.a[k] ** 2, q)
+    treated_var = np.zeros(cells.size)
+    for j in range(last):
+        lo, hi = design.starts[j], design.starts[j + 1]
+        mine = np.flatnonzero(live & (k == j))
+        d = y[lo:hi][:, t[mine]] - y[lo:hi][:, b[mine]]
+        s0 = sums.mean[hist[lo:hi]][:, t[mine]] - sums.mean[hist[lo:hi]][:, b[mine]]
+        psi = w[lo:hi, None] * (d - s0 - att[mine][None, :]) / sums.w1[j]
+        treated_var[mine] = np.einsum("ic,ic->c", psi, psi)
+    var = np.where(live, treated_var + var_control, 0.0)
+    w1 = np.where(live, sums.w1[k], 0.0)
+    w0 = np.where(live, (treated_h[k] * sums.w0h[None, :]).sum(axis=1), 0.0)
+    n_control = np.where(live, (treated_h[k] * sums.n0h[None, :]).sum(axis=1), 0)
+    missing = np.where(live, missing_k[k], 0)
+    att = np.where(missing > 0, np.nan, att)
+    return att, mu1, mu0, w1, w0, n_control.astype(np.int64), missing, var, treated_var
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,9 +226,7 @@ class ExposureInfluence(PicklableProxies):
     @property
     def grouped(self) -> bool:
         """Whether every live cell's controls are the last block alone (never-treated)."""
-        last = self.design.starts.size - 2
-        live = self.cells.ref == 0
-        return bool(np.all(self.cells.cs[live] == last) and np.all(self.cells.k[live] < last))
+        return never_only(self.design, self.cells)
 
     def bootstrap(self, n_draws: int, multiplier: str, rng, clusters=None,
                   n_clusters: int = 0) -> BootstrapDraws:
@@ -148,28 +244,15 @@ class ExposureInfluence(PicklableProxies):
     def _grouped_bootstrap(self, n_draws, multiplier, rng) -> BootstrapDraws:
         design, cells = self.design, self.cells
         n = design.n_units
-        starts, w = design.starts, design.w
+        starts = design.starts
         n_blocks = starts.size - 1
         last = n_blocks - 1
         h_count = self.n_hist
-        block = np.repeat(np.arange(n_blocks), np.diff(starts))
-        weight = sparse.csr_matrix((w, (block * h_count + self.hist, np.arange(n))),
-                                   shape=(n_blocks * h_count, n))
-        by_block = np.asarray(weight.sum(axis=1)).reshape(n_blocks, h_count)
-        w1 = by_block[:last].sum(axis=1)
-        w0h = by_block[last]
-        # the control block's units sorted by history, their outcomes centred on its mean
-        lo_c = starts[last]
-        order = lo_c + np.argsort(self.hist[lo_c:], kind="stable")
-        bounds = np.searchsorted(self.hist[order], np.arange(h_count + 1))
-        wy = design.y * w[:, None]
-        mean = np.zeros((h_count, design.y.shape[1]))
-        for h in np.flatnonzero(w0h > 0):
-            rows = order[bounds[h]:bounds[h + 1]]
-            mean[h] = wy[rows].sum(axis=0) / w0h[h]
-        centred = wy[order] - w[order, None] * mean[self.hist[order]]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            a = np.where(by_block[:last] > 0, by_block[:last] / (w1[:, None] * w0h[None, :]), 0.0)
+        sums = history_sums(design, self.hist, n_hist=h_count)
+        weight, w1, mean, a = sums.weight, sums.w1, sums.mean, sums.a
+        order, bounds = sums.order, sums.bounds
+        wy = design.y * design.w[:, None]
+        centred = wy[order] - design.w[order, None] * mean[self.hist[order]]
         live = np.flatnonzero(cells.ref == 0)
         k, t, b = cells.k[live], cells.t[live], cells.b[live]
         slope = self.att[live] / w1[k]

@@ -13,8 +13,8 @@ quick scale in <= 30 s.
 
 Usage (the figures in benchmarks/RESULTS.md)::
 
-    nice -n 10 python benchmarks/lab_exposures.py --out /tmp/lab_exposures --seeds 0 1 2 \\
-        --json benchmarks/results/lab_exposures.json
+    cd benchmarks && nice -n 10 python lab_exposures.py --out /tmp/labx_big \\
+        --seeds 0 1 2 3 --json results/lab_exposures.json
     nice -n 10 python benchmarks/lab_exposures.py --quick --out /tmp/lab_exposures_quick
 """
 

@@ -1,7 +1,9 @@
 r"""The influence functions of the k-th exposure's cells, held lazily, and their bootstrap.
 
 A fit needs the cells' variances and the bootstrap draws; only aggregations, pre-tests and
-clustered variances need the per-unit influence functions themselves. :class:`ExposureInfluence`
+clustered variances need the per-unit influence functions themselves. With never-treated
+controls even the cells come from sums by history (:func:`grouped_cells`: per-history
+weights, mean paths and Gram matrices instead of a pass over every control unit per cell). :class:`ExposureInfluence`
 keeps what the cell kernel (:mod:`._exposure_kernel`) returns without storing ``psi`` and
 builds the stored :class:`~didmem.inference.influence.CellInfluence` only on demand.
 

@@ -66,7 +66,7 @@ def main(argv=None):
         for k in (1, 2):
             est = didmem.DiDEstimator(n_bootstrap=args.draws, random_state=1, exposure=k,
                                       control_group=controls)
-            est.set_params(n_bootstrap=20).fit(panel)  # compile
+            est.with_params(n_bootstrap=20).fit(panel)  # compile
             sec, res = timed(lambda: est.fit(panel), args.repeat)
             row[f"exposure {k} fit s"] = round(sec, 3)
             row[f"exposure {k} cells"] = int(res.cells.size)

@@ -13,8 +13,8 @@ quick scale in <= 30 s.
 
 Usage (the figures in benchmarks/RESULTS.md)::
 
-    nice -n 10 python benchmarks/lab_exposures.py --out /tmp/lab_exposures --seeds 0 1 2 \\
-        --json benchmarks/results/lab_exposures.json
+    cd benchmarks && nice -n 10 python lab_exposures.py --out /tmp/labx_big \\
+        --seeds 0 1 2 3 --json results/lab_exposures.json
     nice -n 10 python benchmarks/lab_exposures.py --quick --out /tmp/lab_exposures_quick
 """
 
@@ -49,6 +49,10 @@ def evaluate(lab, metric: str, draws: int) -> list[dict]:
         rows.append({
             "history": history, "metric": metric, "post_cells": int(len(post)),
             "correlation": float(np.corrcoef(post["estimate"], post["tau"])[0, 1]),
+            "correlation_total": float(np.corrcoef(post["estimate"], post["tau_total"])[0, 1]),
+            "band_coverage_total": float(((post["ci_lower"] <= post["tau_total"])
+                                          & (post["tau_total"] <= post["ci_upper"])).mean()),
+            "spillover_abs_mean": float(post["spillover"].abs().mean()),
             "band_coverage": float(covered.mean()),
             "mean_abs_error": float(np.abs(post["estimate"] - post["tau"]).mean()),
             "mean_tau": float(post["tau"].mean()),
@@ -61,7 +65,10 @@ def main(argv=None):
     parser.add_argument("--out", required=True, help="directory of the lab runs")
     parser.add_argument("--quick", action="store_true", help="the quick scale")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--repeat-share", type=float, default=0.3)
+    parser.add_argument("--repeat-share", type=float, default=None,
+                        help="LabConfig.repeat_share (default: the lab's)")
+    parser.add_argument("--repeat-gap", default=None,
+                        help="LabConfig.repeat_gap (default: the lab's)")
     parser.add_argument("--metric", default="mean_token_loglik")
     parser.add_argument("--draws", type=int, default=999)
     parser.add_argument("--json", default=None)
@@ -69,21 +76,28 @@ def main(argv=None):
     rows = []
     for seed in args.seeds:
         start = time.perf_counter()
+        design = {name: value for name, value in (("repeat_share", args.repeat_share),
+                                                  ("repeat_gap", args.repeat_gap))
+                  if value is not None}
         lab = run_lab(Path(args.out) / f"seed{seed}", quick=args.quick, seed=seed,
-                      overwrite=True, exposures=2, repeat_share=args.repeat_share)
+                      overwrite=True, exposures=2, **design)
         seconds = time.perf_counter() - start
         for row in evaluate(lab, args.metric, args.draws):
+            cohorts = lab.panel.groupby("unit")["cohort_2"].first().value_counts()
             row.update(seed=seed, scale="quick" if args.quick else "demo",
+                       second_cohort_sizes={str(k): int(v) for k, v in cohorts.sort_index().items()},
                        lab_seconds=round(seconds, 1),
                        stages={k: round(v, 1) for k, v in lab.timings.items()})
             rows.append(row)
             print(f"seed {seed} {row['scale']} {row['history']:8s} cells {row['post_cells']}  "
                   f"correlation {row['correlation']:.3f}  band coverage "
-                  f"{row['band_coverage']:.3f}  mean |error| {row['mean_abs_error']:.4f} "
+                  f"{row['band_coverage']:.3f}  (total effect: {row['correlation_total']:.3f}, "
+                  f"{row['band_coverage_total']:.3f})  mean |error| {row['mean_abs_error']:.4f} "
                   f"(mean tau {row['mean_tau']:.4f})  lab {seconds:.1f} s {row['stages']}",
                   flush=True)
-    summary = pd.DataFrame(rows).groupby("history")[["correlation", "band_coverage"]].agg(
-        ["mean", "min"])
+    summary = pd.DataFrame(rows).groupby("history")[
+        ["correlation", "band_coverage", "correlation_total", "band_coverage_total"]].agg(
+        ["mean", "std", "min", "max"])
     print(summary.to_string())
     if args.json:
         write_rows(args.json, {"args": vars(args), "rows": rows})

@@ -42,6 +42,7 @@ _WHERE: dict[str, str] = {
     "ExtractableEstimator": "estimators",
     "InfluenceEstimator": "estimators",
     "TWFEEstimator": "estimators",
+    "dose_response": "estimators",
     "SubsetModels": "estimators",
     "TrainedModel": "estimators",
     # results and the analyses that take them
@@ -53,6 +54,7 @@ _WHERE: dict[str, str] = {
     "PretrendTest": "results",
     "SavedResult": "results",
     "ExposureResult": "results",
+    "DoseResponseResult": "results",
     "aligned_cells": "results",
     "compare": "results",
     "load_result": "results",

@@ -7,7 +7,8 @@ import pandas as pd
 
 from .errors import ParameterError
 
-__all__ = ["simulate_panel", "memorisation_profile", "simulate_exposures", "EXPOSURE_DGPS"]
+__all__ = ["simulate_panel", "memorisation_profile", "simulate_exposures", "EXPOSURE_DGPS",
+           "simulate_doses", "DOSE_DGPS"]
 
 
 def memorisation_profile(cohorts, times, *, instantaneous=1.0, decay=0.5, residual=0.2,
@@ -138,12 +139,16 @@ def simulate_panel(
 
 #: the first exposure's effect path of :func:`simulate_exposures` (both still change when the
 #: second exposure comes)
-EXPOSURE_DGPS = ("decay", "growth")
+EXPOSURE_DGPS = ("decay", "growth", "heterogeneous")
 
 
-def _first_effect(event_time, dgp):
+def _first_effect(event_time, dgp, rank=None, factor=None):
     e = np.maximum(event_time, 0.0)
-    if dgp == "decay":  # a jump of 1 that decays to 0.2 (half-life one period)
+    if dgp == "heterogeneous":  # by first cohort (rank 0..1): size 0.6..1.4, half-life 1..4
+        size = 0.6 + 0.8 * rank[:, None]
+        half_life = 1.0 + 3.0 * rank[:, None]
+        path = size * (0.2 + 0.8 * 0.5 ** (e / half_life)) * factor[:, None]
+    elif dgp == "decay":  # a jump of 1 that decays to 0.2 (half-life one period)
         path = 0.2 + 0.8 * 0.5 ** e
     else:  # "growth": memorisation that keeps growing towards 1
         path = 1.0 - 0.6 * 0.7 ** e
@@ -184,7 +189,12 @@ def simulate_exposures(
     with the first exposure's effect ``tau_1`` still changing for several periods
     (``dgp="decay"``: ``0.2 + 0.8 * 0.5**e``; ``"growth"``: ``1 - 0.6 * 0.7**e``) and the
     second's ``second_scale * (0.3 + 0.7 * 0.6**e) * (1 + gap_slope * (gap - min(gaps)))``
-    (``gap_slope`` makes it depend on the history). Controls of another first cohort drift
+    (``gap_slope`` makes it depend on the history). With ``dgp="heterogeneous"`` the first
+    effect differs by first cohort and by instance,
+    ``a_g (0.2 + 0.8 * 0.5**(e / h_g)) * f_i`` with ``a_g`` from 0.6 (first cohort) to 1.4
+    (last), half-life ``h_g`` from 1 to 4 periods and ``f_i = max(1 + 0.5 z_i, 0)``, and the
+    second effect is multiplied by ``a_g`` too: treated and controls of one history share
+    the first effect only in expectation, and every history's second effect is its own. Controls of another first cohort drift
     differently, so only history-matched comparisons are unbiased.
 
     Parameters
@@ -197,7 +207,7 @@ def simulate_exposures(
         Share of each cohort that is seen again.
     gaps : sequence of int
         Periods between the two exposures.
-    dgp : {"decay", "growth"}
+    dgp : {"decay", "growth", "heterogeneous"}
         The first exposure's effect path.
     second_scale, gap_slope : float
         Size of the second exposure's effect and its dependence on the gap.
@@ -240,7 +250,12 @@ def simulate_exposures(
     g2 = np.where(again, g1 + gap, np.inf)
     g2[g2 > times[-1]] = np.inf
     scale = second_scale * (1.0 + gap_slope * (gap - gaps.min()))
-    tau1 = _first_effect(times[None, :] - g1[:, None], dgp)
+    rank = factor = None
+    if dgp == "heterogeneous":
+        rank = np.where(np.isfinite(g1), g1 - 1.0, 0.0) / max(n_first - 1, 1)
+        factor = np.maximum(1.0 + 0.5 * rng.standard_normal(n), 0.0)
+        scale = scale * (0.6 + 0.8 * rank)
+    tau1 = _first_effect(times[None, :] - g1[:, None], dgp, rank, factor)
     tau2 = np.where(np.isfinite(g2)[:, None],
                     _second_effect(times[None, :] - g2[:, None], scale[:, None]), 0.0)
     y = (unit_sd * rng.standard_normal(n)[:, None]
@@ -260,3 +275,55 @@ def simulate_exposures(
             rows.append(pd.DataFrame({"exposure": exposure, "cohort": g, "time": times,
                                       "event_time": times - g, "tau": tau}))
     return data, pd.concat(rows, ignore_index=True)
+
+
+DOSE_DGPS = ("loglinear", "saturating")
+
+
+def simulate_doses(doses=(0, 1, 2, 4, 8, 16, 32, 64), units_per_dose: int = 100,
+                   n_times: int = 6, *, dgp: str = "loglinear", slope: float = 0.1,
+                   effect_sd: float = 0.5, unit_sd: float = 1.0, noise_sd: float = 0.3,
+                   seed: int | None = 0):
+    """A panel where each instance is inserted a random number of times (Hubble's design).
+
+    Each of ``units_per_dose`` instances per dose ``d`` is seen ``d`` times, at random
+    steps spread over training (``0 < c`` in ``1 .. n_times - 1``; time 0 is before
+    training). Its cumulative effect at time ``c`` is ``theta(d) * c / (n_times - 1)`` for
+    ``d > 0`` (the exposures so far, in expectation), with ``theta(d) = slope * log2(1 + d)``
+    (``dgp="loglinear"``: extraction grows log-linearly with duplication) or
+    ``slope * 4 * (1 - 2**-(d / 4))`` (``"saturating"``), times an instance factor
+    ``1 + effect_sd * z_i`` (mean 1: instances differ in how much they memorise, so the
+    spread of the outcome grows with the dose). The outcome is
+    ``alpha_i + log(1 + c) + effect + noise``; ``theta`` in ``truth`` is the mean effect.
+
+    Returns
+    -------
+    data : pandas.DataFrame
+        ``unit, time, dose, y``.
+    truth : pandas.DataFrame
+        ``dose, time, theta``: the effect of ``d`` exposures against none, ``d > 0``.
+    """
+    if dgp not in DOSE_DGPS:
+        raise ParameterError(f"The 'dgp' parameter of simulate_doses must be one of "
+                             f"{set(DOSE_DGPS)}. Got {dgp!r}.")
+    doses = np.asarray(doses, dtype=float)
+    rng = np.random.default_rng(seed)
+    d = np.repeat(doses, units_per_dose)
+    times = np.arange(n_times, dtype=float)
+    if dgp == "loglinear":
+        theta = slope * np.log2(1.0 + doses)
+    else:
+        theta = slope * 4.0 * (1.0 - 2.0 ** (-doses / 4.0))
+    ramp = times / max(n_times - 1, 1)
+    factor = 1.0 + effect_sd * rng.standard_normal(d.size)
+    effect = (np.repeat(theta, units_per_dose) * factor)[:, None] * ramp[None, :]
+    y = (unit_sd * rng.standard_normal(d.size)[:, None] + np.log1p(times)[None, :]
+         + effect + noise_sd * rng.standard_normal((d.size, n_times)))
+    data = pd.DataFrame({"unit": np.repeat(np.arange(d.size), n_times),
+                         "time": np.tile(times, d.size), "dose": np.repeat(d, n_times),
+                         "y": y.ravel()})
+    keep = doses > 0
+    truth = pd.DataFrame({"dose": np.repeat(doses[keep], n_times),
+                          "time": np.tile(times, int(keep.sum())),
+                          "theta": (theta[keep][:, None] * ramp[None, :]).ravel()})
+    return data, truth

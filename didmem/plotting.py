@@ -27,6 +27,7 @@ __all__ = [
     "plot_pretrends",
     "plot_plan",
     "plot_sensitivity",
+    "plot_dose_response",
     "plot_result",
     "PLOTS",
 ]
@@ -525,6 +526,42 @@ def plot_plan(plan, *, power: float = 0.8, ax=None):
                   f"{best['n_validation']:g} validation, {best['tokens']:.3g} tokens")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
+    return ax
+
+
+@validate_params({"result": _kind("DoseResponseResult", "table", "at",
+                                  made_by="didmem.dose_response")})
+def plot_dose_response(result, *, time=None, ax=None, color: str = BAND_COLOR):
+    """The cumulative effect of ``d`` exposures against none, by dose, with its band.
+
+    Parameters
+    ----------
+    result : didmem.DoseResponseResult
+        The result of :func:`didmem.dose_response`.
+    time : optional
+        The checkpoint to draw (the last by default).
+    ax : matplotlib Axes, optional
+    color : str
+
+    Returns
+    -------
+    matplotlib Axes
+        Estimates against ``log2(1 + d)`` (labelled by ``d``), the band as error bars and a
+        line at zero: a log-linear dose-response is a straight line.
+    """
+    ax = _axes(ax)
+    rows = result.at(time)
+    x = np.log2(1.0 + rows.index.to_numpy(dtype=float))
+    est = rows["estimate"].to_numpy()
+    err = np.vstack([est - rows["ci_lower"].to_numpy(), rows["ci_upper"].to_numpy() - est])
+    ax.errorbar(x, est, yerr=err, color=color, marker="o", capsize=3, linewidth=1.2)
+    ax.axhline(0.0, color="0.5", linewidth=0.8)
+    ax.set_xticks(x, [_fmt(d) for d in rows.index])
+    ax.set_xlabel("exposures d (log scale: log2(1 + d))")
+    ax.set_ylabel(f"effect of d exposures vs none ({result.outcome})")
+    shown = result.table["time"].max() if time is None else time
+    ax.set_title(f"dose-response at checkpoint {_fmt(shown)}; {result.band} "
+                 f"{100 * (1 - result.alpha):g}% band", fontsize=10)
     return ax
 
 

@@ -8,7 +8,8 @@ treated unit's *history*, its earlier exposure cohorts (de Chaisemartin & D'Haul
 comparison of switchers with not-yet-switchers of the same baseline): where an earlier
 exposure's effect still changes over time, units with another history drift differently and
 bias the comparison. The estimate pools the histories of a cohort by their treated weight
-(:mod:`._exposure_kernel`); its influence functions go to the generic inference route, so the
+(:mod:`._exposure_kernel`); its influence functions (:mod:`._exposure_influence`) go to the
+generic inference route, so the
 bootstrap, the band, the small-sample correction, aggregations and pre-tests are the first
 exposure's.
 
@@ -27,13 +28,12 @@ import pandas as pd
 from .._messages import listing as _listing
 from ..errors import DataDroppedWarning, EstimationError, ParameterError
 from ..inference.cell_inference import CellInference
-from ..inference.influence import CellInfluence, cell_layout
 from ..inference.small_sample import (SmallSampleCells, cluster_correction, treated_variance,
                                       welch_correction)
 from ..panel_exposures import exposure_view, subset_units
 from ..results.exposure import ExposureResult
 from ..inference._prepared import _fmt, did_cells, prepare_design
-from ._exposure_kernel import exposure_cells_kernel
+from ._exposure_influence import ExposureInfluence, exposure_cells, grouped_cells, never_only
 
 __all__ = ["fit_exposure"]
 
@@ -83,24 +83,21 @@ def _warn_dropped(table, owner, k):
 
 
 def _influence(design, cells, hist, n_hist):
-    n_blocks = design.starts.size - 1
-    cols, pos = cell_layout(cells, n_blocks)
-    sizes = np.diff(design.starts) * np.array([c.size for c in cols])
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    flat = np.zeros(int(offsets[-1]))
-    att, mu1, mu0, w1, w0, n_control, missing = exposure_cells_kernel(
-        design.y, design.w, design.starts, hist, n_hist, *cells.kernel_args(), pos, offsets,
-        flat)
+    if never_only(design, cells):  # sums by history: O(cells x histories), not x units
+        att, mu1, mu0, w1, w0, n_control, missing, var, treated_var = grouped_cells(
+            design, cells, hist, n_hist)
+    else:
+        (att, mu1, mu0, w1, w0, n_control, missing, var, treated_var), _ = exposure_cells(
+            design, cells, hist, n_hist, store=False)
     if missing.any():  # guarded by the dropping of histories; a layout error if reached
         c = int(np.flatnonzero(missing)[0])
         raise EstimationError(
             f"{int((missing > 0).sum())} cells have a treated history without a control of "
             f"the same history, e.g. cohort {_fmt(design.cohorts[cells.k[c]])} at time "
             f"{_fmt(design.times[cells.t[c]])}.")
-    values = tuple(flat[offsets[j]:offsets[j + 1]].reshape(cols[j].size, -1)
-                   for j in range(n_blocks))
+    influence = ExposureInfluence(design, cells, hist, n_hist, att, var, treated_var)
     stats = {"mu1": mu1, "mu0": mu0, "w1": w1, "w0": w0}
-    return att, CellInfluence(design.starts, tuple(cols), values, cells.size), stats, n_control
+    return att, influence, stats, n_control
 
 
 def _welch(design, cells, stats, variance, influence, n_control) -> SmallSampleCells:

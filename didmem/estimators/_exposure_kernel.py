@@ -12,8 +12,9 @@ weight in history ``h`` and ``W1`` its total,
     psi_i = -(W1_h / W1) w_i (d_i - mu0_h) / W0_h              (control of history h)
 
 and 0 for candidate controls of histories without treated units. With one history this is
-the ordinary cell (``psi`` as in :mod:`didmem.inference.kernels`). ``psi`` is written into
-the block-wise layout of :class:`~didmem.inference.influence.CellInfluence`.
+the ordinary cell (``psi`` as in :mod:`didmem.inference.kernels`). With ``store``, ``psi`` is
+written into the block-wise layout of :class:`~didmem.inference.influence.CellInfluence`;
+without, only its sums of squares (the cells' variances and their treated parts) are kept.
 :func:`exposure_cells_numpy` is the plain-numpy twin (the test oracle).
 """
 
@@ -27,13 +28,15 @@ __all__ = ["exposure_cells_kernel", "exposure_cells_numpy"]
 
 @njit(cache=True, parallel=True)
 def exposure_cells_kernel(y, w, starts, hist, n_hist, cell_k, cell_t, cell_b, cell_cs,
-                          cell_ref, pos, offsets, flat):
+                          cell_ref, pos, offsets, flat, store):
     """ATT, statistics and influence functions of every cell (see the module notes).
 
-    Returns ``att, mu1, mu0, w1, w0, n_control, missing``: ``mu0`` is the treated-weighted
-    mean of the histories' control means, ``w0`` and ``n_control`` the weight and number
-    of the history-matched controls, ``missing`` the number of the cell's treated histories
-    without a control (the cell's estimate is then NaN).
+    Returns ``att, mu1, mu0, w1, w0, n_control, missing, var, treated_var``: ``mu0`` is the
+    treated-weighted mean of the histories' control means, ``w0`` and ``n_control`` the
+    weight and number of the history-matched controls, ``missing`` the number of the
+    cell's treated histories without a control (the cell's estimate is then NaN), ``var``
+    ``sum_i psi_i**2`` and ``treated_var`` its treated cohort's part. ``psi`` goes to
+    ``flat`` only when ``store`` is true.
     """
     n_cells = cell_k.size
     n_blocks = starts.size - 1
@@ -44,6 +47,8 @@ def exposure_cells_kernel(y, w, starts, hist, n_hist, cell_k, cell_t, cell_b, ce
     w0 = np.zeros(n_cells)
     n_control = np.zeros(n_cells, dtype=np.int64)
     missing = np.zeros(n_cells, dtype=np.int64)
+    var = np.zeros(n_cells)
+    treated_var = np.zeros(n_cells)
     for c in prange(n_cells):
         if cell_ref[c] == 1:
             continue
@@ -91,9 +96,14 @@ def exposure_cells_kernel(y, w, starts, hist, n_hist, cell_k, cell_t, cell_b, ce
         tau = mu1[c] - mu0[c]
         att[c] = tau
         base = offsets[k] + pos[c, k] * (hi - lo)
+        sq = 0.0
         for i in range(lo, hi):
             d = y[i, t] - y[i, b]
-            flat[base + i - lo] = w[i] * (d - s0h[hist[i]] - tau) / sw1
+            p = w[i] * (d - s0h[hist[i]] - tau) / sw1
+            sq += p * p
+            if store:
+                flat[base + i - lo] = p
+        treated_var[c] = sq
         for j in range(cs, n_blocks):
             if j == k:
                 continue
@@ -103,8 +113,12 @@ def exposure_cells_kernel(y, w, starts, hist, n_hist, cell_k, cell_t, cell_b, ce
                 h = hist[i]
                 if w1h[h] > 0.0:
                     d = y[i, t] - y[i, b]
-                    flat[base + i - starts[j]] = -(w1h[h] / sw1) * w[i] * (d - s0h[h]) / w0h[h]
-    return att, mu1, mu0, w1, w0, n_control, missing
+                    p = -(w1h[h] / sw1) * w[i] * (d - s0h[h]) / w0h[h]
+                    sq += p * p
+                    if store:
+                        flat[base + i - starts[j]] = p
+        var[c] = sq
+    return att, mu1, mu0, w1, w0, n_control, missing, var, treated_var
 
 
 def exposure_cells_numpy(y, w, starts, hist, cells):

@@ -14,9 +14,11 @@ from typing import ClassVar
 from .._validation import Integral, Interval, OneOf, check_all
 from ..errors import ParameterError
 
-__all__ = ["LabConfig", "demo_config", "quick_config", "PLACEMENTS", "DEFAULT_METRICS"]
+__all__ = ["LabConfig", "demo_config", "quick_config", "PLACEMENTS", "REPEAT_GAPS",
+           "DEFAULT_METRICS"]
 
 PLACEMENTS = ("spread", "last_batch")
+REPEAT_GAPS = ("geometric", "uniform")
 EXACT_CHOICES = ("all", "auto")
 DEFAULT_METRICS = ("mean_token_loglik", "sequence_loglik", "token_accuracy")
 
@@ -101,6 +103,12 @@ class LabConfig:
     repeat_share : float
         In ``(0, 1]``: the probability that an instance with ``k - 1`` exposures gets a
         ``k``-th (with ``exposures > 1``).
+    repeat_gap : {"geometric", "uniform"}
+        Which later macro-batch (with room) a repeat falls in: ``"geometric"`` (the default)
+        the next with probability 1/2, the one after with 1/4, and so on (renormalised over
+        those with room), so that the early second-exposure cohorts, which only the first
+        cohorts can reach but which hold the most post-treatment cells, are not left with a
+        handful of instances; ``"uniform"`` any of them alike.
     hidden_size, n_layers, n_heads, intermediate_size : int
         Shape of the ``GPTNeoXForCausalLM``.
     max_positions : int
@@ -163,7 +171,8 @@ class LabConfig:
     duplicate_fraction: float = 0.0
     duplicate_copies: int = 2
     exposures: int = 1
-    repeat_share: float = 0.3
+    repeat_share: float = 0.5
+    repeat_gap: str = "geometric"
     # model
     hidden_size: int = 64
     n_layers: int = 2
@@ -207,6 +216,7 @@ class LabConfig:
         "weight_decay": Interval(0, None),
         "grad_clip": Interval(0, None),
         "placement": OneOf(*PLACEMENTS),
+        "repeat_gap": OneOf(*REPEAT_GAPS),
     }
 
     def __post_init__(self):
@@ -352,8 +362,16 @@ class LabConfig:
 
 def demo_config(seed: int = 0, **changes) -> LabConfig:
     """The demo scale: 7 cohorts of 160 analysed instances after one burn-in macro-batch,
-    with the exact truth for every cohort, in about a minute on 2 cores."""
-    return LabConfig(seed=seed, **changes)
+    with the exact truth for every cohort, in about a minute on 2 cores. With
+    ``exposures > 1`` the macro-batches are twice as long (checkpoints every 40 of 320
+    steps) and hold 320 analysed instances each, the same share of the positions: the
+    history-matched comparison of a later exposure splits a cohort into repeated instances
+    and their controls, and needs both in numbers (:doc:`/repeated_exposure`)."""
+    settings = {"seed": seed}
+    if changes.get("exposures", 1) > 1:
+        settings.update(n_steps=320, checkpoint_every=40, n_analysed=320)
+    settings.update(changes)
+    return LabConfig(**settings)
 
 
 def quick_config(seed: int = 0, **changes) -> LabConfig:

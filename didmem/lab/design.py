@@ -133,6 +133,24 @@ class LabDesign:
         out[self.repeat_analysed, self.repeat_exposures - 1] = self.repeat_cohorts
         return out
 
+    def exposure_groups(self, exposure: int, cohort: int) -> tuple:
+        """The analysed instances (indices) treated by the exact run of ``exposure`` at
+        ``cohort``, and their history-matched controls: the instances with the same earlier
+        exposure cohorts and no ``exposure``-th exposure at all (the controls of
+        ``DiDEstimator(exposure=k)``). Returns ``(treated, controls, history code of each
+        control, history code of each treated)``."""
+        cohorts = self.exposure_cohorts()
+        sel = (self.repeat_exposures == exposure) & (self.repeat_cohorts == cohort)
+        treated = np.sort(self.repeat_analysed[sel])
+        earlier = cohorts[:, :exposure - 1]
+        codes, inverse = np.unique(earlier, axis=0, return_inverse=True)
+        inverse = inverse.ravel()
+        complete = np.isfinite(earlier).all(axis=1)
+        controls = np.flatnonzero(complete & np.isinf(cohorts[:, exposure - 1])
+                                  & np.isin(inverse, inverse[treated]))
+        del codes
+        return treated, controls, inverse[controls], inverse[treated]
+
     def exposure_order(self, exposure: int, cohort: int) -> np.ndarray:
         """Order of the exact run of exposure ``exposure`` (>= 2) at ``cohort``: only the
         repeats that are that exposure and fall in that cohort's macro-batch are replaced."""
@@ -170,8 +188,9 @@ def _repeats(cfg, analysed_pos: np.ndarray, is_analysed: np.ndarray,
 
     Exposure ``k`` goes to each instance with ``k - 1`` exposures with probability
     ``repeat_share``, at a free filler position of a macro-batch after its previous exposure,
-    drawn uniformly among the later macro-batches with room (for ``placement="last_batch"``:
-    room in their last batch); the instances with the fewest later macro-batches choose
+    drawn among the later macro-batches with room (for ``placement="last_batch"``: room in
+    their last batch), uniformly or, with ``repeat_gap="geometric"``, with probability
+    proportional to ``2**-gap`` (``gap`` in macro-batches); the instances with the fewest later macro-batches choose
     first. An instance whose previous exposure is in the last
     macro-batch gets no further one.
     """
@@ -202,7 +221,11 @@ def _repeats(cfg, analysed_pos: np.ndarray, is_analysed: np.ndarray,
                     "positions of a macro-batch are taken). Lower repeat_share or n_analysed.")
             if not later:
                 continue
-            j = later[int(rng.integers(len(later)))]
+            if cfg.repeat_gap == "uniform":
+                j = later[int(rng.integers(len(later)))]
+            else:
+                p = 0.5 ** (np.asarray(later) - previous[a])
+                j = later[int(rng.choice(len(later), p=p / p.sum()))]
             positions.append(free[j].pop())
             analysed.append(a)
             exposures.append(k)

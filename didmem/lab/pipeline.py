@@ -272,9 +272,9 @@ def _score_all(cfg, design, runs) -> dict:
         ids = analysed[design.analysed_cohorts == g]
         scores[f"exact/cohort{g}"] = score_run(runs[f"exact/cohort{g}"]["checkpoints"],
                                                tokens[ids], ids, cfg)
-    for e, g in _exposure_runs(design):
-        sel = (design.repeat_exposures == e) & (design.repeat_cohorts == g)
-        ids = analysed[design.repeat_analysed[sel]]
+    for e, g in _exposure_runs(design):  # treated and history-matched controls
+        treated, controls, _, _ = design.exposure_groups(e, g)
+        ids = analysed[np.concatenate([treated, controls])]
         scores[f"exact{e}/cohort{g}"] = score_run(runs[f"exact{e}/cohort{g}"]["checkpoints"],
                                                   tokens[ids], ids, cfg)
     for j in range(cfg.n_subset_models):
@@ -393,24 +393,51 @@ def _later_truth(cfg, design, main, scores, metrics) -> list:
 
     The exact run of exposure ``e`` at cohort ``g`` is the main run up to the checkpoint
     before ``g`` without only the ``e``-th exposures in ``g``'s macro-batch: its effect is
-    exactly zero before ``g`` and the exact ``tau_e(g, c)`` from ``g`` on.
+    exactly zero before ``g`` and the exact total effect from ``g`` on (``tau_total``). The
+    run also moves the scores of instances it did not change (a retraining on another
+    order drifts as a whole): ``spillover`` is that mean effect on the history-matched
+    controls (the instances with the same earlier exposures and no ``e``-th one; each
+    history weighted by its treated instances, as the estimator pools them), and
+    ``tau = tau_total - spillover`` the direct effect, the estimand of a comparison with
+    those controls.
     """
     parts = []
     times = np.asarray(cfg.checkpoints, dtype=np.int64)
+    analysed = design.analysed_ids
     for e, g in _exposure_runs(design):
-        sel = (design.repeat_exposures == e) & (design.repeat_cohorts == g)
-        ids = design.analysed_ids[design.repeat_analysed[sel]]
+        treated, controls, control_hist, treated_hist = design.exposure_groups(e, g)
+        ids = analysed[treated]
+        run = scores[f"exact{e}/cohort{g}"]
         cohorts = pd.Series(np.full(ids.size, g, dtype=np.int64), index=ids)
-        effects = instance_effects(main[main["time"] >= g], scores[f"exact{e}/cohort{g}"],
-                                   cohorts, metrics)
+        effects = instance_effects(main[main["time"] >= g], run, cohorts, metrics)
         before = pd.DataFrame([(u, g, t, m, 0.0) for m in metrics for u in ids
                                for t in times[times < g]],
                               columns=["unit", "cohort", "time", "metric", "effect"])
         table = cohort_truth(pd.concat([before, effects], ignore_index=True))
+        spill = _spillover(main[main["time"] >= g], run, analysed[controls], control_hist,
+                           treated_hist, metrics)
+        key = pd.MultiIndex.from_arrays([table["metric"], table["time"]])
+        table["spillover"] = spill.reindex(key).fillna(0.0).to_numpy()
+        table["tau_total"] = table["tau"]
+        table["tau"] = table["tau_total"] - table["spillover"]
         table = table.assign(tau_twin=np.nan, exact=True, exposure=e)
         parts.append(table[["exposure", "cohort", "time", "metric", "tau", "tau_twin",
-                            "exact", "sd", "n_units"]])
+                            "exact", "sd", "n_units", "tau_total", "spillover"]])
     return parts
+
+
+def _spillover(main, run, control_ids, control_hist, treated_hist, metrics) -> pd.Series:
+    """Mean effect of an exact run on the controls, by (metric, time): per history, then
+    weighted by the treated instances' histories."""
+    effects = instance_effects(main, run, pd.Series(control_hist, index=control_ids),
+                               metrics)  # the "cohort" column holds the history code
+    by_history = effects.groupby(["metric", "time", "cohort"])["effect"].mean()
+    hist, count = np.unique(treated_hist, return_counts=True)
+    weights = pd.Series(count / count.sum(), index=hist)
+    share = pd.Series(weights.reindex(by_history.index.get_level_values("cohort")).to_numpy(),
+                      index=by_history.index)  # renormalised over histories with controls
+    weighted = (by_history * share).groupby(level=["metric", "time"]).sum()
+    return weighted / share.groupby(level=["metric", "time"]).sum()
 
 
 def _manifest(cfg, design, settings, versions) -> dict:

@@ -22,6 +22,7 @@ _WHERE = {
     "AggregateResult": "aggregations",
     "CellResult": "cells",
     "ExposureResult": "exposure",
+    "DoseResponseResult": "dose",
     "SIGN_NOTE": "_common",
     "profile_matrix": "_common",
     "ALIASES": "aggregations",
@@ -40,6 +41,7 @@ _WHERE = {
 """Public name -> the module of this package that defines it (imported on first use)."""
 
 __all__ = ["Estimate", "Pretest", "PretrendTest", "GroupTimeResult", "AggregateResult",
-           "CellResult", "ExposureResult"]
+           "CellResult", "ExposureResult",
+           "DoseResponseResult"]
 
 __getattr__, __dir__ = attach(__name__, _WHERE)

@@ -93,7 +93,8 @@ def _pyarrow():
 
 
 _TABLE_KINDS = {"sensitivity": ("didmem.honest.result", "SensitivityResult"),
-                "design_plan": ("didmem.planning", "DesignPlan")}
+                "design_plan": ("didmem.planning", "DesignPlan"),
+                "dose_response": ("didmem.results.dose", "DoseResponseResult")}
 """The class that reads each ``kind`` of :class:`~didmem.results._table_file.TableFile`
 (imported when a file of that kind is read: the analyses beside the results import this
 module, so it cannot import them)."""
@@ -163,11 +164,12 @@ def save_result(result, path) -> Path:
 
 def load_result(path):
     """Read a results file written by :meth:`GroupTimeResult.save` / :func:`save_result`, or
-    by the ``save`` of :class:`~didmem.SensitivityResult` or :class:`~didmem.DesignPlan`.
+    by the ``save`` of :class:`~didmem.SensitivityResult`, :class:`~didmem.DesignPlan` or
+    :class:`~didmem.DoseResponseResult`.
 
     Returns
     -------
-    SavedResult, SensitivityResult or DesignPlan
+    SavedResult, SensitivityResult, DesignPlan or DoseResponseResult
         What the file holds.
 
     Raises

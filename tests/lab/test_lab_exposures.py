@@ -41,6 +41,27 @@ def test_design_places_later_exposures_in_later_macro_batches():
     np.testing.assert_array_equal(changed, design.repeat_positions[sel])
 
 
+def test_exposure_groups_are_the_history_matched_controls():
+    design = build_design(demo_config(exposures=2))
+    cohorts = design.exposure_cohorts()
+    g = int(np.nanmin(np.where(np.isfinite(cohorts[:, 1]), cohorts[:, 1], np.nan))) + 40
+    treated, controls, control_hist, treated_hist = design.exposure_groups(2, g)
+    assert (cohorts[treated, 1] == g).all() and treated.size > 50
+    assert np.isinf(cohorts[controls, 1]).all() and controls.size > 50
+    assert set(cohorts[controls, 0]) == set(cohorts[treated, 0])
+    # the codes name the first cohorts consistently for treated and controls
+    first = dict(zip(control_hist, cohorts[controls, 0]))
+    assert all(first[h] == c for h, c in zip(treated_hist, cohorts[treated, 0]))
+
+
+def test_demo_with_repeats_has_longer_macro_batches():
+    cfg = demo_config(exposures=2)
+    assert (cfg.n_steps, cfg.checkpoint_every, cfg.n_analysed) == (320, 40, 320)
+    assert len(cfg.cohorts) == len(demo_config().cohorts) == 7
+    assert cfg.repeat_gap == "geometric" and cfg.repeat_share == 0.5
+    assert demo_config(exposures=2, n_analysed=200).n_analysed == 200
+
+
 def test_one_exposure_keeps_the_design():
     one = build_design(quick_config(seed=4))
     assert one.repeat_positions.size == 0
@@ -73,6 +94,11 @@ def test_panel_and_truth_of_a_run_with_repeats(repeat_run):
     later = truth[truth["exposure"] == 2]
     assert later["exact"].all() and later["tau_twin"].isna().all()
     assert (later.loc[later["time"] < later["cohort"], "tau"] == 0).all()
+    # the direct effect: the exact run's total effect less its drift on the controls
+    np.testing.assert_allclose(later["tau"], later["tau_total"] - later["spillover"])
+    assert (later.loc[later["time"] < later["cohort"], "spillover"] == 0).all()
+    assert (later.loc[later["time"] >= later["cohort"], "spillover"] != 0).any()
+    assert truth.loc[truth["exposure"] == 1, "spillover"].isna().all()
     counts = per_unit.value_counts()
     for g, part in later.groupby("cohort"):
         assert (part["n_units"] == counts[g]).all()

@@ -30,12 +30,13 @@ to ``tests/cli/``. Nothing else changes.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from ..errors import DidmemError
 from . import demo, estimate, lab, plan, plot, report, run, score, sensitivity
 
-__all__ = ["main", "build_parser", "SUBCOMMANDS"]
+__all__ = ["main", "console_main", "build_parser", "SUBCOMMANDS"]
 
 SUBCOMMANDS = {
     "demo": demo,
@@ -110,3 +111,45 @@ def main(argv=None) -> int:
             print(f"didmem {args.command}: error: {_cli_message(args.command, exc)}",
                   file=sys.stderr)
             return 2
+
+
+def _small_pages() -> None:
+    """Let numpy's large arrays take ordinary pages in this process, not huge pages.
+
+    numpy asks the kernel for transparent huge pages on every array of 4 MB or more; where
+    the kernel compacts memory to grant them (``defrag = madvise``, the common default),
+    the first touch of a fresh 70 MB array costs 0.1 s instead of 0.03 s. A command that
+    runs a few seconds and allocates each large array once pays that on every one: 0.25 s
+    of ``didmem estimate`` at the paper's scale (``benchmarks/cli_speed.py``). A user's own
+    ``NUMPY_MADVISE_HUGEPAGE`` setting is left as it is.
+    """
+    if "NUMPY_MADVISE_HUGEPAGE" in os.environ:
+        return
+    try:
+        from numpy._core.multiarray import _set_madvise_hugepage
+    except ImportError:  # numpy < 2
+        try:
+            from numpy.core.multiarray import _set_madvise_hugepage
+        except ImportError:
+            return
+    _set_madvise_hugepage(False)
+
+
+def console_main() -> int:
+    """The ``didmem`` program: :func:`main` on ``sys.argv``, then a quick exit.
+
+    Large arrays are given ordinary pages (see :func:`_small_pages`). The interpreter's
+    last act is to tear down every module and collect the garbage of
+    pandas, scipy and numba: about 0.2-0.3 s of a command that takes 2 s at the paper's
+    scale. Freezing the collector once the work is done and the output flushed skips that
+    collection; nothing is left to write (files are closed, atexit handlers still run).
+    """
+    import gc
+
+    _small_pages()
+    try:
+        return main()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        gc.freeze()

@@ -2,6 +2,6 @@
 
 import sys
 
-from . import main
+from . import console_main
 
-sys.exit(main())
+sys.exit(console_main())

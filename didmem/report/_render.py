@@ -19,7 +19,8 @@ from ._finding import checkpoint_step, finding_html
 from ._html import CSS, figure_block, figure_png, fmt, table
 from ._pretest import pretest_html
 from ._sensitivity import check_sensitivity, compute_sensitivity, sensitivity_html
-from ._truth import cells_with_truth, error_summary, overlay, true_aggregate, truth_scatter
+from ._truth import (cells_with_truth, cohort_weights, error_summary, overlay, true_aggregate,
+                     truth_scatter)
 
 __all__ = ["render_report", "write_report", "FIGURES"]
 
@@ -78,7 +79,7 @@ def _aggregate_tables(result, cells) -> str:
             continue
         frame = agg.to_frame()
         if cells is not None and "tau" in cells:
-            truth = true_aggregate(cells, kind, agg.key_name)
+            truth = true_aggregate(cells, kind, agg.key_name, cohort_weights(result))
             frame["true_tau"] = truth.reindex(frame[agg.key_name].to_numpy()).to_numpy()
         o = agg.overall
         parts.append(head + f"<p>Overall {o.estimate:.4g} {html.escape(outcome_unit(result.outcome))}"
@@ -98,7 +99,7 @@ def _figures_html(result, figures, figure_options, captions, cells) -> str:
         ax = plotting.PLOTS[name](result, **dict(figure_options.get(name, {})))
         if cells is not None and name in ("instantaneous", "persistent", "residual"):
             agg = result.aggregate(name)
-            truth = true_aggregate(cells, name, agg.key_name)
+            truth = true_aggregate(cells, name, agg.key_name, cohort_weights(result))
             overlay(ax, truth.reindex(agg.to_frame()[agg.key_name].to_numpy()),
                     bars=name == "residual")
         items.append(figure_block(figure_png(ax), f"{name} figure", captions[name]))

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
 from ..errors import ParameterError
 
-__all__ = ["TruthError", "cells_with_truth", "error_summary", "true_aggregate", "overlay",
-           "truth_scatter"]
+__all__ = ["TruthError", "cells_with_truth", "cohort_weights", "error_summary",
+           "true_aggregate", "overlay", "truth_scatter"]
 
 
 @dataclass(frozen=True)
@@ -67,12 +67,29 @@ def error_summary(cells: pd.DataFrame) -> TruthError:
                       float(err.mean()) if len(post) else np.nan, int(covered.sum()))
 
 
-def true_aggregate(cells: pd.DataFrame, kind: str, key: str) -> pd.Series:
+def cohort_weights(result) -> dict | None:
+    """Each treated cohort's weight in the result's averages over cohorts, or None.
+
+    R ``did``'s ``pg``: the cohort's share of the (sampling-weighted) units, or of the
+    observations of a repeated cross-section; known for a fitted result (from its design),
+    not for one read from a file.
+    """
+    design = getattr(result, "design", None)
+    if design is None or not design.n_units:
+        return None
+    pg = design.block_weights[: design.n_cohorts] / design.n_units
+    return dict(zip(design.cohorts.tolist(), pg.tolist()))
+
+
+def true_aggregate(cells: pd.DataFrame, kind: str, key: str,
+                   weights: dict | None = None) -> pd.Series:
     """The truth of an aggregation by its key, with the aggregation's cohort weights.
 
     ``instantaneous`` (key ``cohort``): tau(g, g); ``residual`` (``cohort``): tau(g, T) at the
-    last checkpoint; ``persistent`` (``event_time``): the treated-size weighted mean of
-    tau(g, g + e) over the cohorts with a cell at e.
+    last checkpoint; ``persistent`` (``event_time``): the mean of tau(g, g + e) over the
+    cohorts with a cell at e, weighted by ``weights`` (cohort -> weight, see
+    :func:`cohort_weights`), as the estimate is; without them by each cell's treated count,
+    which equals those weights on a balanced panel without sampling weights.
     """
     if kind == "instantaneous":
         rows = cells[cells["event_time"] == 0]
@@ -81,8 +98,12 @@ def true_aggregate(cells: pd.DataFrame, kind: str, key: str) -> pd.Series:
         rows = cells[cells["time"] == cells["time"].max()]
         return rows.set_index("cohort")["tau"]
     rows = cells[cells["event_time"] > 0].dropna(subset=["tau"])
-    weighted = (rows["tau"] * rows["n_treated"]).groupby(rows[key]).sum()
-    return weighted / rows["n_treated"].groupby(rows[key]).sum()
+    if weights is None:
+        weight = rows["n_treated"].astype(float)
+    else:
+        weight = rows["cohort"].map(weights).astype(float)
+    weighted = (rows["tau"] * weight).groupby(rows[key]).sum()
+    return weighted / weight.groupby(rows[key]).sum()
 
 
 def overlay(ax, truth: pd.Series, *, bars: bool = False) -> None:

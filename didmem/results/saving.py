@@ -64,6 +64,7 @@ def _aggregate_doc(agg: AggregateResult) -> dict:
         # the keys' analytic covariance, for didmem.sensitivity (absent in older files)
         "covariance": None if agg.covariance is None else agg.covariance.tolist(),
         "reference_event_times": list(agg.reference_event_times),
+        "std_error_note": agg.std_error_note,
     }
 
 
@@ -83,7 +84,8 @@ def _aggregate_from(doc: dict, alpha: float) -> AggregateResult:
                                               for v in doc["overall"])),
                            critical_value=float(doc["critical_value"]), band=doc["band"],
                            alpha=float(alpha), covariance=cov,
-                           reference_event_times=tuple(doc.get("reference_event_times", ())))
+                           reference_event_times=tuple(doc.get("reference_event_times", ())),
+                           std_error_note=doc.get("std_error_note", ""))
 
 
 def _pyarrow():

@@ -46,6 +46,16 @@ def plan():
                               units_per_cohort=[10, 20], effect=0.5, random_state=0)
 
 
+_FITTED = {}
+
+
+def _fitted(panel):
+    """The panel's fit, once (the property test draws hundreds of calls)."""
+    if id(panel) not in _FITTED:
+        _FITTED[id(panel)] = didmem.DiDEstimator(n_bootstrap=0).fit(panel)
+    return _FITTED[id(panel)]
+
+
 def _calls(panel, event_study, plan):
     """``owner -> call(name, value)`` for each entry point with declared constraints."""
     assumptions = didmem.Assumptions(n_cohorts=2, n_checkpoints=4)
@@ -56,6 +66,8 @@ def _calls(panel, event_study, plan):
         didmem.Assumptions: lambda n, v: didmem.Assumptions(
             **{"n_cohorts": 2, "n_checkpoints": 4, n: v}),
         didmem.DesignPlan.recommend: lambda n, v: plan.recommend(**{n: v}),
+        didmem.GroupTimeResult.aggregate: lambda n, v: _fitted(panel).aggregate(
+            **{"kind": "dynamic", n: v}),
     }
     for cls in (didmem.DiDEstimator, didmem.DifferenceEstimator, didmem.TWFEEstimator):
         calls[cls] = (lambda c: lambda n, v: c(**{n: v}).fit(panel))(cls)

@@ -124,3 +124,25 @@ def test_objects_of_the_wrong_kind_are_named(panel, event_study, plan, tmp_path,
     }
     with pytest.raises(DidmemError, match=name):
         cases[case]()
+
+
+@pytest.mark.parametrize("case, name", [
+    ({"weights": []}, "weights column"),
+    ({"cluster": {}}, "cluster column"),
+    ({"never_treated": []}, "'never_treated' parameter of Panel"),
+    ({"never_treated": "never"}, "'never_treated' parameter of Panel"),
+    ({"never_treated": True}, "'never_treated' parameter of Panel"),
+])
+def test_panel_roles_of_the_wrong_kind_are_named(case, name):
+    """Before, an unhashable column name reached pandas ("unhashable type: 'list'") and a
+    never_treated of another shape numpy's broadcasting error."""
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=2, units_per_cohort=4, n_never_treated=4,
+                                           n_times=4, seed=0)
+    with pytest.raises(DidmemError, match=name):
+        didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y", **case)
+
+
+@pytest.mark.parametrize("path", [None, -1, 2.5, ["r.parquet"]])
+def test_load_result_names_a_path_of_the_wrong_kind(path):
+    with pytest.raises(DidmemError, match="'path' parameter of load_result"):
+        didmem.load_result(path)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -182,6 +183,9 @@ def load_result(path):
         When the file is not a didmem results file.
     """
     pq = _pyarrow()
+    if not isinstance(path, (str, os.PathLike)):
+        raise ParameterError(f"The 'path' parameter of load_result must be a path (str or "
+                             f"os.PathLike) to a results file. Got {path!r}.")
     path = Path(path)
     if not path.exists():
         raise MissingFileError(f"No results file at {str(path)!r}.")

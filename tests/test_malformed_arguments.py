@@ -66,6 +66,8 @@ def _calls(panel, event_study, plan):
         didmem.Assumptions: lambda n, v: didmem.Assumptions(
             **{"n_cohorts": 2, "n_checkpoints": 4, n: v}),
         didmem.DesignPlan.recommend: lambda n, v: plan.recommend(**{n: v}),
+        didmem.datasets.simulate_panel: lambda n, v: didmem.datasets.simulate_panel(
+            **{"n_cohorts": 1, "units_per_cohort": 2, "n_never_treated": 2, n: v}),
         didmem.GroupTimeResult.aggregate: lambda n, v: _fitted(panel).aggregate(
             **{"kind": "dynamic", n: v}),
     }

@@ -57,8 +57,10 @@ def design_table(source, units_per_cohort, n_validation, checkpoint_every, targe
         pilot, params = pilot_from(source, estimator)
         n_never = int(np.isinf(pilot.cohorts).sum())
         validation = grid(n_never if n_validation is None else n_validation)
+        # a pilot too small to resample from (< 2 never-treated) is told so by _check_pilot
         _check_validation(validation, params, f"the pilot ({n_never} never-treated units)",
-                          minimum=MIN_COHORT_SIZE)
+                          minimum=MIN_COHORT_SIZE if n_validation is not None or n_never >= 2
+                          else 1)
     alpha = params["alpha"] if alpha is None else alpha
     params["alpha"] = alpha
     if method == "analytic" and (params["control_group"], params["base_period"],

@@ -145,6 +145,21 @@ def test_panel_roles_of_the_wrong_kind_are_named(case, name):
 
 
 @pytest.mark.parametrize("path", [None, -1, 2.5, ["r.parquet"]])
-def test_load_result_names_a_path_of_the_wrong_kind(path):
+def test_results_files_name_a_path_or_kind_of_the_wrong_type(panel, plan, path):
     with pytest.raises(DidmemError, match="'path' parameter of load_result"):
         didmem.load_result(path)
+    fitted = _fitted(panel)
+    for save in (fitted.save, plan.save):
+        with pytest.raises(DidmemError, match="'path' parameter of save"):
+            save(path)
+
+
+@pytest.mark.parametrize("value", [[], {}, ["dynamic"], None])
+def test_aggregation_kinds_and_profile_columns_of_the_wrong_type(panel, tmp_path, value):
+    """Before, a list reached a dict lookup or pandas ("unhashable type: 'list'")."""
+    fitted = _fitted(panel)
+    saved = didmem.load_result(fitted.save(tmp_path / "r.parquet"))
+    with pytest.raises(DidmemError, match="aggregation"):
+        saved.aggregate(value)
+    with pytest.raises(DidmemError, match="Unknown column"):
+        fitted.profile(value)

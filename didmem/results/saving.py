@@ -112,7 +112,7 @@ def write_table(frame: pd.DataFrame, meta: dict, path, what: str) -> Path:
     import pyarrow as pa
 
     pq = _pyarrow()
-    path = Path(path)
+    path = _results_path(path, "save")
     if path.suffix != ".parquet":
         raise ParameterError(f"A {what} file must end in '.parquet'; got {str(path)!r}.")
     table = pa.Table.from_pandas(frame, preserve_index=False)
@@ -129,6 +129,14 @@ def write_table(frame: pd.DataFrame, meta: dict, path, what: str) -> Path:
     return path
 
 
+def _results_path(path, owner: str) -> Path:
+    """``path`` as a Path, or a ParameterError naming it when it is not a path at all."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ParameterError(f"The 'path' parameter of {owner} must be a path (str or "
+                             f"os.PathLike) to a results file. Got {path!r}.")
+    return Path(path)
+
+
 def save_result(result, path) -> Path:
     """Write a fitted result to a parquet file (see the module notes for the layout).
 
@@ -142,7 +150,7 @@ def save_result(result, path) -> Path:
     -------
     Path
     """
-    path = Path(path)
+    path = _results_path(path, "save")
     if path.suffix != ".parquet":
         raise ParameterError(f"A results file must end in '.parquet'; got {str(path)!r}.")
     aggregations = {}
@@ -183,10 +191,7 @@ def load_result(path):
         When the file is not a didmem results file.
     """
     pq = _pyarrow()
-    if not isinstance(path, (str, os.PathLike)):
-        raise ParameterError(f"The 'path' parameter of load_result must be a path (str or "
-                             f"os.PathLike) to a results file. Got {path!r}.")
-    path = Path(path)
+    path = _results_path(path, "load_result")
     if not path.exists():
         raise MissingFileError(f"No results file at {str(path)!r}.")
     try:
@@ -323,8 +328,8 @@ class SavedResult(PicklableProxies):
                 f"A saved result keeps its aggregations with default options only; got "
                 f"{sorted(given)}. Refit the panel to aggregate with options."
             )
-        kind = ALIASES.get(kind, kind)
-        if kind not in self.aggregations:
+        kind = ALIASES.get(kind, kind) if isinstance(kind, str) else kind
+        if not isinstance(kind, str) or kind not in self.aggregations:
             raise ParameterError(f"Unknown or unavailable aggregation {kind!r}; this result has "
                                  f"{sorted(self.aggregations)}.")
         return self.aggregations[kind]

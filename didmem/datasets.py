@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ._validation import Integral, Interval, Satisfies, Seed, validate_params
 from .errors import ParameterError
 
 __all__ = ["simulate_panel", "memorisation_profile", "simulate_exposures", "EXPOSURE_DGPS",
@@ -38,6 +39,25 @@ def memorisation_profile(cohorts, times, *, instantaneous=1.0, decay=0.5, residu
     return np.where(event >= 0, instantaneous * scale[:, None] * shape, 0.0)
 
 
+def _finite_scales(value) -> bool:
+    return value is None or bool(np.all(np.isfinite(np.asarray(value, dtype=float))))
+
+
+_SIMULATE_PANEL = {
+    "n_cohorts": Integral(1), "units_per_cohort": Integral(1), "n_never_treated": Integral(0),
+    "n_times": Integral(2, allow_none=True),
+    "time_step": Interval(0, None, closed="right"),
+    "instantaneous": Interval(), "decay": Interval(0), "residual": Interval(),
+    "cohort_scale": Satisfies(_finite_scales, "None or finite numbers, one per cohort"),
+    "unit_sd": Interval(0), "noise_sd": Interval(0), "effect_sd": Interval(0),
+    "learning_curve": Interval(), "seed": Seed(),
+    "never_treated_value": Satisfies(
+        lambda v: isinstance(v, (int, float, np.integer, np.floating))
+        and not isinstance(v, bool), "a number (inf, NaN or a code such as R's 0)"),
+}
+
+
+@validate_params(_SIMULATE_PANEL, owner="simulate_panel")
 def simulate_panel(
     n_cohorts: int = 4,
     units_per_cohort: int = 50,

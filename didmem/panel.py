@@ -9,6 +9,7 @@ exposes dense views (units x times per outcome, a cohort per unit) that the esti
 from __future__ import annotations
 
 import difflib
+import numbers
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from ._arrays import readonly
 from ._messages import MAX_LISTED as _MAX_LISTED
 from ._messages import listing as _listing
 from ._messages import python_scalar
-from ._validation import OneOf, check_all
+from ._validation import OneOf, Satisfies, check_all
 from .cohorts import PYTHIA_BATCH_SIZE, PYTHIA_STEPS_PER_CHECKPOINT, cohort_from_sequence_index
 from .errors import DataDroppedWarning, PanelError, ParameterError
 from .panel_exposures import check_exposure_order, exposure_columns
@@ -32,7 +33,13 @@ __all__ = ["Panel", "cohort_from_sequence_index", "PYTHIA_BATCH_SIZE", "PYTHIA_S
 
 
 _BALANCE_OPTIONS = ("error", "drop_incomplete_units", "keep")
-_CONSTRAINTS = {"balance": OneOf(*_BALANCE_OPTIONS)}
+_CONSTRAINTS = {
+    "balance": OneOf(*_BALANCE_OPTIONS),
+    # cohort columns are numeric: a code of another type would match no row, silently
+    "never_treated": Satisfies(lambda v: v is None or (isinstance(v, numbers.Real)
+                                                       and not isinstance(v, bool)),
+                               "None or a number (the cohort code of never-treated units)"),
+}
 
 
 @dataclass(frozen=True)
@@ -150,7 +157,8 @@ class Panel:
 
         if not isinstance(data, pd.DataFrame):
             raise PanelError(f"Panel needs a pandas DataFrame; got {type(data).__name__}.")
-        check_all("Panel", {"balance": balance}, self._constraints)
+        check_all("Panel", {"balance": balance, "never_treated": never_treated},
+                  self._constraints)
         cohort_columns = exposure_columns(cohort)
         cohort = cohort_columns[0]
         outcomes = (outcome,) if isinstance(outcome, str) else tuple(outcome)
@@ -406,6 +414,12 @@ class Panel:
     @staticmethod
     def _check_columns(data: pd.DataFrame, roles: dict) -> None:
         available = [str(c) for c in data.columns]
+        for role, col in roles.items():
+            try:
+                hash(col)
+            except TypeError:
+                raise PanelError(f"The {role} column must be one column's name; got {col!r}. "
+                                 f"The DataFrame has columns {available}.") from None
         missing = [(role, col) for role, col in roles.items() if col not in data.columns]
         if missing:
             parts = []

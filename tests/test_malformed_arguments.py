@@ -46,6 +46,16 @@ def plan():
                               units_per_cohort=[10, 20], effect=0.5, random_state=0)
 
 
+_FITTED = {}
+
+
+def _fitted(panel):
+    """The panel's fit, once (the property test draws hundreds of calls)."""
+    if id(panel) not in _FITTED:
+        _FITTED[id(panel)] = didmem.DiDEstimator(n_bootstrap=0).fit(panel)
+    return _FITTED[id(panel)]
+
+
 def _calls(panel, event_study, plan):
     """``owner -> call(name, value)`` for each entry point with declared constraints."""
     assumptions = didmem.Assumptions(n_cohorts=2, n_checkpoints=4)
@@ -56,6 +66,10 @@ def _calls(panel, event_study, plan):
         didmem.Assumptions: lambda n, v: didmem.Assumptions(
             **{"n_cohorts": 2, "n_checkpoints": 4, n: v}),
         didmem.DesignPlan.recommend: lambda n, v: plan.recommend(**{n: v}),
+        didmem.datasets.simulate_panel: lambda n, v: didmem.datasets.simulate_panel(
+            **{"n_cohorts": 1, "units_per_cohort": 2, "n_never_treated": 2, n: v}),
+        didmem.GroupTimeResult.aggregate: lambda n, v: _fitted(panel).aggregate(
+            **{"kind": "dynamic", n: v}),
     }
     for cls in (didmem.DiDEstimator, didmem.DifferenceEstimator, didmem.TWFEEstimator):
         calls[cls] = (lambda c: lambda n, v: c(**{n: v}).fit(panel))(cls)
@@ -112,3 +126,40 @@ def test_objects_of_the_wrong_kind_are_named(panel, event_study, plan, tmp_path,
     }
     with pytest.raises(DidmemError, match=name):
         cases[case]()
+
+
+@pytest.mark.parametrize("case, name", [
+    ({"weights": []}, "weights column"),
+    ({"cluster": {}}, "cluster column"),
+    ({"never_treated": []}, "'never_treated' parameter of Panel"),
+    ({"never_treated": "never"}, "'never_treated' parameter of Panel"),
+    ({"never_treated": True}, "'never_treated' parameter of Panel"),
+])
+def test_panel_roles_of_the_wrong_kind_are_named(case, name):
+    """Before, an unhashable column name reached pandas ("unhashable type: 'list'") and a
+    never_treated of another shape numpy's broadcasting error."""
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=2, units_per_cohort=4, n_never_treated=4,
+                                           n_times=4, seed=0)
+    with pytest.raises(DidmemError, match=name):
+        didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y", **case)
+
+
+@pytest.mark.parametrize("path", [None, -1, 2.5, ["r.parquet"]])
+def test_results_files_name_a_path_or_kind_of_the_wrong_type(panel, plan, path):
+    with pytest.raises(DidmemError, match="'path' parameter of load_result"):
+        didmem.load_result(path)
+    fitted = _fitted(panel)
+    for save in (fitted.save, plan.save):
+        with pytest.raises(DidmemError, match="'path' parameter of save"):
+            save(path)
+
+
+@pytest.mark.parametrize("value", [[], {}, ["dynamic"], None])
+def test_aggregation_kinds_and_profile_columns_of_the_wrong_type(panel, tmp_path, value):
+    """Before, a list reached a dict lookup or pandas ("unhashable type: 'list'")."""
+    fitted = _fitted(panel)
+    saved = didmem.load_result(fitted.save(tmp_path / "r.parquet"))
+    with pytest.raises(DidmemError, match="aggregation"):
+        saved.aggregate(value)
+    with pytest.raises(DidmemError, match="Unknown column"):
+        fitted.profile(value)

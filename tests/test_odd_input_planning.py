@@ -173,3 +173,12 @@ def test_pilots_that_cannot_be_resampled_are_refused():
                          outcome="y")
     with pytest.raises(ParameterError, match="exposure 2"):
         plan_design(panel, units_per_cohort=10, estimator=didmem.DiDEstimator(exposure=2))
+
+
+@pytest.mark.parametrize("n_validation", [[1], 4])
+def test_too_few_validation_units_name_n_validation(n_validation):
+    """Before, n_validation=[1] reached the estimator inside the simulations and failed with
+    its "never-treated group has 1 units" message, which names no argument of plan_design."""
+    with pytest.raises(ParameterError, match="n_validation=.*at least 5"):
+        plan_design(_panel(), units_per_cohort=10, n_validation=n_validation, estimator=FAST,
+                    n_simulations=3)

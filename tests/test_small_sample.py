@@ -169,3 +169,20 @@ def test_aggregations_are_corrected_alike(small_panel):
     # block_welch by hand: parts 2/3 and 4/5 with 3 and 5 units, as welch_correction
     v, df = block_welch(np.array([[2 / 3], [0.8]]), np.array([3, 5]))
     assert v[0] == pytest.approx(2.0) and df[0] == pytest.approx(16 / 3)
+
+
+@pytest.mark.parametrize("kw, says", [
+    ({}, "small-sample correction (Welch), not R did's bootstrap-IQR one"),
+    ({"small_sample": False, "n_bootstrap": 99}, "bootstrap standard error (IQR of the draws)"),
+    ({"small_sample": False, "n_bootstrap": 0}, "analytic (influence-function) standard error, "
+                                                "as R did's bstrap=FALSE"),
+])
+def test_summaries_say_which_standard_error_the_column_holds(small_panel, tmp_path, kw, says):
+    """Issue 23: the corrected std_error can be below R's bootstrap-IQR one while the band is
+    wider; the cells' and the aggregations' summaries (also after saving) say which it is."""
+    res = didmem.DiDEstimator(random_state=0, **kw).fit(small_panel)
+    assert says in res.summary()
+    for kind in ("dynamic", "simple"):
+        assert says in res.aggregate(kind).summary()
+    path = res.save(tmp_path / "r.parquet")
+    assert says in didmem.load_result(path).aggregate("dynamic").summary()

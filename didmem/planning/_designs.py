@@ -10,6 +10,7 @@ import pandas as pd
 from scipy.optimize import brentq
 
 from ..errors import ParameterError
+from ..inference._prepared import MIN_COHORT_SIZE
 from ..estimators import DiDEstimator
 from ..suites import get_suite
 from ._analytic import (analytic_power, key_contrasts, key_covariance_parts,
@@ -56,7 +57,10 @@ def design_table(source, units_per_cohort, n_validation, checkpoint_every, targe
         pilot, params = pilot_from(source, estimator)
         n_never = int(np.isinf(pilot.cohorts).sum())
         validation = grid(n_never if n_validation is None else n_validation)
-        _check_validation(validation, params, f"the pilot ({n_never} never-treated units)")
+        # a pilot too small to resample from (< 2 never-treated) is told so by _check_pilot
+        _check_validation(validation, params, f"the pilot ({n_never} never-treated units)",
+                          minimum=MIN_COHORT_SIZE if n_validation is not None or n_never >= 2
+                          else 1)
     alpha = params["alpha"] if alpha is None else alpha
     params["alpha"] = alpha
     if method == "analytic" and (params["control_group"], params["base_period"],
@@ -121,14 +125,15 @@ def design_table(source, units_per_cohort, n_validation, checkpoint_every, targe
                       mde_power=mde_power, alpha=alpha)
 
 
-def _check_validation(validation, params, source) -> None:
-    """Never-treated controls need validation instances; not-yet-treated ones can do
-    without."""
-    if params["control_group"] == "never_treated" and min(validation) < 1:
+def _check_validation(validation, params, source, minimum=1) -> None:
+    """Never-treated controls need validation instances (``minimum`` of them: the estimator
+    that a pilot's simulations run refuses fewer than ``MIN_COHORT_SIZE``); not-yet-treated
+    ones can do without."""
+    if params["control_group"] == "never_treated" and min(validation) < minimum:
         raise ParameterError(
             f"plan_design: with {source} the designs have n_validation={validation}, but the "
             "estimator compares with never-treated (validation) instances "
-            "(control_group='never_treated'), so every design needs at least 1: give "
+            f"(control_group='never_treated'), so every design needs at least {minimum}: give "
             "n_validation=, a pilot with validation instances, or an estimator with "
             "control_group='not_yet_treated'.")
 

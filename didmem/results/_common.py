@@ -55,7 +55,7 @@ class Pretest:
 
 def profile_matrix(frame: pd.DataFrame, value: str, significant_only: bool) -> pd.DataFrame:
     """Cohort x time matrix of one column of a tidy cell table (NaN where no cell)."""
-    if value not in frame.columns:
+    if not isinstance(value, str) or value not in frame.columns:
         raise ParameterError(f"Unknown column {value!r}; choose from {list(frame.columns)}.")
     if significant_only:
         frame = frame.copy()

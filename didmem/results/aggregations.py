@@ -282,6 +282,10 @@ class AggregateResult(PicklableProxies):
         and no variance, as in R ``did``. On a regular grid this is ``(-1,)`` (one period
         before treatment); on an irregular grid (a missing checkpoint) cohorts can have their
         reference at different event times, and then there are several.
+    std_error_note : str
+        Which standard error ``std_errors`` holds (small-sample corrected analytic, R's
+        bootstrap IQR, or analytic), as the fitted result's summary says; shown in
+        :meth:`summary`. Empty for results saved before it was kept.
 
     Notes
     -----
@@ -305,6 +309,7 @@ class AggregateResult(PicklableProxies):
     covariance: np.ndarray | None = field(default=None, repr=False)
     alpha: float = 0.05
     reference_event_times: tuple = ()
+    std_error_note: str = field(default="", repr=False)
 
     _proxies = ("options",)
 
@@ -328,7 +333,8 @@ class AggregateResult(PicklableProxies):
                    draws=None if combo.draws is None else readonly(combo.draws),
                    covariance=readonly(combo.covariance[:-1, :-1]),
                    alpha=float(inference.alpha),
-                   reference_event_times=spec.reference_event_times)
+                   reference_event_times=spec.reference_event_times,
+                   std_error_note=inference.std_error_note())
 
     def vcov(self) -> pd.DataFrame:
         """The analytic covariance of the keys' estimates, labelled by key on both axes.
@@ -372,10 +378,11 @@ class AggregateResult(PicklableProxies):
         o = self.overall
         head = (f"{self.kind} aggregation: overall {o.estimate:.4g} (SE {o.std_error:.3g}, "
                 f"{level_label(self.alpha)} CI [{o.ci_lower:.4g}, {o.ci_upper:.4g}])")
+        note = f"\n  {self.std_error_note}" if self.std_error_note else ""
         if self.key_name is None:
-            return head
+            return head + note
         return head + f"\n{self.band} band, critical value {self.critical_value:.3f}\n" + \
-            self.to_frame().to_string(index=False, float_format=lambda v: f"{v:.4g}")
+            self.to_frame().to_string(index=False, float_format=lambda v: f"{v:.4g}") + note
 
     def __repr__(self) -> str:
         return f"<AggregateResult {self.kind}: {self.keys.size} keys, overall={self.overall.estimate:.4g}>"

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .._arrays import readonly
+from .._validation import Instance, Interval, Satisfies, validate_params
 from ..errors import EstimationError, ParameterError
 from ..inference.cell_inference import (DEFAULT_PRETREND, PRETREND_METHODS, CellInference,
                                         PretrendTest, cell_counts, normal_quantile)
@@ -35,6 +36,21 @@ __all__ = ["Estimate", "Pretest", "PretrendTest", "GroupTimeResult", "AggregateR
 def _inferred(name: str, doc: str) -> property:
     """A read-only attribute of the result that the fit's inference object holds."""
     return property(lambda self: getattr(self.inference, name), doc=doc)
+
+
+def _event_bound(value) -> bool:
+    """A number, possibly infinite (the default window is unbounded), never NaN."""
+    return isinstance(value, (int, float, np.integer, np.floating)) \
+        and not isinstance(value, bool) and not np.isnan(value)
+
+
+_AGGREGATE_OPTIONS = {
+    "kind": Instance(str, description="an aggregation's name (a str)"),
+    "min_e": Satisfies(_event_bound, "a number (-inf or inf for no bound), not NaN"),
+    "max_e": Satisfies(_event_bound, "a number (-inf or inf for no bound), not NaN"),
+    "balance_e": Interval(allow_none=True),
+    "time": Interval(allow_none=True),
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -166,6 +182,7 @@ class GroupTimeResult(PicklableProxies):
         return profile_matrix(self.to_frame(), value, significant_only)
 
     # ------------------------------------------------------------ aggregation
+    @validate_params(_AGGREGATE_OPTIONS)
     def aggregate(self, kind: str = "simple", *, min_e: float = -np.inf, max_e: float = np.inf,
                   balance_e: float | None = None, time: float | None = None) -> "AggregateResult":
         """Aggregate the cells.

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -64,6 +65,7 @@ def _aggregate_doc(agg: AggregateResult) -> dict:
         # the keys' analytic covariance, for didmem.sensitivity (absent in older files)
         "covariance": None if agg.covariance is None else agg.covariance.tolist(),
         "reference_event_times": list(agg.reference_event_times),
+        "std_error_note": agg.std_error_note,
     }
 
 
@@ -83,7 +85,8 @@ def _aggregate_from(doc: dict, alpha: float) -> AggregateResult:
                                               for v in doc["overall"])),
                            critical_value=float(doc["critical_value"]), band=doc["band"],
                            alpha=float(alpha), covariance=cov,
-                           reference_event_times=tuple(doc.get("reference_event_times", ())))
+                           reference_event_times=tuple(doc.get("reference_event_times", ())),
+                           std_error_note=doc.get("std_error_note", ""))
 
 
 def _pyarrow():
@@ -109,7 +112,7 @@ def write_table(frame: pd.DataFrame, meta: dict, path, what: str) -> Path:
     import pyarrow as pa
 
     pq = _pyarrow()
-    path = Path(path)
+    path = _results_path(path, "save")
     if path.suffix != ".parquet":
         raise ParameterError(f"A {what} file must end in '.parquet'; got {str(path)!r}.")
     table = pa.Table.from_pandas(frame, preserve_index=False)
@@ -126,6 +129,14 @@ def write_table(frame: pd.DataFrame, meta: dict, path, what: str) -> Path:
     return path
 
 
+def _results_path(path, owner: str) -> Path:
+    """``path`` as a Path, or a ParameterError naming it when it is not a path at all."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ParameterError(f"The 'path' parameter of {owner} must be a path (str or "
+                             f"os.PathLike) to a results file. Got {path!r}.")
+    return Path(path)
+
+
 def save_result(result, path) -> Path:
     """Write a fitted result to a parquet file (see the module notes for the layout).
 
@@ -139,7 +150,7 @@ def save_result(result, path) -> Path:
     -------
     Path
     """
-    path = Path(path)
+    path = _results_path(path, "save")
     if path.suffix != ".parquet":
         raise ParameterError(f"A results file must end in '.parquet'; got {str(path)!r}.")
     aggregations = {}
@@ -180,7 +191,7 @@ def load_result(path):
         When the file is not a didmem results file.
     """
     pq = _pyarrow()
-    path = Path(path)
+    path = _results_path(path, "load_result")
     if not path.exists():
         raise MissingFileError(f"No results file at {str(path)!r}.")
     try:
@@ -317,8 +328,8 @@ class SavedResult(PicklableProxies):
                 f"A saved result keeps its aggregations with default options only; got "
                 f"{sorted(given)}. Refit the panel to aggregate with options."
             )
-        kind = ALIASES.get(kind, kind)
-        if kind not in self.aggregations:
+        kind = ALIASES.get(kind, kind) if isinstance(kind, str) else kind
+        if not isinstance(kind, str) or kind not in self.aggregations:
             raise ParameterError(f"Unknown or unavailable aggregation {kind!r}; this result has "
                                  f"{sorted(self.aggregations)}.")
         return self.aggregations[kind]

@@ -99,3 +99,21 @@ def test_base_period_only_for_did(files, tmp_path, capsys):
                  "difference", "--base-period", "universal", "--out",
                  str(tmp_path / "r.parquet")]) == 2
     assert "--base-period applies to --estimator did only" in capsys.readouterr().err
+
+
+def test_a_difference_estimator_file_is_not_told_to_change_its_base_period(files, tmp_path,
+                                                                           capsys):
+    """Before, a DifferenceEstimator results file was told to re-run with --base-period
+    universal, an option that estimator does not have; now the message says which estimator
+    the file holds and which one the analysis reads."""
+    panel = tmp_path / "panel.csv"
+    didmem.datasets.simulate_panel(n_cohorts=2, units_per_cohort=10, n_never_treated=10,
+                                   n_times=5, seed=0)[0].to_csv(panel, index=False)
+    path = tmp_path / "difference.parquet"
+    assert main(["estimate", str(panel), "--outcome", "y", "--estimator", "difference",
+                 "--out", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["sensitivity", str(path), "--m", "0,1"]) == 2
+    err = capsys.readouterr().err
+    assert "holds a DifferenceEstimator result, which has no base period" in err
+    assert "DiDEstimator" in err and err.count("\n") == 1

@@ -33,7 +33,11 @@ import numpy as np
 
 import didmem
 from _provenance import write_rows
-from small_sample_coverage import covers, simulate
+from small_sample_coverage import DGP_STREAMS, covers, simulate
+
+
+#: Each layout's own random stream (the lengths of their names, as before 2026-11-25).
+LAYOUT_STREAMS = {"holes": 5, "rcs": 3}
 
 
 def draw_panel(layout, dgp, n_cohorts, units, n_never, n_times, missing, rng):
@@ -52,7 +56,7 @@ def draw_panel(layout, dgp, n_cohorts, units, n_never, n_times, missing, rng):
 
 def study(layout, dgp, n_cohorts, units, n_never, n_times, missing, reps, draws, seed,
           rules):
-    rng = np.random.default_rng([seed, units, n_cohorts, len(dgp), len(layout)])
+    rng = np.random.default_rng([seed, units, n_cohorts, DGP_STREAMS[dgp], LAYOUT_STREAMS[layout]])
     hits = {rule: 0 for rule in rules}
     n_cells = 0
     for _ in range(reps):
@@ -84,8 +88,8 @@ def main(argv=None):
     parser.add_argument("--missing", type=float, default=0.10)
     parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--draws", type=int, default=1000)
-    parser.add_argument("--layout", nargs="+", default=["holes", "rcs"])
-    parser.add_argument("--dgp", nargs="+", default=["normal", "hetero"])
+    parser.add_argument("--layout", nargs="+", default=list(LAYOUT_STREAMS), choices=list(LAYOUT_STREAMS))
+    parser.add_argument("--dgp", nargs="+", default=list(DGP_STREAMS), choices=list(DGP_STREAMS))
     parser.add_argument("--r-rule", action="store_true", help="also R's rule (small_sample=False)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json")

@@ -75,7 +75,13 @@ def main(argv=None):
     warnings.simplefilter("ignore", didmem.DidmemWarning)
     out = []
     for drift in args.drift:
-        rng = np.random.default_rng([args.seed, args.cohorts, int(drift * 1000)])
+        # normal keeps the key it has always had; hetero shared it until 2026-11-25 (the
+        # same panels' random numbers and bootstrap seeds) and now has its own stream.
+        key = [args.seed, args.cohorts, int(drift * 1000)]
+        if args.dgp != "normal":
+            from small_sample_coverage import DGP_STREAMS
+            key.append(DGP_STREAMS[args.dgp])
+        rng = np.random.default_rng(key)
         methods = args.methods
         rejected = {m: 0 for m in methods}
         stats = {m: [] for m in methods}

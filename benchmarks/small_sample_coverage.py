@@ -62,6 +62,13 @@ def simulate_hetero(n_cohorts: int, units: int, n_never: int, n_times: int, seed
     return df, truth
 
 
+#: Each data-generating process's own random stream. ``normal`` keeps the stream it has had
+#: since the first runs (it was keyed by ``len("normal") == 6``); ``hetero`` had the same key
+#: (``len("hetero") == 6``), so the two shared their panels' random numbers and bootstrap
+#: seeds until 2026-11-25: it now has its own.
+DGP_STREAMS = {"normal": 6, "hetero": 7}
+
+
 def simulate(dgp: str, n_cohorts: int, units: int, n_never: int, n_times: int, seed: int):
     if dgp == "normal":
         return didmem.datasets.simulate_panel(n_cohorts=n_cohorts, units_per_cohort=units,
@@ -81,7 +88,7 @@ def covers(res, truth) -> tuple[bool, float]:
 
 
 def study(dgp, n_cohorts, units, n_never, n_times, reps, draws, seed):
-    rng = np.random.default_rng([seed, units, n_cohorts, len(dgp)])
+    rng = np.random.default_rng([seed, units, n_cohorts, DGP_STREAMS[dgp]])
     hits = {True: 0, False: 0}
     crit = {True: [], False: []}
     n_cells = 0
@@ -116,7 +123,7 @@ def main(argv=None):
     parser.add_argument("--never", type=int, default=200, help="never-treated units")
     parser.add_argument("--reps", type=int, default=300)
     parser.add_argument("--draws", type=int, default=1000)
-    parser.add_argument("--dgp", nargs="+", default=["normal", "hetero"])
+    parser.add_argument("--dgp", nargs="+", default=list(DGP_STREAMS), choices=list(DGP_STREAMS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="write the rows (with their provenance) to this JSON file")
     args = parser.parse_args(argv)

@@ -75,20 +75,32 @@ class GroupTimeEstimator(BaseEstimator):
             owner=name, use_covariates=use_covariates,
         )
         cells = self._cells(design, params)
-        clusters = design.clusters if design.clusters is not None else np.zeros(1, dtype=np.int64)
-        att, var, mu1, mu0, w1, w0 = kernels.cell_statistics(
-            design.y, design.w, design.starts, *cells.kernel_args(), clusters, design.n_clusters
-        )
-        stats = {"mu1": mu1, "mu0": mu0, "w1": w1, "w0": w0}
-        influence = None
-        if use_covariates:  # the per-cell path and the generic inference route
-            att, influence = covariate_cells(design, cells, params["est_method"],
-                                             panel.covariates, name)
-            var = influence.variance(design.clusters, design.n_clusters)
-            var[cells.ref == 1] = np.nan
-        return self._result(panel, params, name, design, cells, att, var, stats, influence)
+        # the bootstrap's multipliers are drawn on the other core while the cells are computed
+        # (numba's first-call set-up, above all, runs on one)
+        multipliers = None if use_covariates else CellInference.start_multipliers(
+            design, n_bootstrap=params["n_bootstrap"], multiplier=params["multiplier"],
+            random_state=params["random_state"], small_sample=params["small_sample"])
+        try:
+            clusters = (design.clusters if design.clusters is not None
+                        else np.zeros(1, dtype=np.int64))
+            att, var, mu1, mu0, w1, w0 = kernels.cell_statistics(
+                design.y, design.w, design.starts, *cells.kernel_args(), clusters,
+                design.n_clusters)
+            stats = {"mu1": mu1, "mu0": mu0, "w1": w1, "w0": w0}
+            influence = None
+            if use_covariates:  # the per-cell path and the generic inference route
+                att, influence = covariate_cells(design, cells, params["est_method"],
+                                                 panel.covariates, name)
+                var = influence.variance(design.clusters, design.n_clusters)
+                var[cells.ref == 1] = np.nan
+            return self._result(panel, params, name, design, cells, att, var, stats, influence,
+                                multipliers)
+        finally:
+            if multipliers is not None:
+                multipliers.close()
 
-    def _result(self, panel, params, name, design, cells, att, var, stats, influence):
+    def _result(self, panel, params, name, design, cells, att, var, stats, influence,
+                multipliers=None):
         from ..inference.cell_inference import CellInference
         from ..results.cells import GroupTimeResult
 
@@ -96,7 +108,7 @@ class GroupTimeEstimator(BaseEstimator):
             design, cells, stats, influence, alpha=params["alpha"], cband=params["cband"],
             n_bootstrap=params["n_bootstrap"], multiplier=params["multiplier"],
             random_state=params["random_state"], small_sample=params["small_sample"],
-            variance=var, owner=name)
+            variance=var, owner=name, multipliers=multipliers)
         analytic, band = inference.cell_band(var)
         return GroupTimeResult(
             estimator=name, params=params, outcome=panel.resolve_outcome(params["outcome"]),

@@ -11,7 +11,8 @@ units x cells matrix: O(draws x units x times) work in matrix products.
 from __future__ import annotations
 
 import functools
-
+import queue
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,11 +21,13 @@ from threadpoolctl import threadpool_limits
 from ..errors import ParameterError
 from . import kernels
 
-__all__ = ["MULTIPLIERS", "BootstrapDraws", "draw_multipliers", "bootstrap_cells",
-           "bootstrap_influence"]
+__all__ = ["MULTIPLIERS", "BootstrapDraws", "MultiplierChunks", "draw_multipliers",
+           "resolve_multiplier",
+           "cell_multipliers", "bootstrap_cells", "bootstrap_influence"]
 
 from ._choices import MULTIPLIERS  # noqa: E402  (declared where the estimators read it cheaply)
 _CHUNK_ELEMENTS = 2_000_000  # multipliers held at once (16 MB)
+PREFETCH_CHUNKS = 3  # chunks drawn ahead by the helper thread (48 MB at most)
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,13 @@ class BootstrapDraws:
         return state
 
 
+def resolve_multiplier(multiplier: str | None, small_sample: bool) -> str:
+    """The multiplier a fit uses: ``multiplier``, or by default Gaussian weights with the
+    small-sample correction (its t adjustment needs their sup-t value) and Rademacher
+    weights (R's) without."""
+    return multiplier or ("normal" if small_sample else "rademacher")
+
+
 def draw_multipliers(rng: np.random.Generator, n_draws: int, n_units: int, kind: str) -> np.ndarray:
     """An ``n_draws x n_units`` matrix of multiplier weights.
 
@@ -73,29 +83,159 @@ def draw_multipliers(rng: np.random.Generator, n_draws: int, n_units: int, kind:
     Gaussian multiplier bootstrap of Chernozhukov, Chetverikov & Kato 2013), and do not
     bound the draws' tails as a few units' sign flips do.
     """
+    return _weights_from_raw(_raw_multipliers(rng, n_draws, n_units, kind), n_draws, n_units,
+                             kind)
+
+
+def _raw_multipliers(rng, n_draws: int, n_units: int, kind: str) -> np.ndarray:
+    """The generator's part of :func:`draw_multipliers`: one array filled by ``rng`` (numpy
+    fills it without holding the GIL)."""
     if kind == "rademacher":
-        words = (n_units + 63) // 64
-        raw = rng.bit_generator.random_raw(n_draws * words)
-        return kernels.rademacher_from_raw(np.asarray(raw, dtype=np.uint64), n_draws, n_units)
+        return rng.bit_generator.random_raw(n_draws * ((n_units + 63) // 64))
     if kind == "mammen":
-        return kernels.mammen_from_uniform(rng.random((n_draws, n_units)))
+        return rng.random((n_draws, n_units))
     if kind == "normal":
         return rng.standard_normal((n_draws, n_units))
     raise ParameterError(f"The 'multiplier' must be one of {set(MULTIPLIERS)}. Got {kind!r}.")
 
 
-def bootstrap_cells(design, cells, stats, *, n_draws: int, multiplier: str, rng) -> BootstrapDraws:
+def _weights_from_raw(raw: np.ndarray, n_draws: int, n_units: int, kind: str) -> np.ndarray:
+    if kind == "rademacher":
+        return kernels.rademacher_from_raw(np.asarray(raw, dtype=np.uint64), n_draws, n_units)
+    if kind == "mammen":
+        return kernels.mammen_from_uniform(raw)
+    return raw
+
+
+class _Failure:
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+class MultiplierChunks:
+    """The multiplier weights of one bootstrap, ``chunk`` draws at a time.
+
+    Iterating gives ``(row0, weights)`` with ``weights`` the ``m x n_weights`` multipliers of
+    draws ``row0 .. row0 + m``, in the generator's order: the numbers of
+    :func:`draw_multipliers` called chunk after chunk.
+
+    With ``ahead > 0`` a helper thread, started at once, draws up to ``ahead`` chunks before
+    they are used. numpy's generators fill arrays without holding the GIL, so the draws run on
+    the other core beside the fit's work (numba's first-call set-up, the grouped sums, the
+    cell kernel) instead of before it; the numbers are the same whatever the timing. Call
+    :meth:`close` (or use it as a context manager) when done: a fit that fails before its
+    bootstrap stops the helper that way.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Used by this object alone until it is closed.
+    n_draws, n_weights : int
+        Bootstrap draws, and multipliers per draw (units, or clusters).
+    kind : {"rademacher", "mammen", "normal"}
+    chunk : int
+        Draws per chunk.
+    ahead : int
+        Chunks drawn ahead by the helper thread (0: drawn in turn, no thread).
+    """
+
+    def __init__(self, rng, n_draws: int, n_weights: int, kind: str, *, chunk: int,
+                 ahead: int = 0):
+        if kind not in MULTIPLIERS:
+            raise ParameterError(f"The 'multiplier' must be one of {set(MULTIPLIERS)}. Got "
+                                 f"{kind!r}.")
+        self.n_draws, self.n_weights, self.kind = int(n_draws), int(n_weights), kind
+        self.chunk = max(1, int(chunk))
+        self._rng = rng
+        self._sizes = [min(self.chunk, self.n_draws - r) for r in range(0, self.n_draws,
+                                                                         self.chunk)]
+        self._queue = self._thread = None
+        self._stop = threading.Event()
+        if ahead > 0 and len(self._sizes) > 1:
+            self._queue = queue.Queue(maxsize=int(ahead))
+            self._thread = threading.Thread(target=self._produce, name="didmem-multipliers",
+                                            daemon=True)
+            self._thread.start()
+
+    def _produce(self) -> None:
+        try:
+            for m in self._sizes:
+                if not self._put(_raw_multipliers(self._rng, m, self.n_weights, self.kind)):
+                    return
+        except BaseException as error:  # noqa: BLE001 - handed to the consumer
+            self._put(_Failure(error))
+
+    def _put(self, item) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def __iter__(self):
+        row0 = 0
+        for m in self._sizes:
+            if self._queue is None:
+                raw = _raw_multipliers(self._rng, m, self.n_weights, self.kind)
+            else:
+                raw = self._queue.get()
+                if isinstance(raw, _Failure):
+                    raise raw.error
+            yield row0, _weights_from_raw(raw, m, self.n_weights, self.kind)
+            row0 += m
+
+    def close(self) -> None:
+        """Stop the helper thread (if any) and drop the chunks it drew ahead."""
+        self._stop.set()
+        if self._thread is not None:
+            while self._thread.is_alive():
+                try:
+                    self._queue.get(timeout=0.05)
+                except queue.Empty:
+                    pass
+            self._thread = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def bootstrap_chunk(n_units: int, n_draws: int) -> int:
+    """Draws per chunk of the bootstrap: about ``_CHUNK_ELEMENTS`` multipliers at once."""
+    return max(1, min(n_draws, _CHUNK_ELEMENTS // max(n_units, 1)))
+
+
+def cell_multipliers(design, n_draws: int, multiplier: str, rng, *,
+                     ahead: int = 0) -> MultiplierChunks:
+    """The multipliers of :func:`bootstrap_cells` on ``design``, drawn ``ahead`` chunks ahead
+    (see :class:`MultiplierChunks`)."""
+    n_weights = design.n_clusters if design.clusters is not None else design.n_units
+    return MultiplierChunks(rng, n_draws, n_weights, multiplier,
+                            chunk=bootstrap_chunk(design.n_units, n_draws), ahead=ahead)
+
+
+def bootstrap_cells(design, cells, stats, *, n_draws: int, multiplier: str, rng,
+                    multipliers: MultiplierChunks | None = None) -> BootstrapDraws:
     """Draw the multiplier bootstrap of every cell (see :func:`_bootstrap_cells`).
 
     The grouped sums are many small matrix products: a single BLAS thread runs them
     fastest, and leaves the cores to the numba kernels instead of spinning against them.
+    The multipliers are drawn a few chunks ahead on the other core (:class:`MultiplierChunks`;
+    ``multipliers`` gives ones already started, e.g. before the fit's first numba call).
     """
-    with threadpool_limits(limits=1, user_api="blas"):
+    if multipliers is None:
+        multipliers = cell_multipliers(design, n_draws, multiplier, rng, ahead=PREFETCH_CHUNKS)
+    with multipliers, threadpool_limits(limits=1, user_api="blas"):
         return _bootstrap_cells(design, cells, stats, n_draws=n_draws, multiplier=multiplier,
-                                rng=rng)
+                                multipliers=multipliers)
 
 
-def _bootstrap_cells(design, cells, stats, *, n_draws, multiplier, rng) -> BootstrapDraws:
+def _bootstrap_cells(design, cells, stats, *, n_draws, multiplier, multipliers) -> BootstrapDraws:
     """Draw the multiplier bootstrap of every cell.
 
     Parameters
@@ -105,12 +245,12 @@ def _bootstrap_cells(design, cells, stats, *, n_draws, multiplier, rng) -> Boots
     stats : mapping with arrays ``mu1, mu0, w1, w0`` from the cell statistics kernel.
     n_draws : int
     multiplier : {"rademacher", "mammen", "normal"}
-    rng : numpy.random.Generator
+    multipliers : MultiplierChunks
+        Their ``n_draws``, kind and weights per draw those of ``design`` and ``multiplier``.
     """
     n, n_t = design.y.shape
     n_blocks = design.starts.size - 1
     clustered = design.clusters is not None
-    n_weights = design.n_clusters if clustered else n
     # columns: w*y (times), w, 1 -> one matrix product per block gives every grouped sum
     features = np.empty((n, n_t + 2))
     features[:, :n_t] = design.y * design.w[:, None]
@@ -119,12 +259,10 @@ def _bootstrap_cells(design, cells, stats, *, n_draws, multiplier, rng) -> Boots
     out = np.empty((n_draws, cells.size))
     block_weights = np.empty((n_draws, n_blocks))
     total = np.empty(n_draws)
-    chunk = max(1, min(n_draws, _CHUNK_ELEMENTS // max(n, 1)))
     never_only = bool(np.all(cells.cs == n_blocks - 1))
-    sums = np.empty((n_blocks, chunk, n_t + 2))
-    for row0 in range(0, n_draws, chunk):
-        m = min(chunk, n_draws - row0)
-        weights = draw_multipliers(rng, m, n_weights, multiplier)
+    sums = np.empty((n_blocks, multipliers.chunk, n_t + 2))
+    for row0, weights in multipliers:
+        m = weights.shape[0]
         if clustered:
             weights = weights[:, design.clusters]
         part = sums[:, :m]

@@ -27,7 +27,8 @@ from .._arrays import PicklableProxies, readonly
 from ..errors import InferenceWarning, ParameterError
 from . import pretrend_wald
 from .bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
-from .bootstrap import BootstrapDraws, bootstrap_cells, bootstrap_influence
+from .bootstrap import (PREFETCH_CHUNKS, BootstrapDraws, MultiplierChunks, bootstrap_cells,
+                        bootstrap_influence, cell_multipliers, resolve_multiplier)
 from .linear import (cell_covariance, combination_covariance, combination_draws,
                      combination_moments)
 from .pretrend import PretrendTest
@@ -111,13 +112,17 @@ class CellInference(PicklableProxies):
     def draw(cls, design, cells, stats, influence, *, alpha: float, cband: bool | None,
              n_bootstrap: int, multiplier: str | None, random_state,
              small_sample: bool = False, variance: np.ndarray | None = None,
-             owner: str = "estimator") -> "CellInference":
+             owner: str = "estimator",
+             multipliers: MultiplierChunks | None = None) -> "CellInference":
         """Draw the bootstrap (when ``n_bootstrap > 0``) and return the fit's inference.
 
         ``small_sample`` computes the Welch correction of the cells' ``variance`` (their
         uncorrected influence-function variances); ``multiplier=None`` means Gaussian weights
         with the correction (the sup-t value its t adjustment needs) and Rademacher (R's)
         without.
+
+        ``multipliers`` (from :meth:`start_multipliers`) are the bootstrap's weights already
+        being drawn; used on the balanced route without covariates (``influence`` None).
 
         ``cband=None`` means a simultaneous band whenever there are draws; ``cband=True``
         warns (:class:`~didmem.InferenceWarning`, naming ``owner``) when the band cannot be
@@ -133,7 +138,7 @@ class CellInference(PicklableProxies):
                 f"{owner}: cband=True, but the panel has only two periods (after "
                 "pre-processing), so there is no band over periods to make simultaneous: "
                 "the intervals are pointwise, as in R did.", InferenceWarning, stacklevel=4)
-        multiplier = multiplier or ("normal" if small_sample else "rademacher")
+        multiplier = resolve_multiplier(multiplier, small_sample)
         correction = None
         if small_sample:
             correction = small_sample_cells(design, cells, stats, variance, influence)
@@ -145,13 +150,27 @@ class CellInference(PicklableProxies):
                                            design.n_clusters)
             elif influence is None:
                 boot = bootstrap_cells(design, cells, stats, n_draws=n_bootstrap,
-                                       multiplier=multiplier, rng=rng)
+                                       multiplier=multiplier, rng=rng, multipliers=multipliers)
             else:
                 boot = bootstrap_influence(design, influence, n_draws=n_bootstrap,
                                            multiplier=multiplier, rng=rng)
         return cls(design=design, cells=cells, stats=stats, influence=influence, alpha=alpha,
                    cband=cband, bootstrap=boot, correction=correction,
                    multiplier_choice=multiplier)
+
+    @staticmethod
+    def start_multipliers(design, *, n_bootstrap: int, multiplier: str | None, random_state,
+                          small_sample: bool) -> MultiplierChunks | None:
+        """Start drawing the multipliers of :meth:`draw`'s bootstrap on ``design`` (the
+        balanced route without covariates) in a helper thread, so that they are drawn while
+        the fit computes its cells; pass them to :meth:`draw` and close them when the fit
+        ends. None without draws, and for a ``random_state`` that is a Generator (it is the
+        caller's: a fit that fails stays one that drew nothing from it).
+        """
+        if n_bootstrap == 0 or isinstance(random_state, np.random.Generator):
+            return None
+        return cell_multipliers(design, n_bootstrap, resolve_multiplier(multiplier, small_sample),
+                                np.random.default_rng(random_state), ahead=PREFETCH_CHUNKS)
 
     # ------------------------------------------------------------ settings
     @property

@@ -15,8 +15,8 @@ It fits ``DiDEstimator`` with its defaults (small-sample correction, Gaussian mu
 1,000 draws) and, with ``--r-rule``, R's rule as well, and records whether the band covers
 every cell's truth (pre-treatment truth 0). Usage (the figures in docs/inference.rst)::
 
-    nice -n 10 python benchmarks/holes_coverage.py --reps 200 --units 15 \\
-        --json benchmarks/results/holes_coverage.json
+    nice -n 15 python benchmarks/holes_coverage.py --reps 1000 --units 15 \\
+        --json benchmarks/results/holes_coverage_1000.json
 
 The Monte Carlo standard error of a coverage ``p`` over ``R`` replications is
 ``sqrt(p (1 - p) / R)`` (``mc_se``).

@@ -13,8 +13,8 @@ processes:
 
 Usage (the figures in docs/inference.rst and benchmarks/RESULTS.md)::
 
-    nice -n 10 python benchmarks/small_sample_coverage.py --cohorts 8 --units 10 15 30 60 200 \\
-        --reps 300 --dgp normal hetero --json benchmarks/results/small_sample_8.json
+    nice -n 15 python benchmarks/small_sample_coverage.py --cohorts 8 --units 10 15 30 60 200 \\
+        --reps 1000 --json benchmarks/results/small_sample_8_1000.json
     nice -n 10 python benchmarks/small_sample_coverage.py --cohorts 95 --never 2000 \\
         --units 15 60 --reps 40 --dgp normal --json benchmarks/results/small_sample_95.json
 

@@ -10,7 +10,6 @@ units x cells matrix: O(draws x units x times) work in matrix products.
 
 from __future__ import annotations
 
-import functools
 import queue
 import threading
 from dataclasses import dataclass
@@ -54,16 +53,6 @@ class BootstrapDraws:
     def n_draws(self) -> int:
         return self.cells.shape[0]
 
-    @functools.cached_property
-    def cells_by_cell(self) -> np.ndarray:
-        """``cells.T`` in C order (cells x draws), made once: a sparse matrix of combination
-        weights multiplies it without copying it again for every aggregation."""
-        return np.ascontiguousarray(self.cells.T)
-
-    def __getstate__(self) -> dict:  # a pickle carries the draws once, not their copy
-        state = dict(self.__dict__)
-        state.pop("cells_by_cell", None)
-        return state
 
 
 def resolve_multiplier(multiplier: str | None, small_sample: bool) -> str:

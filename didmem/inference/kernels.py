@@ -201,6 +201,22 @@ def cell_draws(sums, suffix, cell_k, cell_t, cell_b, cell_cs, cell_ref,
             out[row0 + r, c] = tr / w1[c] - co / w0[c]
 
 
+@njit(cache=True, parallel=True)
+def combine_draws(draws, indptr, indices, data, out):
+    """``out[r, key] = sum_j data[j] * draws[r, indices[j]]`` over ``j`` in
+    ``indptr[key]:indptr[key + 1]``: the draws of linear combinations of cells (a CSR matrix
+    of weights, keys x cells) from the cells' draws in their own layout (draws x cells), a
+    draw per step of the parallel loop, the entries of a key in their order."""
+    n_keys = indptr.size - 1
+    for r in prange(draws.shape[0]):
+        row = draws[r]
+        for key in range(n_keys):
+            s = 0.0
+            for j in range(indptr[key], indptr[key + 1]):
+                s += data[j] * row[indices[j]]
+            out[r, key] = s
+
+
 @njit(cache=True)
 def _type1_index(n, p):
     """0-based order statistic of R's ``quantile(type = 1)`` at probability ``p``."""

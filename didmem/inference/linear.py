@@ -47,11 +47,18 @@ def _combination_psi(design, cells, stats, weights, omega, influence=None) -> np
         design.starts.size - 1, n_time,
     )
     beta[:k] += omega.T / n  # estimated-weights term: omega_g w_i / n on cohort g's units
-    psi = np.empty((n, n_keys))
+    # a block enters only the keys whose cells use it (a cohort's own keys, the controls'):
+    # its units' other columns are 0, and the product is formed for the active columns only
+    active = (coef != 0).any(axis=1) | (beta != 0)
+    psi = np.zeros((n, n_keys))
     for j in range(design.starts.size - 1):
         lo, hi = design.starts[j], design.starts[j + 1]
         w = design.w[lo:hi, None]
-        psi[lo:hi] = w * (design.y[lo:hi] @ coef[j] + beta[j])
+        cols = np.flatnonzero(active[j])
+        if cols.size == n_keys:
+            psi[lo:hi] = w * (design.y[lo:hi] @ coef[j] + beta[j])
+        elif cols.size:
+            psi[lo:hi, cols] = w * (design.y[lo:hi] @ coef[j][:, cols] + beta[j, cols])
     psi -= _wif_constants(design, omega)[None, :] / n
     return psi
 
@@ -132,7 +139,11 @@ def _sum_squares(design, psi):
 def combination_draws(design, boot, weights, omega) -> np.ndarray:
     """Bootstrap draws (draws x rows) of each linear combination."""
     k = design.n_cohorts
-    draws = np.asarray((weights @ boot.cells_by_cell).T)
+    weights = weights.tocsr()
+    draws = np.empty((boot.n_draws, weights.shape[0]))
+    kernels.combine_draws(boot.cells, weights.indptr.astype(np.int64),
+                          weights.indices.astype(np.int64), weights.data.astype(np.float64),
+                          draws)
     wif = boot.block_weights[:, :k] @ omega.T - np.outer(boot.total, _wif_constants(design, omega))
     return draws + wif / design.n_units
 

@@ -93,39 +93,53 @@ class _Cells:
 
 
 class _Rows:
+    """The rows of an aggregation, each kept sparse: the cells it averages and their weights
+    (a key averages a few of thousands of cells), and its row of ``omega``."""
+
     def __init__(self, cells: _Cells):
         self.c = cells
-        self.rows: list[np.ndarray] = []
+        self.cells: list[np.ndarray] = []
+        self.values: list[np.ndarray] = []
         self.omegas: list[np.ndarray] = []
+        self.undefined = False  # the last row is NaN (an overall value with no keys)
+
+    def _append(self, idx: np.ndarray, values: np.ndarray, omega: np.ndarray) -> None:
+        self.cells.append(idx)
+        self.values.append(values)
+        self.omegas.append(omega)
 
     def weighted(self, idx: np.ndarray, estimated_weights: bool = True) -> None:
         """A key that averages cells ``idx`` with weights proportional to cohort shares."""
         c = self.c
-        row = np.zeros(c.size)
         omega = np.zeros(c.n_cohorts)
+        values = np.zeros(0)
         if idx.size:
             total = c.pg_cell[idx].sum()
-            row[idx] = c.pg_cell[idx] / total
+            values = c.pg_cell[idx] / total
             if estimated_weights:
-                theta = row @ c.att
+                theta = values @ c.att[idx]
                 np.add.at(omega, c.k[idx], (c.att[idx] - theta) / total)
-        self.rows.append(row)
-        self.omegas.append(omega)
+        self._append(idx, values, omega)
 
     def single(self, cell: int) -> None:
-        row = np.zeros(self.c.size)
-        row[cell] = 1.0
-        self.rows.append(row)
-        self.omegas.append(np.zeros(self.c.n_cohorts))
+        self._append(np.array([cell]), np.ones(1), np.zeros(self.c.n_cohorts))
+
+    def _combined(self, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``scale @ rows`` as (cells, values), the cells sorted (and merged)."""
+        idx = np.concatenate(self.cells)
+        values = np.concatenate([v * f for v, f in zip(self.values, scale)])
+        cells, where = np.unique(idx, return_inverse=True)
+        return cells, np.bincount(where, weights=values, minlength=cells.size)
 
     def mean_of(self, which: np.ndarray) -> None:
         """The overall value as the plain mean of existing keys (R's dynamic and calendar)."""
         if which.sum() == 0:
-            self.rows.append(np.full(self.c.size, np.nan))
-            self.omegas.append(np.zeros(self.c.n_cohorts))
+            self._append(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(self.c.n_cohorts))
+            self.undefined = True
             return
-        self.rows.append(np.mean(np.array(self.rows)[which], axis=0))
-        self.omegas.append(np.mean(np.array(self.omegas)[which], axis=0))
+        scale = np.where(which, 1.0 / which.sum(), 0.0)
+        cells, values = self._combined(scale)
+        self._append(cells, values, np.mean(np.array(self.omegas)[which], axis=0))
 
     def cohort_weighted_overall(self, key_cohorts: np.ndarray) -> None:
         """Overall over per-cohort keys, weighted by cohort share, with estimated weights."""
@@ -133,18 +147,20 @@ class _Rows:
         blocks = np.searchsorted(c.cohorts, key_cohorts)
         pg = c.pg[blocks]
         total = pg.sum()
-        rows = np.array(self.rows)
-        key_att = rows @ c.att
+        key_att = np.array([v @ c.att[i] for i, v in zip(self.cells, self.values)])
         theta = pg @ key_att / total
         omega = np.zeros(c.n_cohorts)
         np.add.at(omega, blocks, (key_att - theta) / total)
-        self.rows.append(pg @ rows / total)
-        self.omegas.append(omega + pg @ np.array(self.omegas) / total)
+        cells, values = self._combined(pg / total)
+        self._append(cells, values, omega + pg @ np.array(self.omegas) / total)
 
     def spec(self, kind, keys, options, reference_event_times=()) -> AggregationSpec:
-        rows = np.array(self.rows)
-        undefined = bool(np.isnan(rows[-1]).all())
-        weights = sparse.csr_matrix(np.nan_to_num(rows))
+        lengths = [idx.size for idx in self.cells]
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        weights = sparse.csr_matrix(
+            (np.concatenate(self.values), np.concatenate(self.cells).astype(np.int64), indptr),
+            shape=(len(self.cells), self.c.size))
+        weights.eliminate_zeros()  # as from a dense row: a zero weight is no entry
         return AggregationSpec(
             kind=kind,
             key_name=KEY_NAMES[kind],
@@ -152,7 +168,7 @@ class _Rows:
             weights=weights,
             omega=np.array(self.omegas),
             options=options,
-            undefined_overall=undefined,
+            undefined_overall=self.undefined,
             reference_event_times=tuple(float(e) for e in reference_event_times),
         )
 

@@ -73,3 +73,42 @@ def test_bad_files(tmp_path):
     pd.DataFrame({"a": [1]}).to_parquet(tmp_path / "plain.parquet")
     with pytest.raises(didmem.DidmemError, match="not a didmem results file"):
         didmem.load_result(tmp_path / "plain.parquet")
+
+
+def test_covariances_round_trip_exactly_in_binary(res, tmp_path):
+    import json
+
+    import pyarrow.parquet as pq
+
+    path = res.save(tmp_path / "res.parquet")
+    meta = json.loads(pq.read_schema(path).metadata[b"didmem"])
+    assert meta["format_version"] == didmem.results.FORMAT_VERSION == 2
+    doc = meta["aggregations"]["dynamic"]["covariance"]
+    assert set(doc) == {"shape", "float64_base64"}  # not a list of float reprs
+    loaded = didmem.load_result(path)
+    for kind in ("dynamic", "group", "calendar"):
+        np.testing.assert_array_equal(loaded.aggregate(kind).covariance,
+                                      res.aggregate(kind).covariance)
+
+
+def test_format_1_files_with_covariance_lists_still_load(res, tmp_path):
+    """Files written before the binary covariances (results format 1) read as before."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    path = res.save(tmp_path / "res.parquet")
+    table = pq.read_table(path)
+    meta = json.loads(table.schema.metadata[b"didmem"])
+    meta["format_version"] = 1
+    for doc in meta["aggregations"].values():
+        if doc["covariance"] is not None:
+            doc["covariance"] = res.aggregate(doc["kind"]).covariance.tolist()
+    old = tmp_path / "old.parquet"
+    pq.write_table(table.replace_schema_metadata(
+        {**table.schema.metadata, b"didmem": json.dumps(meta).encode()}), old)
+    loaded = didmem.load_result(old)
+    np.testing.assert_array_equal(loaded.aggregate("dynamic").covariance,
+                                  res.aggregate("dynamic").covariance)
+    pd.testing.assert_frame_equal(loaded.aggregate("group").to_frame(),
+                                  res.aggregate("group").to_frame())

@@ -112,3 +112,47 @@ def test_format_1_files_with_covariance_lists_still_load(res, tmp_path):
                                   res.aggregate("dynamic").covariance)
     pd.testing.assert_frame_equal(loaded.aggregate("group").to_frame(),
                                   res.aggregate("group").to_frame())
+
+
+def test_compute_saved_in_two_threads_equals_in_turn():
+    """The file's quantities computed two at a time are the numbers computed in turn, and
+    the process's BLAS threads are as they were afterwards."""
+    from threadpoolctl import threadpool_info
+
+    from didmem.results.saving import SAVED_KINDS, compute_saved
+
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=5, units_per_cohort=25, n_never_treated=60,
+                                           seed=8)
+    panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
+    fits = [didmem.DiDEstimator(n_bootstrap=199, random_state=2).fit(panel) for _ in range(2)]
+    before = [(i["user_api"], i["num_threads"]) for i in threadpool_info()]
+    compute_saved(fits[0], threads=2)
+    compute_saved(fits[1], threads=1)
+    assert [(i["user_api"], i["num_threads"]) for i in threadpool_info()] == before
+    for kind in SAVED_KINDS:
+        pd.testing.assert_frame_equal(fits[0].aggregate(kind).to_frame(),
+                                      fits[1].aggregate(kind).to_frame(), check_exact=True)
+    assert fits[0].pretest == fits[1].pretest
+    assert fits[0].pretrend_test().statistic == fits[1].pretrend_test().statistic
+    assert fits[0].summary() == fits[1].summary()
+
+
+def test_compute_saved_leaves_failures_to_the_caller(tmp_path):
+    """An aggregation that cannot be formed (here: no cell after the treatment period, so
+    no persistent memorisation) is no error of compute_saved: the file is written without
+    it, and asking for it raises as before, on the fit and on the file."""
+    from didmem.results.saving import compute_saved
+
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=3, units_per_cohort=20, n_never_treated=40,
+                                           n_times=5, seed=1)
+    last = df["time"].max()
+    df.loc[np.isfinite(df["cohort"]) & (df["cohort"] > 0), "cohort"] = last
+    panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
+    res = didmem.DiDEstimator(n_bootstrap=99, random_state=0).fit(panel)
+    compute_saved(res)
+    with pytest.raises(didmem.DidmemError, match="persistent"):
+        res.aggregate("persistent")
+    loaded = didmem.load_result(res.save(tmp_path / "res.parquet"))
+    assert loaded.aggregate("instantaneous").estimates.size == 1
+    with pytest.raises(didmem.DidmemError):
+        loaded.aggregate("persistent")

@@ -72,6 +72,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     """Run ``didmem estimate`` with parsed arguments; return the exit status."""
     from ..panel import Panel
+    from ..results.saving import compute_saved
     from ..study.estimate import ESTIMATORS
 
     out = Path(args.out)
@@ -95,6 +96,7 @@ def run(args) -> int:
     res = cls(control_group=args.control_group, n_bootstrap=args.n_bootstrap,
               random_state=args.seed, lower_is_better=args.lower_is_better, outcome=args.outcome,
               small_sample=not args.r_inference, **options).fit(panel)
+    compute_saved(res)  # the summary's and the file's quantities, two at a time
     print(res.summary())
     print(f"\nwrote {res.save(out)}")
     return 0

@@ -25,8 +25,8 @@ __all__ = ["MULTIPLIERS", "BootstrapDraws", "MultiplierChunks", "draw_multiplier
            "cell_multipliers", "bootstrap_cells", "bootstrap_influence"]
 
 from ._choices import MULTIPLIERS  # noqa: E402  (declared where the estimators read it cheaply)
-_CHUNK_ELEMENTS = 2_000_000  # multipliers held at once (16 MB)
-PREFETCH_CHUNKS = 3  # chunks drawn ahead by the helper thread (48 MB at most)
+_CHUNK_ELEMENTS = 1_000_000  # multipliers held at once (8 MB)
+PREFETCH_CHUNKS = 3  # chunks drawn ahead by the helper thread (24 MB at most)
 
 
 @dataclass(frozen=True)

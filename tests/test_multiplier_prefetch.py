@@ -88,29 +88,26 @@ def test_fit_draws_equal_the_draws_in_turn(monkeypatch, small_sample, multiplier
     assert not _helpers()
 
 
-def test_a_fit_that_fails_after_the_draws_started_stops_its_helper(monkeypatch):
-    panel = didmem.Panel(staggered_frame(seed=3), unit="unit", time="time", cohort="cohort",
-                         outcome="y")
-
+@pytest.fixture
+def failing_panel(monkeypatch):
+    """A panel whose fit fails in the cell statistics, after the multipliers have started."""
     def broken(*args, **kwargs):
         raise RuntimeError("cell statistics failed")
 
     monkeypatch.setattr("didmem.inference.kernels.cell_statistics", broken)
+    return didmem.Panel(staggered_frame(seed=3), unit="unit", time="time", cohort="cohort",
+                        outcome="y")
+
+
+def test_a_fit_that_fails_after_the_draws_started_stops_its_helper(monkeypatch, failing_panel):
     monkeypatch.setattr(bootstrap, "_CHUNK_ELEMENTS", 200)
     with pytest.raises(RuntimeError, match="cell statistics failed"):
-        didmem.DiDEstimator(n_bootstrap=999, random_state=1).fit(panel)
+        didmem.DiDEstimator(n_bootstrap=999, random_state=1).fit(failing_panel)
     assert not _helpers()
 
 
-def test_a_callers_generator_is_not_drawn_from_by_a_failed_fit(monkeypatch):
-    panel = didmem.Panel(staggered_frame(seed=3), unit="unit", time="time", cohort="cohort",
-                         outcome="y")
-
-    def broken(*args, **kwargs):
-        raise RuntimeError("cell statistics failed")
-
-    monkeypatch.setattr("didmem.inference.kernels.cell_statistics", broken)
+def test_a_callers_generator_is_not_drawn_from_by_a_failed_fit(failing_panel):
     rng = np.random.default_rng(4)
-    with pytest.raises(RuntimeError):
-        didmem.DiDEstimator(n_bootstrap=99, random_state=rng).fit(panel)
+    with pytest.raises(RuntimeError, match="cell statistics failed"):
+        didmem.DiDEstimator(n_bootstrap=99, random_state=rng).fit(failing_panel)
     assert rng.random() == np.random.default_rng(4).random()

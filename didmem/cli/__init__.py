@@ -80,14 +80,38 @@ def _chosen(argv) -> list[str]:
     return [first] if first in SUBCOMMANDS else []
 
 
-def _cli_message(command: str, exc: BaseException) -> str:
-    """The error's message on one line, with the library's advice in terms of CLI flags."""
+def _cli_message(command: str, exc: BaseException, flags: dict | None = None) -> str:
+    """The error's message on one line, with the library's advice in terms of CLI flags.
+
+    ``flags`` maps the command's option destinations to their flags: a library message that
+    names a parameter the command sets from a flag of the same name ("The 'grid_points'
+    parameter of sensitivity ...") names the flag instead ("The option --grid-points ...").
+    """
+    import re
+
     message = " ".join(str(exc).split())
     if isinstance(exc, KeyError) and len(exc.args) == 1:
         message = str(exc.args[0])
     if command == "estimate":
         message = estimate.cli_message(message)
-    return message
+
+    def as_flag(match):
+        flag = (flags or {}).get(match.group(1))
+        return f"The option {flag}" if flag else match.group(0)
+
+    return re.sub(r"The '(\w+)' parameter of [\w.]+", as_flag, message)
+
+
+def _flags(parser, command: str) -> dict:
+    """``dest -> --flag`` of the options of ``command`` (its first long option string)."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return {a.dest: next((o for o in a.option_strings if o.startswith("--")),
+                                 a.option_strings[0])
+                    for a in action.choices[command]._actions if a.option_strings}
+    return {}
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -108,7 +132,8 @@ def main(argv=None) -> int:
         try:
             return args.func(args)
         except (DidmemError, FileNotFoundError, KeyError) as exc:
-            print(f"didmem {args.command}: error: {_cli_message(args.command, exc)}",
+            message = _cli_message(args.command, exc, _flags(parser, args.command))
+            print(f"didmem {args.command}: error: {message}",
                   file=sys.stderr)
             return 2
 

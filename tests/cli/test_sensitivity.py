@@ -68,9 +68,10 @@ def test_sensitivity_table_matches_the_api(files, tmp_path, capsys, restriction,
 @pytest.mark.parametrize("args, message", [
     (["--m", "0,x"], "--m expects comma-separated numbers; got '0,x'"),
     (["--m", "1", "--event-time", "9"], "event_time [9] is not among the post-treatment"),
-    (["--m", "-1"], "The 'm' parameter of sensitivity must be a finite non-negative number"),
-    (["--m", "1", "--grid-points", "5"], "'grid_points' parameter of sensitivity"),
-    (["--m", "1", "--seed", "-1"], "'seed' parameter of sensitivity"),
+    (["--m", "-1"], "The option --m must be a finite non-negative number"),
+    # the library's parameter, named by the flag that sets it
+    (["--m", "1", "--grid-points", "5"], "The option --grid-points must be an integer"),
+    (["--m", "1", "--seed", "-1"], "The option --seed must be"),
     (["--m", "1", "--average", "0,0"], "--average lists an event time twice"),
     (["--m", "1", "--out", "table.txt"], "--out must name a '.csv' file"),
     (["--m", "1", "--bias", "positive", "--monotonicity", "increasing"],

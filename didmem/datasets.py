@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 
@@ -55,6 +57,26 @@ _SIMULATE_PANEL = {
         lambda v: isinstance(v, (int, float, np.integer, np.floating))
         and not isinstance(v, bool), "a number (inf, NaN or a code such as R's 0)"),
 }
+
+
+_BYTES_PER_ROW = 64  # the frame's four float columns and the arrays they are made from
+
+
+def _check_panel_fits(n_units: int, n_times: int) -> None:
+    """Refuse a panel larger than this machine's memory, naming its size, before numpy does
+    with its own message ("Maximum allowed size exceeded", or an allocation error)."""
+    rows = n_units * n_times
+    need = rows * _BYTES_PER_ROW
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):  # no sysconf (Windows): numpy's own limit
+        have = np.iinfo(np.intp).max
+    if need > have:
+        raise ParameterError(
+            f"simulate_panel would make {rows:.3g} rows ({n_units:.3g} units = n_cohorts x "
+            f"units_per_cohort + n_never_treated, times {n_times:.3g} checkpoints), about "
+            f"{need / 2**30:.3g} GiB, more than this machine's {have / 2**30:.3g} GiB of "
+            "memory; lower n_cohorts, units_per_cohort, n_never_treated or n_times.")
 
 
 @validate_params(_SIMULATE_PANEL, owner="simulate_panel")
@@ -127,6 +149,8 @@ def simulate_panel(
             f"n_times must be at least n_cohorts + 1 = {n_cohorts + 1} so that every cohort has "
             f"a pre-treatment period; got {n_times}."
         )
+    _check_panel_fits(int(n_cohorts) * int(units_per_cohort) + int(n_never_treated),
+                      int(n_times))
     rng = np.random.default_rng(seed)
     times = np.arange(n_times) * float(time_step)
     cohorts = times[1 : n_cohorts + 1]

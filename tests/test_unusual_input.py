@@ -138,3 +138,12 @@ def test_pretrends_title_says_which_cells_the_pretest_leaves_out():
     assert "3 pre-treatment cells" in title
     assert f"event-time pre-test p = {res.pretrend_test().pvalue:.3g}" in title
     assert "(2 cells without a standard error left out)" in title
+
+
+@pytest.mark.parametrize("kwargs", [{"n_cohorts": 10**30},
+                                    {"n_cohorts": 10**6, "units_per_cohort": 10**6}])
+def test_simulate_panel_larger_than_memory_is_refused_with_its_size(kwargs):
+    """A panel no machine holds is refused by name and size before numpy is asked for it
+    (was numpy's "Maximum allowed size exceeded" or an allocation error)."""
+    with pytest.raises(didmem.ParameterError, match=r"simulate_panel would make .* rows .*GiB"):
+        didmem.datasets.simulate_panel(**kwargs)

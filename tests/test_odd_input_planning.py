@@ -37,9 +37,9 @@ def test_cli_refuses_negative_tokens_and_a_power_of_one_before_planning(tmp_path
     args = ["plan", "--cohorts", "2", "--checkpoints", "4", "--effect", "0.5",
             "--out", str(tmp_path / "p")]
     assert main(args + ["--tokens-per-instance", "-5"]) == 2
-    assert "'tokens_per_instance' parameter" in capsys.readouterr().err
+    assert "The option --tokens-per-instance must be" in capsys.readouterr().err
     assert main(args + ["--power", "1"]) == 2
-    assert "'power' parameter" in capsys.readouterr().err
+    assert "The option --power must be" in capsys.readouterr().err
     assert not (tmp_path / "p").exists()  # refused before anything was planned or written
     with pytest.raises(SystemExit) as exit_:  # argparse refuses it, in one line
         main(args + ["--seed", "-1"])

@@ -99,7 +99,7 @@ def _cli_message(command: str, exc: BaseException, flags: dict | None = None) ->
         flag = (flags or {}).get(match.group(1))
         return f"The option {flag}" if flag else match.group(0)
 
-    return re.sub(r"The '(\w+)' parameter of [\w.]+", as_flag, message)
+    return re.sub(r"The '(\w+)' parameter of (?:didmem [\w-]+|[\w.]+)", as_flag, message)
 
 
 def _flags(parser, command: str) -> dict:

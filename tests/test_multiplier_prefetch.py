@@ -54,6 +54,18 @@ def test_the_generators_error_reaches_the_consumer():
     assert not _helpers()
 
 
+@pytest.mark.parametrize("kwargs, name", [({"n_draws": -1}, "n_draws"),
+                                          ({"n_weights": 0}, "n_weights"),
+                                          ({"chunk": 0}, "chunk"), ({"ahead": -2}, "ahead"),
+                                          ({"n_draws": 2.5}, "n_draws")])
+def test_malformed_sizes_are_refused_by_name(kwargs, name):
+    args = {"n_draws": 10, "n_weights": 5, "chunk": 2, "ahead": 2, **kwargs}
+    with pytest.raises(ParameterError, match=f"'{name}' parameter of MultiplierChunks"):
+        MultiplierChunks(np.random.default_rng(0), args["n_draws"], args["n_weights"], "normal",
+                         chunk=args["chunk"], ahead=args["ahead"])
+    assert not _helpers()
+
+
 def test_unknown_kind_is_refused_before_any_draw():
     with pytest.raises(ParameterError, match="multiplier"):
         MultiplierChunks(np.random.default_rng(0), 10, 5, "uniform", chunk=2, ahead=2)
@@ -77,7 +89,6 @@ def test_fit_draws_equal_the_draws_in_turn(monkeypatch, small_sample, multiplier
     ahead = fit(5)
     generator = fit(np.random.default_rng(5))
     monkeypatch.setattr(bootstrap, "PREFETCH_CHUNKS", 0)
-    monkeypatch.setattr("didmem.inference.cell_inference.PREFETCH_CHUNKS", 0)
     in_turn = fit(5)
     assert ahead.inference.bootstrap.n_draws == 99
     np.testing.assert_array_equal(ahead.inference.bootstrap.cells,
@@ -111,3 +122,42 @@ def test_a_callers_generator_is_not_drawn_from_by_a_failed_fit(failing_panel):
     with pytest.raises(RuntimeError, match="cell statistics failed"):
         didmem.DiDEstimator(n_bootstrap=99, random_state=rng).fit(failing_panel)
     assert rng.random() == np.random.default_rng(4).random()
+
+
+def _covariate_panel():
+    df = staggered_frame(seed=4)
+    units = df["unit"].unique()
+    x = np.random.default_rng(0).normal(size=units.size)
+    df["x"] = df["unit"].map(dict(zip(units, x)))  # a time-invariant covariate
+    return didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
+                        covariates=["x"])
+
+
+def _exposure_panel():
+    df, _ = didmem.datasets.simulate_exposures(n_first=3, units_per_cohort=30,
+                                               n_never_treated=40, seed=1)
+    return didmem.Panel(df, unit="unit", time="time", cohort=["cohort", "cohort_2"],
+                        outcome="y")
+
+
+@pytest.mark.parametrize("route", ["covariates", "exposure", "exposure_not_yet"])
+def test_other_routes_draw_the_same_numbers_ahead(monkeypatch, route):
+    """The covariate route (stored influence functions) and the repeated-exposure routes draw
+    their multipliers through the same chunks: ahead or in turn, the same draws."""
+    monkeypatch.setattr(bootstrap, "_CHUNK_ELEMENTS", 600)  # several chunks
+    if route == "covariates":
+        panel, options = _covariate_panel(), {"est_method": "reg"}
+    else:
+        panel = _exposure_panel()
+        options = {"exposure": 2}
+        if route == "exposure_not_yet":
+            options["control_group"] = "not_yet_treated"
+
+    def draws():
+        res = didmem.DiDEstimator(n_bootstrap=77, random_state=3, **options).fit(panel)
+        return res.inference.bootstrap.cells
+
+    ahead = draws()
+    monkeypatch.setattr(bootstrap, "PREFETCH_CHUNKS", 0)
+    np.testing.assert_array_equal(ahead, draws())
+    assert not _helpers()

@@ -156,3 +156,17 @@ def test_compute_saved_leaves_failures_to_the_caller(tmp_path):
     assert loaded.aggregate("instantaneous").estimates.size == 1
     with pytest.raises(didmem.DidmemError):
         loaded.aggregate("persistent")
+
+
+@pytest.mark.parametrize("result, threads, message", [
+    ("res.parquet", None, "compute_saved needs a fitted result"),
+    (None, None, "compute_saved needs a fitted result"),
+    ("fit", 0, "'threads' parameter of compute_saved"),
+    ("fit", 1.5, "'threads' parameter of compute_saved"),
+    ("fit", True, "'threads' parameter of compute_saved"),
+])
+def test_compute_saved_refuses_malformed_arguments(res, result, threads, message):
+    from didmem.results.saving import compute_saved
+
+    with pytest.raises(didmem.ParameterError, match=message):
+        compute_saved(res if result == "fit" else result, threads=threads)

@@ -36,8 +36,7 @@ import numpy as np
 from scipy import sparse
 
 from .._arrays import PicklableProxies
-from ..inference.bootstrap import (_CHUNK_ELEMENTS, BootstrapDraws, bootstrap_influence,
-                                   draw_multipliers)
+from ..inference.bootstrap import BootstrapDraws, bootstrap_influence, design_multipliers
 from ..inference.influence import CellInfluence, cell_layout
 from ._exposure_kernel import exposure_cells_kernel
 
@@ -245,7 +244,6 @@ class ExposureInfluence(PicklableProxies):
 
     def _grouped_bootstrap(self, n_draws, multiplier, rng) -> BootstrapDraws:
         design, cells = self.design, self.cells
-        n = design.n_units
         starts = design.starts
         n_blocks = starts.size - 1
         last = n_blocks - 1
@@ -261,25 +259,24 @@ class ExposureInfluence(PicklableProxies):
         out = np.zeros((n_draws, cells.size))
         block_weights = np.empty((n_draws, n_blocks))
         total = np.empty(n_draws)
-        chunk = max(1, min(n_draws, _CHUNK_ELEMENTS // max(n, 1)))  # as bootstrap_influence
-        n_weights = design.n_clusters if design.clusters is not None else n
-        for row0 in range(0, n_draws, chunk):
-            m = min(chunk, n_draws - row0)
-            u = draw_multipliers(rng, m, n_weights, multiplier)
-            if design.clusters is not None:
-                u = u[:, design.clusters]
-            sw_h = np.asarray(weight @ u.T).T.reshape(m, n_blocks, h_count)
-            sy = np.empty((m, last, design.y.shape[1]))
-            for j in range(last):
-                np.matmul(u[:, starts[j]:starts[j + 1]], wy[starts[j]:starts[j + 1]], out=sy[:, j])
-            u_c = u[:, order]
-            e = np.zeros((m, h_count, design.y.shape[1]))
-            for h in np.flatnonzero(bounds[1:] > bounds[:-1]):
-                e[:, h] = u_c[:, bounds[h]:bounds[h + 1]] @ centred[bounds[h]:bounds[h + 1]]
-            g = sy / w1[None, :, None] - np.matmul(sw_h[:, :last] / w1[None, :, None], mean)
-            g -= np.matmul(a, e)
-            sw = sw_h.sum(axis=2)
-            out[row0:row0 + m, live] = g[:, k, t] - g[:, k, b] - sw[:, k] * slope[None, :]
-            block_weights[row0:row0 + m] = sw
-            total[row0:row0 + m] = u.sum(axis=1)
+        with design_multipliers(design, n_draws, multiplier, rng) as multipliers:
+            for row0, u in multipliers:
+                m = u.shape[0]
+                if design.clusters is not None:
+                    u = u[:, design.clusters]
+                sw_h = np.asarray(weight @ u.T).T.reshape(m, n_blocks, h_count)
+                sy = np.empty((m, last, design.y.shape[1]))
+                for j in range(last):
+                    np.matmul(u[:, starts[j]:starts[j + 1]], wy[starts[j]:starts[j + 1]],
+                              out=sy[:, j])
+                u_c = u[:, order]
+                e = np.zeros((m, h_count, design.y.shape[1]))
+                for h in np.flatnonzero(bounds[1:] > bounds[:-1]):
+                    e[:, h] = u_c[:, bounds[h]:bounds[h + 1]] @ centred[bounds[h]:bounds[h + 1]]
+                g = sy / w1[None, :, None] - np.matmul(sw_h[:, :last] / w1[None, :, None], mean)
+                g -= np.matmul(a, e)
+                sw = sw_h.sum(axis=2)
+                out[row0:row0 + m, live] = g[:, k, t] - g[:, k, b] - sw[:, k] * slope[None, :]
+                block_weights[row0:row0 + m] = sw
+                total[row0:row0 + m] = u.sum(axis=1)
         return BootstrapDraws(out, block_weights, total, multiplier)

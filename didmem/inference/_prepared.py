@@ -85,6 +85,13 @@ class PreparedDesign:
         """Sum of weights per block (treated cohorts, then never-treated)."""
         return np.add.reduceat(self.w, self.starts[:-1]) if self.n_units else np.zeros(0)
 
+    @property
+    def cohort_shares(self) -> np.ndarray:
+        """R did's ``pg``: each treated cohort's share of the (weighted) units, the weights of
+        every average over cohorts (aggregations, their estimated-weights term, the report's
+        truth)."""
+        return self.block_weights[: self.n_cohorts] / self.n_units
+
     def block_of_rows(self) -> np.ndarray:
         return np.repeat(np.arange(self.starts.size - 1), np.diff(self.starts))
 

@@ -22,7 +22,7 @@ from . import kernels
 
 __all__ = ["MULTIPLIERS", "BootstrapDraws", "MultiplierChunks", "draw_multipliers",
            "resolve_multiplier",
-           "cell_multipliers", "bootstrap_cells", "bootstrap_influence"]
+           "design_multipliers", "bootstrap_cells", "bootstrap_influence"]
 
 from ._choices import MULTIPLIERS  # noqa: E402  (declared where the estimators read it cheaply)
 _CHUNK_ELEMENTS = 1_000_000  # multipliers held at once (8 MB)
@@ -85,7 +85,11 @@ def _raw_multipliers(rng, n_draws: int, n_units: int, kind: str) -> np.ndarray:
         return rng.random((n_draws, n_units))
     if kind == "normal":
         return rng.standard_normal((n_draws, n_units))
-    raise ParameterError(f"The 'multiplier' must be one of {set(MULTIPLIERS)}. Got {kind!r}.")
+    raise _unknown_kind(kind)
+
+
+def _unknown_kind(kind) -> ParameterError:
+    return ParameterError(f"The 'multiplier' must be one of {set(MULTIPLIERS)}. Got {kind!r}.")
 
 
 def _weights_from_raw(raw: np.ndarray, n_draws: int, n_units: int, kind: str) -> np.ndarray:
@@ -130,11 +134,15 @@ class MultiplierChunks:
 
     def __init__(self, rng, n_draws: int, n_weights: int, kind: str, *, chunk: int,
                  ahead: int = 0):
-        if kind not in MULTIPLIERS:
-            raise ParameterError(f"The 'multiplier' must be one of {set(MULTIPLIERS)}. Got "
-                                 f"{kind!r}.")
+        if kind not in MULTIPLIERS:  # before the helper starts
+            raise _unknown_kind(kind)
+        for name, value, low in (("n_draws", n_draws, 0), ("n_weights", n_weights, 1),
+                                 ("chunk", chunk, 1), ("ahead", ahead, 0)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ParameterError(f"The {name!r} parameter of MultiplierChunks must be an "
+                                     f"integer >= {low}. Got {value!r}.")
         self.n_draws, self.n_weights, self.kind = int(n_draws), int(n_weights), kind
-        self.chunk = max(1, int(chunk))
+        self.chunk = int(chunk)
         self._rng = rng
         self._sizes = [min(self.chunk, self.n_draws - r) for r in range(0, self.n_draws,
                                                                          self.chunk)]
@@ -194,18 +202,15 @@ class MultiplierChunks:
         return False
 
 
-def bootstrap_chunk(n_units: int, n_draws: int) -> int:
-    """Draws per chunk of the bootstrap: about ``_CHUNK_ELEMENTS`` multipliers at once."""
-    return max(1, min(n_draws, _CHUNK_ELEMENTS // max(n_units, 1)))
-
-
-def cell_multipliers(design, n_draws: int, multiplier: str, rng, *,
-                     ahead: int = 0) -> MultiplierChunks:
-    """The multipliers of :func:`bootstrap_cells` on ``design``, drawn ``ahead`` chunks ahead
-    (see :class:`MultiplierChunks`)."""
+def design_multipliers(design, n_draws: int, multiplier: str, rng, *,
+                       ahead: int | None = None) -> MultiplierChunks:
+    """The multipliers of a bootstrap on ``design`` (one per unit, or per cluster), in chunks
+    of about ``_CHUNK_ELEMENTS``, drawn ``ahead`` chunks ahead (default
+    ``PREFETCH_CHUNKS``; see :class:`MultiplierChunks`)."""
     n_weights = design.n_clusters if design.clusters is not None else design.n_units
     return MultiplierChunks(rng, n_draws, n_weights, multiplier,
-                            chunk=bootstrap_chunk(design.n_units, n_draws), ahead=ahead)
+                            chunk=max(1, _CHUNK_ELEMENTS // max(design.n_units, 1)),
+                            ahead=PREFETCH_CHUNKS if ahead is None else ahead)
 
 
 def bootstrap_cells(design, cells, stats, *, n_draws: int, multiplier: str, rng,
@@ -218,13 +223,12 @@ def bootstrap_cells(design, cells, stats, *, n_draws: int, multiplier: str, rng,
     ``multipliers`` gives ones already started, e.g. before the fit's first numba call).
     """
     if multipliers is None:
-        multipliers = cell_multipliers(design, n_draws, multiplier, rng, ahead=PREFETCH_CHUNKS)
+        multipliers = design_multipliers(design, n_draws, multiplier, rng)
     with multipliers, threadpool_limits(limits=1, user_api="blas"):
-        return _bootstrap_cells(design, cells, stats, n_draws=n_draws, multiplier=multiplier,
-                                multipliers=multipliers)
+        return _bootstrap_cells(design, cells, stats, multipliers)
 
 
-def _bootstrap_cells(design, cells, stats, *, n_draws, multiplier, multipliers) -> BootstrapDraws:
+def _bootstrap_cells(design, cells, stats, multipliers: MultiplierChunks) -> BootstrapDraws:
     """Draw the multiplier bootstrap of every cell.
 
     Parameters
@@ -232,10 +236,8 @@ def _bootstrap_cells(design, cells, stats, *, n_draws, multiplier, multipliers) 
     design : didmem.inference._prepared.PreparedDesign
     cells : didmem.inference._prepared.Cells
     stats : mapping with arrays ``mu1, mu0, w1, w0`` from the cell statistics kernel.
-    n_draws : int
-    multiplier : {"rademacher", "mammen", "normal"}
     multipliers : MultiplierChunks
-        Their ``n_draws``, kind and weights per draw those of ``design`` and ``multiplier``.
+        The bootstrap's weights (:func:`design_multipliers` on ``design``): its draws and kind.
     """
     n, n_t = design.y.shape
     n_blocks = design.starts.size - 1
@@ -245,6 +247,7 @@ def _bootstrap_cells(design, cells, stats, *, n_draws, multiplier, multipliers) 
     features[:, :n_t] = design.y * design.w[:, None]
     features[:, n_t] = design.w
     features[:, n_t + 1] = 1.0
+    n_draws = multipliers.n_draws
     out = np.empty((n_draws, cells.size))
     block_weights = np.empty((n_draws, n_blocks))
     total = np.empty(n_draws)
@@ -269,7 +272,7 @@ def _bootstrap_cells(design, cells, stats, *, n_draws, multiplier, multipliers) 
         )
         block_weights[row0:row0 + m] = by_draw[:, :, n_t]
         total[row0:row0 + m] = by_draw[:, :, n_t + 1].sum(axis=1)
-    return BootstrapDraws(out, block_weights, total, multiplier)
+    return BootstrapDraws(out, block_weights, total, multipliers.kind)
 
 
 def bootstrap_influence(design, influence, *, n_draws: int, multiplier: str,
@@ -281,22 +284,19 @@ def bootstrap_influence(design, influence, *, n_draws: int, multiplier: str,
     :class:`~didmem.inference.influence.CellInfluence`); the grouped weight sums that the
     aggregations need come from the same ``U``.
     """
-    n = design.n_units
     clustered = design.clusters is not None
-    n_weights = design.n_clusters if clustered else n
     n_blocks = design.starts.size - 1
     out = np.empty((n_draws, influence.n_cells))
     block_weights = np.empty((n_draws, n_blocks))
     total = np.empty(n_draws)
-    chunk = max(1, min(n_draws, _CHUNK_ELEMENTS // max(n, 1)))
-    for row0 in range(0, n_draws, chunk):
-        m = min(chunk, n_draws - row0)
-        weights = draw_multipliers(rng, m, n_weights, multiplier)
-        if clustered:
-            weights = weights[:, design.clusters]
-        out[row0:row0 + m] = influence.draws(weights)
-        for k in range(n_blocks):
-            lo, hi = design.starts[k], design.starts[k + 1]
-            block_weights[row0:row0 + m, k] = weights[:, lo:hi] @ design.w[lo:hi]
-        total[row0:row0 + m] = weights.sum(axis=1)
+    with design_multipliers(design, n_draws, multiplier, rng) as multipliers:
+        for row0, weights in multipliers:
+            m = weights.shape[0]
+            if clustered:
+                weights = weights[:, design.clusters]
+            out[row0:row0 + m] = influence.draws(weights)
+            for k in range(n_blocks):
+                lo, hi = design.starts[k], design.starts[k + 1]
+                block_weights[row0:row0 + m, k] = weights[:, lo:hi] @ design.w[lo:hi]
+            total[row0:row0 + m] = weights.sum(axis=1)
     return BootstrapDraws(out, block_weights, total, multiplier)

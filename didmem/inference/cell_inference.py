@@ -27,8 +27,8 @@ from .._arrays import PicklableProxies, readonly
 from ..errors import InferenceWarning, ParameterError
 from . import pretrend_wald
 from .bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
-from .bootstrap import (PREFETCH_CHUNKS, BootstrapDraws, MultiplierChunks, bootstrap_cells,
-                        bootstrap_influence, cell_multipliers, resolve_multiplier)
+from .bootstrap import (BootstrapDraws, MultiplierChunks, bootstrap_cells, bootstrap_influence,
+                        design_multipliers, resolve_multiplier)
 from .linear import (cell_covariance, combination_covariance, combination_draws,
                      combination_moments)
 from .pretrend import PretrendTest
@@ -169,8 +169,9 @@ class CellInference(PicklableProxies):
         """
         if n_bootstrap == 0 or isinstance(random_state, np.random.Generator):
             return None
-        return cell_multipliers(design, n_bootstrap, resolve_multiplier(multiplier, small_sample),
-                                np.random.default_rng(random_state), ahead=PREFETCH_CHUNKS)
+        return design_multipliers(design, n_bootstrap,
+                                  resolve_multiplier(multiplier, small_sample),
+                                  np.random.default_rng(random_state))
 
     # ------------------------------------------------------------ settings
     @property

@@ -19,8 +19,7 @@ __all__ = ["combination_variance", "combination_covariance", "combination_draws"
 
 
 def _wif_constants(design, omega):
-    pg = design.block_weights[: design.n_cohorts] / design.n_units
-    return omega @ pg
+    return omega @ design.cohort_shares
 
 
 def _combination_psi(design, cells, stats, weights, omega, influence=None) -> np.ndarray:
@@ -64,8 +63,8 @@ def _combination_psi(design, cells, stats, weights, omega, influence=None) -> np
 
 
 def _holes_coefficients(design, influence, weights, omega):
-    pg = design.block_weights[: design.n_cohorts] / design.n_units
-    return influence.combination_coefficients(weights, omega, design.n_units, pg)
+    return influence.combination_coefficients(weights, omega, design.n_units,
+                                              design.cohort_shares)
 
 
 def combination_variance(design, cells, stats, weights, omega, influence=None) -> np.ndarray:

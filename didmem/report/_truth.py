@@ -77,8 +77,7 @@ def cohort_weights(result) -> dict | None:
     design = getattr(result, "design", None)
     if design is None or not design.n_units:
         return None
-    pg = design.block_weights[: design.n_cohorts] / design.n_units
-    return dict(zip(design.cohorts.tolist(), pg.tolist()))
+    return dict(zip(design.cohorts.tolist(), design.cohort_shares.tolist()))
 
 
 def true_aggregate(cells: pd.DataFrame, kind: str, key: str,

@@ -87,7 +87,7 @@ class _Cells:
         self.ref = np.asarray(cells.ref) != 0  # universal base: the cohort's reference cell
         self.n_cohorts = design.n_cohorts
         self.cohorts = design.cohorts
-        self.pg = design.block_weights[: design.n_cohorts] / design.n_units
+        self.pg = design.cohort_shares
         self.pg_cell = self.pg[cells.k]
         self.size = cells.k.size
 

@@ -170,8 +170,15 @@ def compute_saved(result, threads: int | None = None) -> None:
     for that quantity (:func:`save_result` skips an aggregation that cannot be formed).
     BLAS runs on one thread meanwhile, as each aggregation asks for.
     """
-    if not hasattr(result, "inference"):  # a SavedResult: read from its file
+    if isinstance(result, SavedResult):  # read from its file: nothing to compute
         return
+    if not (hasattr(result, "inference") and hasattr(result, "aggregate")):
+        raise ParameterError(f"compute_saved needs a fitted result (GroupTimeResult) or a "
+                             f"SavedResult; got {type(result).__name__}.")
+    if threads is not None and not (isinstance(threads, (int, np.integer))
+                                    and not isinstance(threads, bool) and threads >= 1):
+        raise ParameterError(f"The 'threads' parameter of compute_saved must be None or an "
+                             f"integer >= 1. Got {threads!r}.")
     from concurrent.futures import ThreadPoolExecutor
 
     from threadpoolctl import threadpool_limits

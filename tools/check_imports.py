@@ -45,7 +45,8 @@ from pathlib import Path
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("didmem._version", "didmem.errors", "didmem._messages", "didmem._arrays",
                     "didmem._validation", "didmem._lazy", "didmem._outcomes")),
-    ("panel", ("didmem.panel", "didmem.panel_exposures", "didmem.cohorts", "didmem.suites",
+    ("panel", ("didmem.panel", "didmem.panel_exposures", "didmem.panel_scan", "didmem.cohorts",
+               "didmem.suites",
                "didmem.datasets")),
     ("inference", ("didmem.inference",)),
     # every result's .plot() draws through didmem.plotting, which reads results only

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import EstimationError
 
-__all__ = ["CohortMoments", "reference_moments"]
+__all__ = ["CohortMoments", "reference_moments", "dataset_moments"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,6 +203,22 @@ class CohortMoments:
     def __repr__(self) -> str:
         return (f"CohortMoments({self.n_units} units, {self.cohorts.size} cohorts, "
                 f"{self.times.size} times)")
+
+
+def dataset_moments(dataset) -> CohortMoments:
+    """The moments of a dataset read as unit paths (:class:`~didmem.panel_scan.ParquetPaths`),
+    block by block, with its cohorts put on the time grid as :class:`~didmem.Panel` does."""
+    from ..panel import Panel
+
+    total = CohortMoments.empty(dataset.times)
+    for block in dataset.blocks():
+        total = total + CohortMoments.from_paths(dataset.times, block.cohorts, block.y)
+    snapped = Panel._cohorts_on_time_grid(total.cohorts, np.asarray(dataset.times, dtype=float),
+                                          dataset.cohort, dataset.time)
+    for old, new in zip(total.cohorts, snapped):
+        if old != new:  # rounding noise: the unit belongs to that time's cohort
+            total = total.merge_cohorts(old, new)
+    return total
 
 
 def _times_text(times) -> str:

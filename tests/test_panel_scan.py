@@ -16,7 +16,7 @@ from didmem.errors import PanelError
 from didmem.inference._prepared import did_cells
 from didmem.inference.moment_cells import MomentsInfluence, prepare_moments
 from didmem.inference.moments import CohortMoments, dataset_moments
-from didmem.panel_scan import ParquetPaths, reference_scatter, scatter_paths
+from didmem.panel_scan import ParquetPaths, reference_scatter, scatter_rows
 
 COLUMNS = dict(unit="unit", time="time", cohort="cohort", outcome="y")
 
@@ -56,28 +56,57 @@ def no_leftovers(tmp_path, monkeypatch):
     assert list(scratch.iterdir()) == []
 
 
-def test_scatter_kernel_equals_the_oracle():
+@pytest.mark.parametrize("offence", [None, "duplicate", "cohort", "nan"])
+def test_scatter_kernel_equals_the_oracle(offence):
     rng = np.random.default_rng(0)
-    n = 400
-    codes = rng.integers(0, 50, n)
-    tcodes = rng.integers(0, 6, n)
-    cohort = np.where(rng.random(n) < 0.01, 9.0, 3.0)  # a few units change cohort
-    y = rng.normal(size=n)
-    y[rng.random(n) < 0.005] = np.nan
-    got = scatter_paths(codes, tcodes, cohort, y, 50, 6)
-    ref = reference_scatter(codes, tcodes, cohort, y, 50, 6)
-    np.testing.assert_array_equal(got[0], ref[0])
-    for a, b in zip(got[1:], ref[1:]):
-        np.testing.assert_array_equal(a, b)
-    assert got[3][0] >= 0  # duplicates were found (400 rows in 300 cells)
+    n_units, n_t = 30, 6
+    codes = np.repeat(np.arange(n_units), n_t)
+    tcodes = np.tile(np.arange(n_t), n_units)
+    order = rng.permutation(codes.size)
+    codes, tcodes = codes[order], tcodes[order]
+    codes[rng.random(codes.size) < 0.1] = -1  # rows of another bucket
+    cohort = np.where(codes % 3 == 0, np.inf, 2.0 + codes % 4)
+    y = rng.normal(size=codes.size)
+    live = np.flatnonzero(codes >= 0)
+    i, j = live[20], live[150]
+    if offence == "duplicate":  # row j repeats row i's (unit, time)
+        codes[j], tcodes[j], cohort[j] = codes[i], tcodes[i], cohort[i]
+    elif offence == "cohort":  # the last row of row i's unit says another cohort
+        cohort[np.flatnonzero(codes == codes[i])[-1]] += 1.0
+    elif offence == "nan":
+        y[j] = np.nan
+    paths, filled = np.zeros((n_units, n_t)), np.zeros((n_units, n_t), dtype=np.uint8)
+    unit_cohort = np.full(n_units, np.nan)
+    unit_file = np.full(n_units, -1, dtype=np.int64)
+    got = scatter_rows(codes, tcodes, cohort, y, paths, filled, unit_cohort, unit_file,
+                       np.full(n_units, -1, dtype=np.int64), 0, 0)
+    ref_paths, ref_filled, ref_cohort, ref = reference_scatter(codes, tcodes, cohort, y,
+                                                               n_units, n_t)
+    assert tuple(got) == tuple(ref)
+    assert (offence is None) == (max(got) < 0)
+    np.testing.assert_array_equal(filled, ref_filled)
+    np.testing.assert_array_equal(paths, ref_paths)
+    np.testing.assert_array_equal(unit_cohort, ref_cohort)
 
 
-@pytest.mark.parametrize("spread, memory_rows", [(True, None), (True, 100), (False, 100)])
-def test_folder_gives_the_panels_moments_and_cells(tmp_path, frame, spread, memory_rows,
+@pytest.mark.parametrize("spread, memory_bytes", [(True, None), (True, 500), (False, None),
+                                                  (False, 500)])
+def test_folder_gives_the_panels_moments_and_cells(tmp_path, frame, spread, memory_bytes,
                                                    no_leftovers):
+    """Units spread over all files (one component) or each in one file (a component per
+    file); a budget of 500 bytes of paths (9 bytes per unit and time) cuts the 110 units
+    into buckets of at most 9, each reading its component's files again."""
     folder = _write(tmp_path / "data", frame, spread=spread)
-    data = ParquetPaths(folder, **COLUMNS, memory_rows=memory_rows)
+    data = ParquetPaths(folder, **COLUMNS, memory_bytes=memory_bytes, chunk_rows=100)
     assert len(data.files) == 8 and data.n_rows == len(frame)
+    items = data.items()
+    n_components = 1 if spread else 8
+    if memory_bytes is None:
+        assert len(items) == n_components
+    else:
+        assert all(item.units.size * 9 * 6 <= memory_bytes for item in items)
+        assert len(items) >= -(-110 * 54 // memory_bytes)
+    assert sum(item.units.size for item in items) == 110
     got = dataset_moments(data)
     panel = didmem.Panel(frame, **COLUMNS)
     ref = CohortMoments.from_paths(panel.times, panel.cohorts, panel.outcome_matrix("y"))
@@ -155,7 +184,8 @@ def test_duplicated_rows_across_files_are_named(tmp_path, frame, spread, no_left
     b = pd.read_parquet(folder / "part-002.parquet")
     unit = a["unit"].iloc[0]
     pd.concat([b, frame[frame["unit"] == unit]]).to_parquet(folder / "part-002.parquet")
-    _expect(folder, r"Duplicate \(unit, time\) rows.*part-00[02]\.parquet.*part-00[02]\.parquet")
+    _expect(folder, r"Duplicate \(unit, time\) rows: .* at row \d+ of file "
+                    r".*part-00[012]\.parquet.* and at row \d+ of file .*part-002\.parquet")
 
 
 def test_duplicated_rows_within_a_file_name_both_rows(tmp_path, frame, no_leftovers):

@@ -34,7 +34,7 @@ from threadpoolctl import threadpool_limits
 
 from ..errors import EstimationError
 
-__all__ = ["CohortMoments", "reference_moments", "dataset_moments"]
+__all__ = ["CohortMoments", "reference_moments", "dataset_moments", "item_moments"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -198,14 +198,30 @@ class CohortMoments:
                 f"{self.times.size} times)")
 
 
-def dataset_moments(dataset) -> CohortMoments:
+def item_moments(item) -> CohortMoments:
+    """The moments of one work item of a dataset (:func:`didmem.panel_scan.read_item`)."""
+    from ..panel_scan import read_item
+
+    if item.units.size == 0:
+        return CohortMoments.empty(item.times)
+    block = read_item(item)
+    return CohortMoments.from_paths(item.times, block.cohorts, block.y)
+
+
+def dataset_moments(dataset, map_items=map) -> CohortMoments:
     """The moments of a dataset read as unit paths (:class:`~didmem.panel_scan.ParquetPaths`),
-    block by block, with its cohorts put on the time grid as :class:`~didmem.Panel` does."""
+    work item by work item, with its cohorts put on the time grid as :class:`~didmem.Panel`
+    does.
+
+    ``map_items(item_moments, items)`` computes the items' moments: the built-in ``map``
+    here, one after the other; :func:`didmem.runners.moments.ray_map` on Ray. They are added
+    up in the items' order.
+    """
     from ..panel import Panel
 
     total = CohortMoments.empty(dataset.times)
-    for block in dataset.blocks():
-        total = total + CohortMoments.from_paths(dataset.times, block.cohorts, block.y)
+    for part in map_items(item_moments, dataset.items()):
+        total = total + part
     snapped = Panel._cohorts_on_time_grid(total.cohorts, np.asarray(dataset.times, dtype=float),
                                           dataset.cohort, dataset.time)
     for old, new in zip(total.cohorts, snapped):

@@ -32,9 +32,12 @@ import numpy as np
 from .._messages import listing as _listing
 from ..errors import DataDroppedWarning, EstimationError, SmallCohortWarning
 from . import kernels
+from .bands import analytic_se, bootstrap_se
+from .cell_inference import Band, CellInference, Combination
+from .linear import combination_draws
 from .moments import CohortMoments
 
-__all__ = ["MomentsDesign", "MomentsInfluence", "prepare_moments"]
+__all__ = ["MomentsDesign", "MomentsInfluence", "MomentsCellInference", "prepare_moments"]
 
 MIN_COHORT_SIZE = 5  # as the in-memory route (R did warns below 5 units without covariates)
 
@@ -391,3 +394,27 @@ def _control_member(cells, n_blocks: int, live_only: bool = True) -> np.ndarray:
     blocks = np.arange(n_blocks)[:, None]
     member = (blocks >= cells.cs[None, :]) & (blocks != cells.k[None, :])
     return member & (cells.ref == 0)[None, :] if live_only else member
+
+
+@dataclass(frozen=True, eq=False)
+class MomentsCellInference(CellInference):
+    """:class:`~didmem.inference.cell_inference.CellInference` whose aggregations' covariances
+    come from the moments (:meth:`MomentsInfluence.combination_moments`): the rest of the
+    inference (bands, Welch's correction, the pre-tests, the draws of combinations) reads
+    only what a :class:`MomentsDesign` and a :class:`MomentsInfluence` hold."""
+
+    def _combination(self, weights, omega, *, simultaneous: bool) -> Combination:
+        cov, parts = self.influence.combination_moments(weights, omega,
+                                                        blocks=self.correction is not None)
+        se = analytic_se(np.diag(cov).copy())
+        draws = None
+        if self.bootstrap is not None:
+            draws = combination_draws(self.design, self.bootstrap, weights, omega)
+            se = bootstrap_se(draws, self.scale)
+        crit, kind = self.critical_value(None if draws is None else draws[:, :-1], se[:-1],
+                                         simultaneous=simultaneous, at_least_normal=True)
+        overall = self.normal_critical_value
+        if self.correction is not None:
+            se, crit, overall = self._corrected_rows(cov, parts, draws, kind, crit)
+        return Combination(std_errors=se, covariance=cov, draws=draws,
+                           band=Band(se[:-1], crit, kind), overall_critical_value=overall)

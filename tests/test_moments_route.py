@@ -1,0 +1,78 @@
+"""The moments route gives the in-memory DiDEstimator's result: cells, standard errors,
+pre-tests and aggregations equal to 1e-9 without draws; with Gaussian draws the same
+analytic parts and a band of the same kind. A parquet folder gives the panel's result."""
+
+import numpy as np
+import pytest
+
+import didmem
+from didmem.errors import ParameterError
+from didmem.estimators._moments_route import fit_dataset, fit_moments, panel_moments
+from didmem.panel_scan import ParquetPaths
+
+from .test_moments import SETTINGS, _assert_close
+from .test_panel_scan import COLUMNS, _write
+
+AGGREGATIONS = ("simple", "group", "dynamic", "calendar")
+
+
+@pytest.fixture(scope="module")
+def simulated():
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=5, units_per_cohort=25, n_never_treated=40,
+                                           n_times=7, seed=12)
+    return df
+
+
+def _compare(res, ref):
+    for col in ("estimate", "std_error", "ci_lower", "ci_upper"):
+        _assert_close(res.to_frame()[col], ref.to_frame()[col])
+    _assert_close([res.pretest.statistic, res.pretest.pvalue],
+                  [ref.pretest.statistic, ref.pretest.pvalue])
+    for kind in AGGREGATIONS:
+        a, b = res.aggregate(kind), ref.aggregate(kind)
+        _assert_close([a.overall.estimate, a.overall.std_error],
+                      [b.overall.estimate, b.overall.std_error])
+        for col in ("estimate", "std_error"):
+            _assert_close(a.to_frame()[col], b.to_frame()[col])
+
+
+@pytest.mark.parametrize("control_group, base_period", SETTINGS)
+@pytest.mark.parametrize("small_sample", [False, True])
+def test_route_equals_the_in_memory_fit(simulated, mpdta_panel, control_group, base_period,
+                                        small_sample):
+    panel = didmem.Panel(simulated, **COLUMNS)
+    for data in (panel, mpdta_panel):
+        est = didmem.DiDEstimator(control_group=control_group, base_period=base_period,
+                                  n_bootstrap=0, small_sample=small_sample)
+        ref = est.fit(data)
+        res = fit_moments(est, panel_moments(data), outcome=data.outcomes[0],
+                          never_treated_code=data.never_treated_code)
+        assert res.band == ref.band == "pointwise"
+        _compare(res, ref)
+
+
+def test_route_with_gaussian_draws(simulated):
+    panel = didmem.Panel(simulated, **COLUMNS)
+    est = didmem.DiDEstimator(n_bootstrap=300, random_state=3)  # small_sample: normal draws
+    ref = est.fit(panel)
+    res = fit_moments(est, panel_moments(panel), outcome="y")
+    assert res.band == ref.band == "simultaneous"
+    assert res.inference.bootstrap.n_draws == 300
+    _assert_close(res.to_frame()["std_error"], ref.to_frame()["std_error"])  # Welch: analytic
+    agg = res.aggregate("dynamic")
+    assert agg.to_frame()["std_error"].notna().all()
+    assert res.inference.bootstrap.multiplier == "normal"
+
+
+def test_route_refuses_what_moments_cannot_give(simulated):
+    panel = didmem.Panel(simulated, **COLUMNS)
+    est = didmem.DiDEstimator(n_bootstrap=100, small_sample=False)  # Rademacher by default
+    with pytest.raises(ParameterError, match="Gaussian multipliers only"):
+        fit_moments(est, panel_moments(panel), outcome="y")
+
+
+def test_folder_result_equals_the_panels(tmp_path, simulated):
+    folder = _write(tmp_path / "data", simulated, n_files=8)
+    est = didmem.DiDEstimator(n_bootstrap=0, control_group="not_yet_treated")
+    res = fit_dataset(est, ParquetPaths(folder, **COLUMNS, memory_bytes=2000))
+    _compare(res, est.fit(didmem.Panel(simulated, **COLUMNS)))

@@ -28,6 +28,10 @@ def _compare(res, ref):
         _assert_close(res.to_frame()[col], ref.to_frame()[col])
     _assert_close([res.pretest.statistic, res.pretest.pvalue],
                   [ref.pretest.statistic, ref.pretest.pvalue])
+    a, b = res.pretrend_test("event"), ref.pretrend_test("event")  # the default pre-test
+    _assert_close([a.statistic, a.pvalue, a.power], [b.statistic, b.pvalue, b.power])
+    a, b = res.pretrend_test("wald"), ref.pretrend_test("wald")
+    _assert_close([a.statistic, a.pvalue], [b.statistic, b.pvalue])
     for kind in AGGREGATIONS:
         a, b = res.aggregate(kind), ref.aggregate(kind)
         _assert_close([a.overall.estimate, a.overall.std_error],
@@ -61,6 +65,9 @@ def test_route_with_gaussian_draws(simulated):
     _assert_close(res.to_frame()["std_error"], ref.to_frame()["std_error"])  # Welch: analytic
     agg = res.aggregate("dynamic")
     assert agg.to_frame()["std_error"].notna().all()
+    a, b = res.pretrend_test("max_t"), ref.pretrend_test("max_t")  # from the fits' own draws
+    assert a.method == b.method == "max_t" and 0 <= a.pvalue <= 1
+    assert a.statistic == pytest.approx(b.statistic, rel=1e-9)  # the largest |t|: no draws
     assert res.inference.bootstrap.multiplier == "normal"
 
 

@@ -418,3 +418,50 @@ class MomentsCellInference(CellInference):
             se, crit, overall = self._corrected_rows(cov, parts, draws, kind, crit)
         return Combination(std_errors=se, covariance=cov, draws=draws,
                            band=Band(se[:-1], crit, kind), overall_critical_value=overall)
+
+    def pretrend_test(self, method, *, estimates, std_errors, analytic_std_errors, which,
+                      event_rows, random_state):
+        """As :meth:`CellInference.pretrend_test`, with the event-time test's covariance from
+        the moments and, for the maximum-|t| test of a fit without draws, 999 Gaussian draws
+        from the moments (the only multipliers they give)."""
+        from dataclasses import replace
+
+        from .pretrend_cells import DEFAULT_PRETREND, PRETEST_DRAWS, _n_obs
+
+        method = DEFAULT_PRETREND if method is None else method
+        if method == "max_t" and self.bootstrap is None:
+            boot = self.influence.bootstrap(PRETEST_DRAWS, "normal",
+                                            np.random.default_rng(random_state))
+            return replace(self, bootstrap=boot).pretrend_test(
+                method, estimates=estimates, std_errors=std_errors,
+                analytic_std_errors=analytic_std_errors, which=which, event_rows=event_rows,
+                random_state=random_state)
+        if method != "event" or which.size == 0:
+            return super().pretrend_test(method, estimates=estimates, std_errors=std_errors,
+                                         analytic_std_errors=analytic_std_errors, which=which,
+                                         event_rows=event_rows, random_state=random_state)
+        # the event-time test of pretrend_cells.event_time_test, its covariance from moments
+        from .bands import DEGENERATE
+        from .pretrend import PretrendTest, wald_power, wald_test
+        from .pretrend_cells import _drift
+
+        weights, omega = event_rows
+        est = np.where(np.isfinite(estimates), np.asarray(estimates), 0.0)
+        cov, _ = self.influence.combination_moments(weights, omega, blocks=False)
+        corrected = self.correction is not None
+        if corrected:
+            n = _n_obs(self)
+            cov = cov * n / max(n - 1, 1)
+        live = np.diag(cov) > DEGENERATE**2
+        weights, cov = weights[np.flatnonzero(live)], cov[np.ix_(live, live)]
+        n_obs = _n_obs(self) if corrected else None
+        stat, pvalue, df2, note = wald_test(weights @ est, cov, n_obs=n_obs)
+        per_period, mean = _drift(self, std_errors, which)
+        power = None
+        if np.all(np.isfinite(mean[which])):
+            power = wald_power(weights @ mean, cov, alpha=float(self.alpha), n_obs=n_obs)
+        n_keys = int(live.sum())
+        return PretrendTest("event", stat, pvalue, df=float(n_keys), df_denominator=df2,
+                            n_restrictions=n_keys, power=power,
+                            drift=per_period if power is not None else None, note=note,
+                            power_alpha=float(self.alpha))

@@ -16,7 +16,7 @@ import contextlib
 
 from ..errors import DidmemError, optional_import
 
-__all__ = ["ray_map", "dataset_moments_on_ray"]
+__all__ = ["ray_map", "dataset_moments_on_ray", "fit_dataset_on_ray"]
 
 
 @contextlib.contextmanager
@@ -73,3 +73,13 @@ def dataset_moments_on_ray(dataset, *, address: str | None = None, init_kwargs=N
 
     with _ray_session(address, init_kwargs) as ray:
         return dataset_moments(dataset, map_items=ray_map(ray, num_cpus))
+
+
+def fit_dataset_on_ray(estimator, dataset, *, address: str | None = None, init_kwargs=None,
+                       num_cpus: float = 1):
+    """:func:`~didmem.estimators._moments_route.fit_dataset` with every work item a Ray task
+    (parameters as :func:`dataset_moments_on_ray`)."""
+    from ..estimators._moments_route import fit_dataset
+
+    with _ray_session(address, init_kwargs) as ray:
+        return fit_dataset(estimator, dataset, map_items=ray_map(ray, num_cpus))

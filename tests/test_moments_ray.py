@@ -51,3 +51,17 @@ def test_a_bad_file_on_ray_raises_didmems_error(tmp_path, frame, local_ray):
     pd.concat([bad, bad.iloc[:1]]).to_parquet(folder / "part-006.parquet")
     with pytest.raises(PanelError, match=r"Duplicate \(unit, time\).*part-006\.parquet"):
         dataset_moments_on_ray(ParquetPaths(folder, **COLUMNS))
+
+
+def test_cli_runner_ray_equals_local(tmp_path, frame, local_ray, capsys):
+    from didmem.cli import main
+
+    folder = _write(tmp_path / "data", frame, n_files=8)
+    frames = []
+    for runner in ("local", "ray"):
+        out = tmp_path / f"{runner}.parquet"
+        assert main(["estimate", str(folder), "--outcome", "y", "--out", str(out),
+                     "--runner", runner, "--n-bootstrap", "0"]) == 0
+        frames.append(didmem.load_result(out).to_frame())
+    for col in ("estimate", "std_error", "ci_lower", "ci_upper"):
+        np.testing.assert_allclose(frames[1][col], frames[0][col], rtol=1e-9, atol=1e-12)

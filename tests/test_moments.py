@@ -238,3 +238,28 @@ def test_sup_t_value_matches_the_in_memory_bootstrap(simulated):
     width = (hi - lo) * np.sqrt(2)
     assert abs(band.critical_value - res.critical_value) < width, (band.critical_value,
                                                                   res.critical_value, width)
+
+
+# ---------------------------------------------------------------- memorised-index lists
+def test_memorised_index_lists_give_the_binary_panels_moments():
+    """Lists of memorised indices per checkpoint give the moments of the dense 0/1 panel of
+    every sequence (its zeros never written), and the same cells."""
+    rng = np.random.default_rng(3)
+    n_seq, times = 5000, np.arange(1.0, 8.0)
+    cohort_values = np.array([2.0, 3.0, 4.0, 5.0, np.inf])
+    codes = rng.integers(0, 5, n_seq)
+    cohorts = cohort_values[codes]
+    p = np.where(times[None, :] >= cohorts[:, None], 0.3, 0.1)
+    dense = (rng.random((n_seq, times.size)) < p).astype(float)
+    memorised = [(t, np.flatnonzero(dense[:, t])) for t in range(times.size)]
+    from didmem.inference.moments import memorised_moments
+
+    got = memorised_moments(times, codes, cohort_values, memorised)
+    ref = CohortMoments.from_paths(times, cohorts, dense)
+    np.testing.assert_array_equal(got.cohorts, ref.cohorts)
+    np.testing.assert_array_equal(got.count, ref.count)
+    for name in ("weight", "weight_sq", "mean", "cross"):
+        np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-12,
+                                   atol=1e-9, err_msg=name)
+    with pytest.raises(EstimationError, match="outside the 5000 sequences"):
+        memorised_moments(times, codes, cohort_values, [(0, np.array([5000]))])

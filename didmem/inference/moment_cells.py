@@ -343,16 +343,24 @@ class MomentsInfluence:
         return cov, parts
 
     # ------------------------------------------------------------------ bootstrap
-    def gaussian_sums(self, n_draws: int, rng) -> np.ndarray:
-        """``sum_i U_i f_i`` per draw and block (draws x blocks x (T + 2)) for Gaussian
-        multipliers, drawn from their exact distribution ``N(0, G_j)``."""
-        n_blocks, p, _ = self.gram.shape
+    def gaussian_roots(self) -> np.ndarray:
+        """A square root ``R_j`` (``R_j' R_j = G_j``) of every block's Gram matrix."""
         roots = np.empty_like(self.gram)
-        for j in range(n_blocks):
+        for j in range(self.gram.shape[0]):
             vals, vecs = np.linalg.eigh(self.gram[j])
             roots[j] = (vecs * np.sqrt(np.clip(vals, 0.0, None))).T
-        xi = rng.standard_normal((n_blocks, n_draws, p))
-        return np.ascontiguousarray(np.matmul(xi, roots).transpose(1, 0, 2))
+        return roots
+
+    def gaussian_sums(self, n_draws: int, rng, roots=None) -> np.ndarray:
+        """``sum_i U_i f_i`` per draw and block (draws x blocks x (T + 2)) for Gaussian
+        multipliers, drawn from their exact distribution ``N(0, G_j)``: ``xi @ R_j`` with
+        standard normal ``xi``, block by block."""
+        roots = self.gaussian_roots() if roots is None else roots
+        n_blocks, p, _ = roots.shape
+        out = np.empty((n_draws, n_blocks, p))
+        for j in range(n_blocks):
+            out[:, j, :] = rng.standard_normal((n_draws, p)) @ roots[j]
+        return out
 
     def bootstrap(self, n_draws: int, multiplier: str, rng, clusters=None, n_clusters: int = 0):
         """The Gaussian multiplier bootstrap of every cell (see the module notes).
@@ -377,9 +385,10 @@ class MomentsInfluence:
         total = np.empty(n_draws)
         chunk = max(1, min(n_draws, 25_000_000 // (n_blocks * p)))
         with threadpool_limits(limits=1, user_api="blas"):
+            roots = self.gaussian_roots()
             for row0 in range(0, n_draws, chunk):
                 m = min(chunk, n_draws - row0)
-                sums = self.gaussian_sums(m, rng)
+                sums = self.gaussian_sums(m, rng, roots)
                 suffix = np.ascontiguousarray(np.cumsum(sums[:, ::-1], axis=1)[:, ::-1])
                 kernels.cell_draws(sums, suffix, *c.kernel_args(), s["mu1"], s["mu0"],
                                    s["w1"], s["w0"], out, row0)

@@ -400,28 +400,16 @@ class ParquetPaths:
                     "whole dataset.")
 
     def _index(self, footers):
-        """The times, the units (sorted) and each unit's component of files."""
+        """The times, the units (sorted) and each unit's component of files.
+
+        The units' index grows file by file (a merge only when a file brings new units), so
+        the memory is that of the distinct units, not of every file's list of them.
+        """
         import pyarrow.compute as pc
 
-        times, per_file = [], []
-        for file, pf in zip(self.files, footers):
-            table = _read(pf, file, [self.unit, self.time])
-            for name, role in ((self.unit, "unit"), (self.time, "time")):
-                col = table.column(name)
-                if col.null_count:
-                    raise PanelError(
-                        f"Column {name!r} ({role}) has {col.null_count} missing values in "
-                        f"file {str(file)!r}, first at row {_null_row(col)}.")
-            times.append(_float(pc.unique(table.column(self.time))))
-            per_file.append(_values(pc.unique(table.column(self.unit))))
-        times = np.unique(np.concatenate(times))
-        if times.size == 0:
-            raise PanelError(f"The dataset {str(self.path)!r} has no rows.")
-        if not np.all(np.isfinite(times)):
-            raise PanelError(f"Column {self.time!r} (time) has infinite values.")
-        units = _unique(np.concatenate(per_file))
-        lookup = _Lookup(units)
-        first = np.full(units.size, -1, dtype=np.int64)
+        times = []
+        units = None
+        first = np.zeros(0, dtype=np.int64)  # the first file of each unit
         parent = list(range(len(self.files)))
 
         def root(i):
@@ -430,12 +418,36 @@ class ParquetPaths:
                 i = parent[i]
             return i
 
-        for f, values in enumerate(per_file):
-            codes = lookup(values)
-            before = first[codes]
-            for other in np.unique(before[before >= 0]):
+        for f, (file, pf) in enumerate(zip(self.files, footers)):
+            table = _read(pf, file, [self.unit, self.time])
+            for name, role in ((self.unit, "unit"), (self.time, "time")):
+                col = table.column(name)
+                if col.null_count:
+                    raise PanelError(
+                        f"Column {name!r} ({role}) has {col.null_count} missing values in "
+                        f"file {str(file)!r}, first at row {_null_row(col)}.")
+            times.append(_float(pc.unique(table.column(self.time))))
+            values = _unique(_values(pc.unique(table.column(self.unit))))
+            del table
+            if units is None:
+                units, first = values, np.full(values.size, f, dtype=np.int64)
+                continue
+            pos = np.searchsorted(units, values)
+            found = pos < units.size
+            found[found] = units[pos[found]] == values[found]
+            for other in np.unique(first[pos[found]]):
                 parent[root(int(other))] = root(f)
-            first[codes[before < 0]] = f
+            if not found.all():  # merge the new units in, keeping the index sorted
+                new = values[~found]
+                merged = np.concatenate([units, new])
+                order = np.argsort(merged, kind="stable")
+                units = merged[order]
+                first = np.concatenate([first, np.full(new.size, f, dtype=np.int64)])[order]
+        times = np.unique(np.concatenate(times))
+        if times.size == 0 or units is None or units.size == 0:
+            raise PanelError(f"The dataset {str(self.path)!r} has no rows.")
+        if not np.all(np.isfinite(times)):
+            raise PanelError(f"Column {self.time!r} (time) has infinite values.")
         component = np.array([root(f) for f in range(len(self.files))])
         return times, units, component[first], component
 

@@ -83,3 +83,12 @@ def test_folder_result_equals_the_panels(tmp_path, simulated):
     est = didmem.DiDEstimator(n_bootstrap=0, control_group="not_yet_treated")
     res = fit_dataset(est, ParquetPaths(folder, **COLUMNS, memory_bytes=2000))
     _compare(res, est.fit(didmem.Panel(simulated, **COLUMNS)))
+
+
+def test_panel_moments_refuses_what_they_cannot_hold(simulated):
+    df = simulated.copy()
+    df["x"] = np.random.default_rng(0).normal(size=len(df))
+    with pytest.raises(ParameterError, match="has covariates"):
+        panel_moments(didmem.Panel(df, **COLUMNS, covariates=["x"]))
+    with pytest.raises(ParameterError, match="has holes"):
+        panel_moments(didmem.Panel(df.drop(index=[3]), **COLUMNS, balance="keep"))

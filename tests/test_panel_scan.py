@@ -234,3 +234,15 @@ def test_hidden_and_marker_files_are_not_data(tmp_path, frame):
 def test_a_missing_path_is_named(tmp_path):
     with pytest.raises(didmem.errors.MissingFileError, match="nowhere"):
         ParquetPaths(tmp_path / "nowhere", **COLUMNS)
+
+
+def test_string_units_spread_over_files(tmp_path, frame, no_leftovers):
+    df = frame.assign(unit="instance-" + frame["unit"].astype(str))
+    folder = _write(tmp_path / "data", df, n_files=5)
+    data = ParquetPaths(folder, **COLUMNS, memory_bytes=1000)
+    assert data.units.size == frame["unit"].nunique() and len(data.items()) > 1
+    got = dataset_moments(data)
+    panel = didmem.Panel(frame, **COLUMNS)
+    ref = CohortMoments.from_paths(panel.times, panel.cohorts, panel.outcome_matrix("y"))
+    np.testing.assert_array_equal(got.count, ref.count)
+    np.testing.assert_allclose(got.cross, ref.cross, rtol=1e-10, atol=1e-10)

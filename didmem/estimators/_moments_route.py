@@ -96,9 +96,14 @@ def fit_dataset(estimator, dataset, *, map_items=map):
 
 
 def panel_moments(panel, outcome: str | None = None):
-    """The moments of a balanced panel in memory (for the route's tests and benchmarks)."""
+    """The moments of a balanced panel in memory without covariates or clusters."""
     from ..inference.moments import CohortMoments
 
+    if panel.has_holes or panel.covariates or panel.clusters is not None:
+        raise ParameterError(
+            "Moments stand for a balanced panel without covariates or clusters; this panel "
+            + ("has holes" if panel.has_holes else "has covariates" if panel.covariates
+               else "has clusters") + ": fit it in memory.")
     name = panel.resolve_outcome(outcome)
     weights = None if not getattr(panel, "has_weights", False) else np.asarray(panel.weights)
     return CohortMoments.from_paths(panel.times, panel.cohorts, panel.outcome_matrix(name),

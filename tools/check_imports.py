@@ -53,7 +53,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("estimators", ("didmem.estimators",)),
     ("analyses", ("didmem.honest", "didmem.planning", "didmem.montecarlo")),
     ("report", ("didmem.report",)),
-    ("backends", ("didmem.backends", "didmem.runners")),
+    ("backends", ("didmem.backends", "didmem.orders", "didmem.runners")),
     ("study", ("didmem.study",)),
     ("lab", ("didmem.lab",)),
     ("faces", ("didmem.cli", "didmem")),

@@ -170,3 +170,49 @@ def test_correlation_figure_grows_with_models_and_takes_labels(res, res2):
     assert len(ax.texts) == 144
     with pytest.raises(didmem.ParameterError, match="one name per model: 12; got 2"):
         plotting.plot_profile_correlation(corr, labels=["a", "b"])
+
+
+def test_plots_take_the_path_of_a_results_file(res, tmp_path):
+    """The docs say a figure takes the file: plot_profile("results.parquet") draws it
+    (issue 40: it failed with AttributeError: 'str' object has no attribute 'to_frame')."""
+    pytest.importorskip("pyarrow")
+    path = res.save(tmp_path / "results.parquet")
+    for name, draw in plotting.PLOTS.items():
+        from_path = draw(str(path))
+        from_object = draw(res)
+        assert len(from_path.figure.axes) == len(from_object.figure.axes), name
+    image = plotting.plot_profile(path).images[0].get_array()
+    expected = plotting.plot_profile(res).images[0].get_array()
+    np.testing.assert_allclose(np.ma.filled(image, np.nan), np.ma.filled(expected, np.nan),
+                               rtol=1e-12, equal_nan=True)
+    assert len(plotting.plot_result(str(path), "residual").patches) == len(
+        plotting.plot_residual(res).patches)
+
+
+def test_exposure_profiles_take_one_result(res, tmp_path):
+    """plot_exposure_profiles(result) with one result draws one heatmap (it raised
+    TypeError: 'GroupTimeResult' object is not iterable)."""
+    axes = plotting.plot_exposure_profiles(res)
+    assert len(axes) == 1 and axes[0].images
+    pytest.importorskip("pyarrow")
+    path = res.save(tmp_path / "one.parquet")
+    assert len(plotting.plot_exposure_profiles([res, path])) == 2
+
+
+@pytest.mark.parametrize("draw", [plotting.plot_profile, plotting.plot_instantaneous,
+                                  plotting.plot_persistent, plotting.plot_residual,
+                                  plotting.plot_pretrends, plotting.plot_exposure_profiles,
+                                  plotting.plot_result])
+@pytest.mark.parametrize("bad", [None, 3, [1, 2], {"a": 1}, np.zeros(3)])
+def test_plots_refuse_what_is_not_a_result_by_name(draw, bad):
+    if draw is plotting.plot_exposure_profiles and isinstance(bad, (list, dict)):
+        bad = [bad]  # a list or mapping is its container: what is in it must be a result
+    with pytest.raises(didmem.ParameterError, match=rf"parameter of {draw.__name__}|"
+                       r"parameter of plot_exposure_profiles|parameter of plot_result"):
+        draw(bad)
+
+
+def test_a_missing_results_file_is_named(tmp_path):
+    pytest.importorskip("pyarrow")
+    with pytest.raises(didmem.errors.DidmemError, match="nowhere.parquet"):
+        plotting.plot_profile(tmp_path / "nowhere.parquet")

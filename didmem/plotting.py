@@ -65,20 +65,25 @@ def _ticks(ax, axis: str, labels: Sequence, max_ticks: int = 10) -> None:
 
 
 def _result(value, func: str, param: str = "result"):
-    """A fitted or saved result; the path of a results file is read with
-    :func:`didmem.load_result`; anything else is refused by name."""
+    """A fitted or saved result; anything else is refused by name.
+
+    A path is refused with what to do: plotting reads results only (the results layer
+    draws through it), so a results file is read first with :func:`didmem.load_result`.
+    """
     import os
 
     if isinstance(value, (str, os.PathLike)):
-        from .results.saving import load_result
-
-        return load_result(value)
+        raise ParameterError(
+            f"The {param!r} parameter of {func} must be a fitted or saved result; got the "
+            f"path {os.fspath(value)!r}. Read the file first: "
+            f"{func}(didmem.load_result({os.fspath(value)!r}))."
+        )
     if hasattr(value, "to_frame") and hasattr(value, "aggregate"):
         return value
     raise ParameterError(
         f"The {param!r} parameter of {func} must be a fitted or saved result (such as a "
-        "GroupTimeResult, from DiDEstimator().fit or didmem.load_result) or the path of a "
-        f"results file. Got {type(value).__name__}."
+        "GroupTimeResult, from DiDEstimator().fit or didmem.load_result). "
+        f"Got {type(value).__name__}."
     )
 
 
@@ -93,9 +98,8 @@ def plot_profile(result, *, ax=None, significant_only: bool = True, post_only: b
 
     Parameters
     ----------
-    result : GroupTimeResult or path
-        A fitted or saved result, or the path of a results file (read with
-        :func:`didmem.load_result`).
+    result : GroupTimeResult
+        A fitted or saved result (a results file is read with :func:`didmem.load_result`).
     ax : matplotlib.axes.Axes, optional
     significant_only : bool
         Mask the cells whose band covers zero (drawn as the background), as in the paper.

@@ -172,21 +172,17 @@ def test_correlation_figure_grows_with_models_and_takes_labels(res, res2):
         plotting.plot_profile_correlation(corr, labels=["a", "b"])
 
 
-def test_plots_take_the_path_of_a_results_file(res, tmp_path):
-    """The docs say a figure takes the file: plot_profile("results.parquet") draws it
-    (issue 40: it failed with AttributeError: 'str' object has no attribute 'to_frame')."""
+def test_a_path_is_refused_with_what_to_do(res, tmp_path):
+    """A figure takes a result; the path of a results file is refused naming the path and
+    the call that reads it (issue 40: it failed with AttributeError: 'str' object has no
+    attribute 'to_frame'). Plotting reads results only, so it does not read files."""
     pytest.importorskip("pyarrow")
     path = res.save(tmp_path / "results.parquet")
     for name, draw in plotting.PLOTS.items():
-        from_path = draw(str(path))
-        from_object = draw(res)
-        assert len(from_path.figure.axes) == len(from_object.figure.axes), name
-    image = plotting.plot_profile(path).images[0].get_array()
-    expected = plotting.plot_profile(res).images[0].get_array()
-    np.testing.assert_allclose(np.ma.filled(image, np.nan), np.ma.filled(expected, np.nan),
-                               rtol=1e-12, equal_nan=True)
-    assert len(plotting.plot_result(str(path), "residual").patches) == len(
-        plotting.plot_residual(res).patches)
+        with pytest.raises(didmem.ParameterError, match=r"results\.parquet.*didmem\.load_result"):
+            draw(str(path))
+        drawn = draw(didmem.load_result(path))
+        assert len(drawn.figure.axes) == len(draw(res).figure.axes), name
 
 
 def test_exposure_profiles_take_one_result(res, tmp_path):
@@ -196,7 +192,7 @@ def test_exposure_profiles_take_one_result(res, tmp_path):
     assert len(axes) == 1 and axes[0].images
     pytest.importorskip("pyarrow")
     path = res.save(tmp_path / "one.parquet")
-    assert len(plotting.plot_exposure_profiles([res, path])) == 2
+    assert len(plotting.plot_exposure_profiles([res, didmem.load_result(path)])) == 2
 
 
 @pytest.mark.parametrize("draw", [plotting.plot_profile, plotting.plot_instantaneous,
@@ -210,9 +206,3 @@ def test_plots_refuse_what_is_not_a_result_by_name(draw, bad):
     with pytest.raises(didmem.ParameterError, match=rf"parameter of {draw.__name__}|"
                        r"parameter of plot_exposure_profiles|parameter of plot_result"):
         draw(bad)
-
-
-def test_a_missing_results_file_is_named(tmp_path):
-    pytest.importorskip("pyarrow")
-    with pytest.raises(didmem.errors.DidmemError, match="nowhere.parquet"):
-        plotting.plot_profile(tmp_path / "nowhere.parquet")

@@ -50,8 +50,8 @@ import numpy as np
 from ..backends._spec import BACKEND_KINDS, BackendSpec
 from ..errors import ConfigError, ParameterError
 from ..runners import RUNNERS
-from ._tables import (closest, need_table, optional_table, read_token_ids, string_list,
-                      unknown_keys)
+from ._tables import (closest, load_npy, need_table, optional_table, read_token_ids,
+                      string_list, unknown_keys)
 from .designs import Design, parse_design
 from .estimate import EstimateSettings, report_options
 
@@ -93,7 +93,7 @@ class InstanceFiles:
             if self.units is not None:
                 if not self.units.is_file():
                     raise ConfigError(f"{where} units {str(self.units)!r} does not exist.")
-                units = np.load(self.units, allow_pickle=False)
+                units = load_npy(self.units, f"{where} units")
             return tokens, units
         import pandas as pd
 

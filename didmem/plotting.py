@@ -65,20 +65,23 @@ def _ticks(ax, axis: str, labels: Sequence, max_ticks: int = 10) -> None:
 
 
 def _result(value, func: str, param: str = "result"):
-    """A fitted or saved result; the path of a results file is read with
-    :func:`didmem.load_result`; anything else is refused by name."""
+    """A fitted or saved result; anything else is refused by name, a results file's path
+    with how to read it (plotting reads results only: it cannot import their reader, whose
+    results import plotting to draw themselves)."""
     import os
 
-    if isinstance(value, (str, os.PathLike)):
-        from .results.saving import load_result
-
-        return load_result(value)
     if hasattr(value, "to_frame") and hasattr(value, "aggregate"):
         return value
+    if isinstance(value, (str, os.PathLike)):
+        raise ParameterError(
+            f"The {param!r} parameter of {func} takes a fitted or saved result, not the path "
+            f"{os.fspath(value)!r}; read the file first: {func}(didmem.load_result(path)), or "
+            "didmem.load_result(path).plot(kind)."
+        )
     raise ParameterError(
         f"The {param!r} parameter of {func} must be a fitted or saved result (such as a "
-        "GroupTimeResult, from DiDEstimator().fit or didmem.load_result) or the path of a "
-        f"results file. Got {type(value).__name__}."
+        "GroupTimeResult, from DiDEstimator().fit or didmem.load_result). Got "
+        f"{type(value).__name__}."
     )
 
 
@@ -93,9 +96,8 @@ def plot_profile(result, *, ax=None, significant_only: bool = True, post_only: b
 
     Parameters
     ----------
-    result : GroupTimeResult or path
-        A fitted or saved result, or the path of a results file (read with
-        :func:`didmem.load_result`).
+    result : GroupTimeResult
+        A fitted result, or a saved one read with :func:`didmem.load_result`.
     ax : matplotlib.axes.Axes, optional
     significant_only : bool
         Mask the cells whose band covers zero (drawn as the background), as in the paper.
@@ -162,10 +164,10 @@ def plot_exposure_profiles(results, *, significant_only: bool = True, post_only:
 
     Parameters
     ----------
-    results : result, path, or sequence or mapping of them
-        Fitted or saved results (or results files), e.g. of ``DiDEstimator(exposure=1)`` and
-        ``exposure=2`` on one panel (see :doc:`/repeated_exposure`); drawn in the order
-        given. One result draws one heatmap.
+    results : result, or sequence or mapping of results
+        Fitted or saved results, e.g. of ``DiDEstimator(exposure=1)`` and ``exposure=2`` on
+        one panel (see :doc:`/repeated_exposure`); drawn in the order given. One result
+        draws one heatmap.
     significant_only, post_only, cmap, value
         As in :func:`plot_profile`.
 
@@ -177,7 +179,7 @@ def plot_exposure_profiles(results, *, significant_only: bool = True, post_only:
     import os
 
     if isinstance(results, (str, os.PathLike)) or hasattr(results, "to_frame"):
-        results = [results]  # one result, or one results file
+        results = [results]  # one result (a path is refused below, by name)
     elif isinstance(results, Mapping):
         results = list(results.values())
     elif isinstance(results, (list, tuple)):

@@ -65,25 +65,23 @@ def _ticks(ax, axis: str, labels: Sequence, max_ticks: int = 10) -> None:
 
 
 def _result(value, func: str, param: str = "result"):
-    """A fitted or saved result; anything else is refused by name.
-
-    A path is refused with what to do: plotting reads results only (the results layer
-    draws through it), so a results file is read first with :func:`didmem.load_result`.
-    """
+    """A fitted or saved result; anything else is refused by name, a results file's path
+    with how to read it (plotting reads results only: it cannot import their reader, whose
+    results import plotting to draw themselves)."""
     import os
 
-    if isinstance(value, (str, os.PathLike)):
-        raise ParameterError(
-            f"The {param!r} parameter of {func} must be a fitted or saved result; got the "
-            f"path {os.fspath(value)!r}. Read the file first: "
-            f"{func}(didmem.load_result({os.fspath(value)!r}))."
-        )
     if hasattr(value, "to_frame") and hasattr(value, "aggregate"):
         return value
+    if isinstance(value, (str, os.PathLike)):
+        raise ParameterError(
+            f"The {param!r} parameter of {func} takes a fitted or saved result, not the path "
+            f"{os.fspath(value)!r}; read the file first: {func}(didmem.load_result(path)), or "
+            "didmem.load_result(path).plot(kind)."
+        )
     raise ParameterError(
         f"The {param!r} parameter of {func} must be a fitted or saved result (such as a "
-        "GroupTimeResult, from DiDEstimator().fit or didmem.load_result). "
-        f"Got {type(value).__name__}."
+        "GroupTimeResult, from DiDEstimator().fit or didmem.load_result). Got "
+        f"{type(value).__name__}."
     )
 
 
@@ -99,7 +97,7 @@ def plot_profile(result, *, ax=None, significant_only: bool = True, post_only: b
     Parameters
     ----------
     result : GroupTimeResult
-        A fitted or saved result (a results file is read with :func:`didmem.load_result`).
+        A fitted result, or a saved one read with :func:`didmem.load_result`.
     ax : matplotlib.axes.Axes, optional
     significant_only : bool
         Mask the cells whose band covers zero (drawn as the background), as in the paper.
@@ -166,10 +164,10 @@ def plot_exposure_profiles(results, *, significant_only: bool = True, post_only:
 
     Parameters
     ----------
-    results : result, path, or sequence or mapping of them
-        Fitted or saved results (or results files), e.g. of ``DiDEstimator(exposure=1)`` and
-        ``exposure=2`` on one panel (see :doc:`/repeated_exposure`); drawn in the order
-        given. One result draws one heatmap.
+    results : result, or sequence or mapping of results
+        Fitted or saved results, e.g. of ``DiDEstimator(exposure=1)`` and ``exposure=2`` on
+        one panel (see :doc:`/repeated_exposure`); drawn in the order given. One result
+        draws one heatmap.
     significant_only, post_only, cmap, value
         As in :func:`plot_profile`.
 
@@ -181,7 +179,7 @@ def plot_exposure_profiles(results, *, significant_only: bool = True, post_only:
     import os
 
     if isinstance(results, (str, os.PathLike)) or hasattr(results, "to_frame"):
-        results = [results]  # one result, or one results file
+        results = [results]  # one result (a path is refused below, by name)
     elif isinstance(results, Mapping):
         results = list(results.values())
     elif isinstance(results, (list, tuple)):

@@ -89,7 +89,7 @@ class _Tensor:
         self.storage, self.offset, self.size, self.stride = storage, offset, size, stride
 
 
-class _Refused(Exception):
+class _Refused(CheckpointError):
     pass
 
 

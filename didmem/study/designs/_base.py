@@ -101,6 +101,11 @@ class Design:
         """How many never-treated instances the design gives, or ``None`` if unknown yet."""
         return None
 
+    def max_exposures(self) -> int | None:
+        """The most times training sees any instance, read cheaply when the study is read
+        (before any scoring), or ``None`` if unknown yet."""
+        return None
+
     # ------------------------------------------------------------------ running
     @contextlib.contextmanager
     def config_errors(self, key: str = ""):

@@ -56,7 +56,7 @@ from ...cohorts import (
     step_from_sequence_index,
 )
 from ...errors import ConfigError
-from .._tables import read_token_ids
+from .._tables import load_npy, read_token_ids
 from ._base import Design
 
 __all__ = ["PythiaDesign"]
@@ -211,7 +211,7 @@ class PythiaDesign(Design):
         file = self.validation
         if file.suffix == ".npy":
             self._missing(file)
-            return len(np.load(file, mmap_mode="r", allow_pickle=False))
+            return len(load_npy(file, f"{self.where} validation", mmap_mode="r"))
         if file.suffix == ".parquet":
             self._missing(file)
             import pyarrow.parquet as pq

@@ -553,11 +553,15 @@ class Panel:
             noun = ("repeated cross-sections" if self.kind == "cross_sections"
                     else f"a panel with holes ({self.n_units * self.n_times - self.n_rows} "
                          "missing (unit, time) cells)")
+            remedy = ("for the others a panel of the same units at every time is needed "
+                      "(Panel(..., unit=...) with balance='drop_incomplete_units'); repeated "
+                      "cross-sections have no units to drop"
+                      if self.kind == "cross_sections" else
+                      "for the others build the Panel with balance='drop_incomplete_units'")
             raise PanelError(
                 f"{what} needs a balanced panel, but this is {noun}. The group-time "
                 "estimators (DiDEstimator, DifferenceEstimator) read such panels through "
-                "observed_rows(); for the others build the Panel with "
-                "balance='drop_incomplete_units'."
+                f"observed_rows(); {remedy}."
             )
 
     def observed_rows(self, name: str | None = None):

@@ -9,7 +9,7 @@ paths (units x times) fit the memory budget. A *work item* (a component's files,
 units) is read chunk by chunk (groups of row groups), each chunk's rows scattered into the
 bucket's paths, and leaves as one :class:`PathBlock` of complete paths. Items are
 independent: they run one after the other here, or as tasks on Ray
-(:mod:`didmem.runners.moments`). A bucket re-reads its component's files, so the folder is
+(:func:`didmem.runners.ray_tasks.ray_map`). A bucket re-reads its component's files, so the folder is
 read once when every component's paths fit the budget.
 
 The checks :class:`~didmem.Panel` makes are made on the way and name the file and rows:

@@ -14,7 +14,12 @@ from .test_panel_scan import COLUMNS, _write
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'didmem[ray]'")
 
-from didmem.runners.moments import dataset_moments_on_ray  # noqa: E402
+from didmem.runners.ray_tasks import ray_map, ray_session  # noqa: E402
+
+
+def dataset_moments_on_ray(data):
+    with ray_session() as session:  # the module's Ray, left running
+        return dataset_moments(data, map_items=ray_map(session))
 
 
 @pytest.fixture(scope="module")

@@ -131,9 +131,10 @@ def _fit_folder(estimator, args):
     data = ParquetPaths(args.panel, unit=args.unit, time=args.time, cohort=args.cohort,
                         outcome=args.outcome, never_treated=args.never_treated)
     if args.runner == "ray":
-        from ..runners.moments import fit_dataset_on_ray
+        from ..runners.ray_tasks import ray_map, ray_session
 
-        return fit_dataset_on_ray(estimator, data, address=args.address)
+        with ray_session(args.address) as ray:
+            return fit_dataset(estimator, data, map_items=ray_map(ray))
     return fit_dataset(estimator, data)
 
 

@@ -83,7 +83,7 @@ def fit_moments(estimator, moments, *, outcome: str, never_treated_code=None):
 def fit_dataset(estimator, dataset, *, map_items=map):
     """The result of ``estimator`` on a parquet dataset read as unit paths
     (:class:`~didmem.panel_scan.ParquetPaths`), from its moments; ``map_items`` runs the
-    work items (the built-in ``map`` here; :func:`didmem.runners.moments.ray_map` on Ray)."""
+    work items (the built-in ``map`` here; :func:`didmem.runners.ray_tasks.ray_map` on Ray)."""
     from ..inference.moments import dataset_moments
 
     why = moments_applies(estimator._validated_params())

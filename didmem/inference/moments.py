@@ -318,7 +318,7 @@ def dataset_moments(dataset, map_items=map) -> CohortMoments:
     does.
 
     ``map_items(item_moments, items)`` computes the items' moments: the built-in ``map``
-    here, one after the other; :func:`didmem.runners.moments.ray_map` on Ray. They are added
+    here, one after the other; :func:`didmem.runners.ray_tasks.ray_map` on Ray. They are added
     up in the items' order.
     """
     from ..panel import Panel

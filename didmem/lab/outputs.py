@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import ParameterError
+from ..errors import OutputFileError, ParameterError
 
 __all__ = ["LabDirectory", "MANIFEST", "IN_PROGRESS", "FORMAT_VERSION"]
 
@@ -59,9 +59,18 @@ class LabDirectory:
         if not path.is_file():
             return None
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            return None
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+            problem = None if isinstance(manifest, dict) and isinstance(
+                manifest.get("settings"), dict) else "it is not an object with the run's settings"
+        except (UnicodeDecodeError, ValueError) as exc:
+            problem = " ".join(str(exc).split())
+        if problem is not None:
+            raise OutputFileError(
+                f"The lab run's manifest {str(path)!r} cannot be read ({problem}): the run was "
+                "cut short or the file changed. Run it again with overwrite=True (--overwrite), "
+                "or choose another directory."
+            )
+        return manifest
 
     def is_complete_run_of(self, settings: dict) -> bool:
         """Whether a complete run with exactly ``settings`` is here, its files intact."""

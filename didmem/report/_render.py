@@ -89,6 +89,14 @@ def _aggregate_tables(result, cells) -> str:
     return "".join(parts)
 
 
+def _unavailable(result, kind: str) -> bool:
+    try:
+        result.aggregate(kind)
+    except DidmemError:
+        return True
+    return False
+
+
 def _figures_html(result, figures, figure_options, captions, cells) -> str:
     from .. import plotting
 
@@ -96,6 +104,8 @@ def _figures_html(result, figures, figure_options, captions, cells) -> str:
     for name in figures:
         if name == "profile":
             continue  # the key figure, drawn above with its tooltips
+        if name in ("instantaneous", "persistent", "residual") and _unavailable(result, name):
+            continue  # no such cells (two checkpoints: no persistent); its table says why
         ax = plotting.PLOTS[name](result, **dict(figure_options.get(name, {})))
         if cells is not None and name in ("instantaneous", "persistent", "residual"):
             agg = result.aggregate(name)

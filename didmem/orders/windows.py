@@ -1,6 +1,6 @@
 """Windowed search: a sampled instance's content anywhere inside the rows of a data order.
 
-Whole-row hashing (:func:`~didmem.backends.pythia_repeats.find_repeats`) finds a repeat only
+Whole-row hashing (:func:`~didmem.orders.find_repeats`) finds a repeat only
 when it was packed into an identical row. A document repeated in Pythia's standard Pile, or
 the second copy of a document in the deduplicated suite's second pass, is re-packed with other
 neighbours at another offset, so the row that trains it again differs from the sampled one.

@@ -14,8 +14,8 @@ import pytest
 
 from ..conftest import reference_file
 
-from didmem.backends.exposures import exposure_cohorts
-from didmem.backends.olmo import (OlmoTokens, olmo_exposures, parse_olmo_checkpoint,
+from didmem.orders.exposures import exposure_cohorts
+from didmem.orders.olmo import (OlmoTokens, olmo_exposures, parse_olmo_checkpoint,
                                   read_global_indices, trained_positions)
 
 pytestmark = pytest.mark.reference

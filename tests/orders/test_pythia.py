@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from didmem import cohort_from_sequence_index
-from didmem.backends.indexed import MMapIndexedDataset, write_indexed_dataset
-from didmem.backends.pythia import (
+from didmem.orders.indexed import MMapIndexedDataset, write_indexed_dataset
+from didmem.orders.pythia import (
     DEDUPED_FIRST_EPOCH_END,
     PYTHIA_REVISIONS,
     PYTHIA_STEPS,

@@ -1,7 +1,7 @@
 """Later exposures in Pythia's data order: repeated sequences, and the deduplicated suite's second pass.
 
 Pythia's pre-shuffled data (``.bin``/``.idx``, read by
-:class:`~didmem.backends.indexed.MMapIndexedDataset`) holds the training sequences in
+:class:`~didmem.orders.MMapIndexedDataset`) holds the training sequences in
 training order: step ``s`` (1-based) trains rows ``(s-1)·1024 .. s·1024-1``, for all 143,000
 steps (EleutherAI/pythia's ``utils/batch_viewer.py`` reads ``dataset[start·1024:(end+1)·1024]``
 for steps up to 143,000). Where the same sequence of tokens is trained on again, that is a

@@ -77,10 +77,12 @@ def read_perturbation_info(path) -> pd.DataFrame:
                 f"{listing(missing)}."
             )
         loc, idx = record["pt_loc"], record["perturbation_idx"]
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (loc, idx)):
+        if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2 ** 63
+                   for v in (loc, idx)):
             raise ParameterError(
                 f"Hubble perturbation info {str(path)!r} line {number}: pt_loc and "
-                f"perturbation_idx must be non-negative integers; got {loc!r} and {idx!r}."
+                f"perturbation_idx must be non-negative integers below 2**63 (positions in "
+                f"the training order); got {loc!r} and {idx!r}."
             )
         rows.append((str(record["perturbation_file"]), idx, loc))
     frame = pd.DataFrame(rows, columns=list(_INFO_KEYS))

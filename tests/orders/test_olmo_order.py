@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from didmem.backends.exposures import exposure_cohorts
-from didmem.backends.olmo import (OlmoTokens, olmo_exposures, parse_olmo_checkpoint,
+from didmem.orders.exposures import exposure_cohorts
+from didmem.orders.olmo import (OlmoTokens, olmo_exposures, parse_olmo_checkpoint,
                                   read_global_indices)
 from didmem.errors import ParameterError
 

@@ -17,8 +17,8 @@ import pytest
 
 from ..conftest import reference_file
 
-from didmem.backends.indexed import MMapIndexedDataset
-from didmem.backends.pythia import PYTHIA_STEPS, training_step, treatment_checkpoint
+from didmem.orders.indexed import MMapIndexedDataset
+from didmem.orders.pythia import PYTHIA_STEPS, training_step, treatment_checkpoint
 
 pytestmark = pytest.mark.reference
 

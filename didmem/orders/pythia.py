@@ -4,7 +4,7 @@ Pythia models (Biderman et al. 2023) train on the pre-shuffled Pile in batches o
 sequences of 2,049 tokens. Batch ``b = seq_idx // 1024`` is trained at step ``b + 1``, so the
 checkpoint ``stepN`` has seen batches ``0 .. N-1``, and the cohort of a sequence is the first
 checkpoint at or after its training step. Read the data with
-:class:`~didmem.backends.indexed.MMapIndexedDataset`.
+:class:`~didmem.orders.MMapIndexedDataset`.
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from didmem.backends.indexed import write_indexed_dataset
-from didmem.backends.pythia import pack_sequences
-from didmem.backends.pythia_repeats import find_repeats
-from didmem.backends.windows import (_windows_numpy, find_windows, window_exposures,
+from didmem.orders.indexed import write_indexed_dataset
+from didmem.orders.pythia import pack_sequences
+from didmem.orders.pythia_repeats import find_repeats
+from didmem.orders.windows import (_windows_numpy, find_windows, window_exposures,
                                      window_hashes)
 from didmem.errors import ParameterError
 

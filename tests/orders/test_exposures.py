@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from didmem.backends.exposures import cohort_column, exposure_cohorts
+from didmem.orders.exposures import cohort_column, exposure_cohorts
 from didmem.errors import ParameterError
 
 

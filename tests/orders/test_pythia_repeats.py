@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from didmem.backends.indexed import write_indexed_dataset
-from didmem.backends.pythia_repeats import (_row_hashes_numpy, find_repeats, offset_repeats,
+from didmem.orders.indexed import write_indexed_dataset
+from didmem.orders.pythia_repeats import (_row_hashes_numpy, find_repeats, offset_repeats,
                                             row_hashes)
 from didmem.errors import ParameterError
 

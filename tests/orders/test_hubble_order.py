@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from didmem.backends.exposures import exposure_cohorts
-from didmem.backends.hubble import (hubble_exposures, read_inserted_examples,
+from didmem.orders.exposures import exposure_cohorts
+from didmem.orders.hubble import (hubble_exposures, read_inserted_examples,
                                     read_perturbation_info)
 from didmem.errors import ParameterError
 

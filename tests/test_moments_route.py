@@ -92,3 +92,13 @@ def test_panel_moments_refuses_what_they_cannot_hold(simulated):
         panel_moments(didmem.Panel(df, **COLUMNS, covariates=["x"]))
     with pytest.raises(ParameterError, match="has holes"):
         panel_moments(didmem.Panel(df.drop(index=[3]), **COLUMNS, balance="keep"))
+
+
+def test_route_with_sampling_weights(simulated):
+    df = simulated.copy()
+    w = np.random.default_rng(4).uniform(0.5, 2.0, df["unit"].nunique())
+    df["w"] = w[df["unit"].to_numpy()]
+    panel = didmem.Panel(df, **COLUMNS, weights="w")
+    for cg in ("never_treated", "not_yet_treated"):
+        est = didmem.DiDEstimator(n_bootstrap=0, control_group=cg)
+        _compare(fit_moments(est, panel_moments(panel), outcome="y"), est.fit(panel))

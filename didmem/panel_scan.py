@@ -229,6 +229,8 @@ class _Lookup:
         if values.dtype.kind != "i":
             return np.full(values.size, -1, dtype=np.int64)
         pos = values - self.lo
+        if pos.size and pos.min() >= 0 and pos.max() < self.table.size:
+            return self.table[pos]  # every value in range: one gather
         inside = (pos >= 0) & (pos < self.table.size)
         out = np.full(values.size, -1, dtype=np.int64)
         out[inside] = self.table[pos[inside]]
@@ -408,7 +410,7 @@ class ParquetPaths:
         import pyarrow.compute as pc
 
         times = []
-        units = None
+        units, lookup = None, None
         first = np.zeros(0, dtype=np.int64)  # the first file of each unit
         parent = list(range(len(self.files)))
 
@@ -427,22 +429,24 @@ class ParquetPaths:
                         f"Column {name!r} ({role}) has {col.null_count} missing values in "
                         f"file {str(file)!r}, first at row {_null_row(col)}.")
             times.append(_float(pc.unique(table.column(self.time))))
-            values = _unique(_values(pc.unique(table.column(self.unit))))
+            values = _values(pc.unique(table.column(self.unit)))
             del table
             if units is None:
-                units, first = values, np.full(values.size, f, dtype=np.int64)
+                units = _unique(values)
+                first, lookup = np.full(units.size, f, dtype=np.int64), _Lookup(units)
                 continue
-            pos = np.searchsorted(units, values)
-            found = pos < units.size
-            found[found] = units[pos[found]] == values[found]
-            for other in np.unique(first[pos[found]]):
+            codes = lookup(values)
+            found = codes >= 0
+            shared = np.bincount(first[codes[found]], minlength=len(self.files))
+            for other in np.flatnonzero(shared):  # files (few) that share units with this one
                 parent[root(int(other))] = root(f)
             if not found.all():  # merge the new units in, keeping the index sorted
-                new = values[~found]
+                new = _unique(values[~found])
                 merged = np.concatenate([units, new])
                 order = np.argsort(merged, kind="stable")
                 units = merged[order]
                 first = np.concatenate([first, np.full(new.size, f, dtype=np.int64)])[order]
+                lookup = _Lookup(units)
         times = np.unique(np.concatenate(times))
         if times.size == 0 or units is None or units.size == 0:
             raise PanelError(f"The dataset {str(self.path)!r} has no rows.")

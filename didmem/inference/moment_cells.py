@@ -384,12 +384,16 @@ class MomentsInfluence:
         block_weights = np.empty((n_draws, n_blocks))
         total = np.empty(n_draws)
         chunk = max(1, min(n_draws, 25_000_000 // (n_blocks * p)))
+        never_only = bool(np.all(c.cs == n_blocks - 1))
         with threadpool_limits(limits=1, user_api="blas"):
             roots = self.gaussian_roots()
             for row0 in range(0, n_draws, chunk):
                 m = min(chunk, n_draws - row0)
                 sums = self.gaussian_sums(m, rng, roots)
-                suffix = np.ascontiguousarray(np.cumsum(sums[:, ::-1], axis=1)[:, ::-1])
+                if never_only:  # the controls are the never-treated block: no suffix sums
+                    suffix = sums
+                else:
+                    suffix = np.ascontiguousarray(np.cumsum(sums[:, ::-1], axis=1)[:, ::-1])
                 kernels.cell_draws(sums, suffix, *c.kernel_args(), s["mu1"], s["mu0"],
                                    s["w1"], s["w0"], out, row0)
                 block_weights[row0:row0 + m] = sums[:, :, n_t]

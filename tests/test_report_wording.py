@@ -165,6 +165,11 @@ def test_one_cohort_reads_in_the_singular():
         finding = _finding(render_report(res, figures=[], truth=truth))
     assert "of 1 cohort " in finding and "of 1 cohorts" not in finding
     assert "across cohorts" not in finding  # no range over one cohort
+    # a band over one key is that key's pointwise interval, and is called so
+    assert "significant in 1 of 1 cohort (where the pointwise 95% interval excludes zero)" \
+        in finding or "significant in 0 of 1 cohort (where the pointwise 95% interval" in finding
+    assert "band over the 1 cohort" not in finding
+    assert "1 training steps" not in finding  # time_step 1: "1 training step"
 
 
 @pytest.mark.parametrize("outcome", ["y", "a_rather_long_outcome_name_of_a_study_metric"])

@@ -30,7 +30,7 @@ def checkpoint_step(result) -> float | None:
 
 def _after(e: float, step: float | None) -> str:
     """``"60 training steps (3 checkpoints)"``."""
-    text = f"{fmt(e)} training steps"
+    text = f"{fmt(e)} training step{'' if e == 1 else 's'}"
     if step:
         text += f" ({plural(int(round(e / step)), 'checkpoint')})"
     return text
@@ -135,9 +135,10 @@ def _not_significant(t, sig, unit, truth, what) -> str:
 
 
 def _band_name(agg) -> str:
+    """``"simultaneous 95% band over the 7 keys"``; one key's band is its pointwise interval."""
     level = f"{100 * (1 - agg.alpha):g}%"
     return (f"simultaneous {level} band over the {len(agg.keys)} keys" if agg.band ==
-            "simultaneous" else f"pointwise {level} interval")
+            "simultaneous" and len(agg.keys) > 1 else f"pointwise {level} interval")
 
 
 def _instantaneous(result, unit, cells) -> tuple[str, float | None]:
@@ -174,7 +175,7 @@ def _steps(values, step) -> str:
     """``"20, 40 and 60 training steps"``."""
     words = [fmt(v) for v in values]
     listed = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
-    return f"{listed} training steps"
+    return f"{listed} training step{'' if len(words) == 1 and words[0] == '1' else 's'}"
 
 
 def _persistent(result, unit, step, cells) -> str:

@@ -16,7 +16,7 @@ from .._version import __version__
 from ..errors import DidmemError, ParameterError
 from ._cells import CELLS_SCRIPT, cells_table_html, heatmap_html
 from ._finding import checkpoint_step, exposure_of, finding_html
-from ._html import CSS, figure_block, figure_png, fmt, table
+from ._html import CSS, figure_block, figure_png, fmt, plural, table
 from ._pretest import pretest_html
 from ._sensitivity import check_sensitivity, compute_sensitivity, sensitivity_html
 from ._truth import (cells_with_truth, cohort_weights, error_summary, overlay, true_aggregate,
@@ -90,9 +90,11 @@ def _aggregate_tables(result, cells) -> str:
             frame["true_tau"] = truth.reindex(frame[agg.key_name].to_numpy()).to_numpy()
         o = agg.overall
         level = f"{100 * (1 - agg.alpha):g}%"
-        what = "cohorts" if agg.key_name == "cohort" else "event times"
-        rows = (f"the {agg.band} {level} band over the {len(frame)} {what} of this table "
-                f"(critical value {agg.critical_value:.3f})" if agg.band == "simultaneous"
+        what = ("cohort", "cohorts") if agg.key_name == "cohort" else ("event time",
+                                                                          "event times")
+        rows = (f"the {agg.band} {level} band over the {plural(len(frame), *what)} of this "
+                f"table (critical value {agg.critical_value:.3f})"
+                if agg.band == "simultaneous" and len(frame) > 1
                 else f"pointwise {level} intervals")
         parts.append(head + f"<p>Overall {o.estimate:.4g} {html.escape(outcome_unit(result.outcome))}"
                      f" (SE {o.std_error:.3g}, pointwise {level} CI "

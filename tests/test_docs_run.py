@@ -45,7 +45,6 @@ PAGES = {
     "docs/planning.rst": {"slow": "simulates 200 studies per design", "demo": False},
     "docs/sensitivity.rst": {"slow": "sensitivity variants on a grid", "demo": False},
     "docs/pythia.rst": {"slow": None, "demo": False},
-    "docs/architecture.rst": {"slow": None, "demo": False},
 }
 
 RUNNABLE = ("python", "bash", "console", "toml")

@@ -7,6 +7,8 @@ figure when ``ax`` is None) and returns the Axes.
 
 from __future__ import annotations
 
+import textwrap
+
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -142,8 +144,12 @@ def plot_profile(result, *, ax=None, significant_only: bool = True, post_only: b
     exposure = _exposure(result)
     ax.set_ylabel("treatment step g" if exposure == 1 else f"step g of exposure {exposure}")
     shown = "cells whose band excludes zero" if significant_only else "all cells"
-    ax.set_title(("" if exposure == 1 else f"Exposure {exposure}: ")
-                 + f"Memorisation profile of {result.outcome} ({shown})", fontsize=10)
+    # two lines, so that a long outcome name or an exposure never pushes the title off the
+    # figure (the heatmap's figure is narrow): what it is, then which cells are drawn
+    what = (("" if exposure == 1 else f"Exposure {exposure}: ")
+            + f"memorisation profile of {result.outcome}")
+    width = max(20, int(ax.figure.get_figwidth() * 72 / (0.62 * 10)))  # characters at 10 pt
+    ax.set_title(textwrap.fill(what, width) + f"\n({shown})", fontsize=10)
     if end_of_epoch is not None:
         pos = np.interp(end_of_epoch, times, np.arange(times.size))
         ax.axvline(pos, color="k", linestyle="--", linewidth=1, label="end of epoch")

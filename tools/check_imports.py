@@ -60,8 +60,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
     ("foundation", ("didmem._version", "didmem.errors", "didmem._messages", "didmem._arrays",
                     "didmem._validation", "didmem._lazy", "didmem._outcomes"), (),
      "the exceptions, the one validation module, messages, array helpers, lazy imports"),
-    ("panel", ("didmem.panel", "didmem.panel_exposures", "didmem.cohorts", "didmem.suites",
-               "didmem.datasets"), ("foundation",),
+    ("panel", ("didmem.panel", "didmem.panel_checks", "didmem.panel_exposures",
+               "didmem.cohorts", "didmem.suites", "didmem.datasets"), ("foundation",),
      "the validated long table and its dense views; the cohort rules; the suites' published "
      "facts; simulated panels"),
     # the estimation wing

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..results._truth import score_cells
 from ..results.comparison import aligned_cells
 from ..errors import ParameterError
 from ..panel import Panel
@@ -91,21 +92,15 @@ class Replication:
 
 
 def _run_scores(part: pd.DataFrame) -> dict:
-    est, tau = part["estimate"].to_numpy(float), part["tau"].to_numpy(float)
-    lo, hi = part["ci_lower"].to_numpy(float), part["ci_upper"].to_numpy(float)
-    err = est - tau
-    corr = np.nan
-    if len(err) > 1 and np.std(est) > 0 and np.std(tau) > 0:
-        corr = float(np.corrcoef(est, tau)[0, 1])
-    has_ci = np.isfinite(lo) & np.isfinite(hi)
-    inside = (lo <= tau) & (tau <= hi)
+    """One run's scores of one estimator (:func:`didmem.results._truth.score_cells`)."""
+    score = score_cells(part)
     return {
-        "n_cells": len(err),
-        "mean_error": float(err.mean()) if len(err) else np.nan,
-        "sq_error": float(np.mean(err ** 2)) if len(err) else np.nan,
-        "corr": corr,
-        "coverage": float(inside[has_ci].mean()) if has_ci.any() else np.nan,
-        "covers_all": float(inside.all()) if has_ci.all() and len(err) else np.nan,
+        "n_cells": score.n_cells,
+        "mean_error": score.bias,
+        "sq_error": score.rmse ** 2,
+        "corr": score.corr,
+        "coverage": score.coverage,
+        "covers_all": score.covers_all,
     }
 
 

@@ -181,3 +181,52 @@ def test_cli_refuses_a_truth_file_with_string_cohorts(fitted, tmp_path):
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
     assert f"The truth file {str(bad)!r} (--truth) has values in column 'cohort'" in proc.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_lab_summary_shows_every_exposure(exposures, tmp_path):
+    """A lab run with repeats lists the instantaneous truth of each exposure (issue 40
+    item 4); a run with one exposure reads as before. The run's tables are stand-ins (no
+    torch here): the truth of simulate_exposures in the lab's layout."""
+    from didmem.lab.pipeline import LabResult
+
+    _, _, truth = exposures
+    lab_truth = truth.assign(metric="mean_token_loglik", sd=0.5, n_units=40)
+    run = LabResult(out_dir=tmp_path, config=None, panel=pd.DataFrame(), truth=lab_truth,
+                    exact=pd.DataFrame())
+    text = run.summary()
+    first, second = text.index("exposure 1"), text.index("exposure 2: the second exposure")
+    assert first < second
+    for k, start, end in ((1, first, second), (2, second, len(text))):
+        inst = lab_truth[(lab_truth["exposure"] == k) & (lab_truth["time"] == lab_truth["cohort"])]
+        block = text[start:end]
+        assert [f"{g:>6} {t:>10.4f}" in block for g, t in zip(inst["cohort"], inst["tau"])] \
+            == [True] * len(inst) and len(inst) >= 3
+    np.testing.assert_array_equal(run.instantaneous(exposure=2)["tau"], inst["tau"])
+    with pytest.raises(ParameterError, match=r"has the exposures \[1, 2\]; got exposure=3"):
+        run.instantaneous(exposure=3)
+    single = LabResult(out_dir=tmp_path, config=None, panel=pd.DataFrame(),
+                       truth=lab_truth[lab_truth["exposure"] == 1].drop(columns="exposure"),
+                       exact=pd.DataFrame())
+    assert "exposure" not in single.summary() and "cohort   tau(g,g)" in single.summary()
+
+
+def test_not_yet_treated_results_meet_the_truth_of_their_estimand(fitted, tmp_path):
+    """Where the truth has ``tau_nyt`` (the lab's: the direct effect against not-yet-treated
+    controls), a result with those controls is scored against it, fitted or saved; a result
+    with never-treated controls against ``tau``."""
+    result, truth = fitted
+    panel_truth = truth.assign(tau_nyt=truth["tau"] + 1.0)
+    data, _ = simulate_panel(n_cohorts=3, units_per_cohort=25, n_never_treated=40, n_times=6,
+                             cohort_scale=[0.5, 1.0, 2.0], seed=11)
+    panel = didmem.Panel(data, unit="unit", time="time", cohort="cohort", outcome="y")
+    nyt = didmem.DiDEstimator(n_bootstrap=0, control_group="not_yet_treated").fit(panel)
+    saved = didmem.load_result(nyt.save(tmp_path / "nyt.parquet"))
+    for res, column in ((result, "tau"), (nyt, "tau_nyt"), (saved, "tau_nyt")):
+        cells = cells_with_truth(res, panel_truth)
+        expected = panel_truth.set_index(["cohort", "time"])[column]
+        np.testing.assert_array_equal(
+            cells["tau"], expected.reindex(pd.MultiIndex.from_frame(cells[["cohort", "time"]])))
+    long = didmem.aligned_cells({"never": result, "nyt": nyt}, panel_truth)
+    gap = (long[long["estimator"] == "nyt"]["tau"].to_numpy()
+           - long[long["estimator"] == "never"]["tau"].to_numpy())
+    np.testing.assert_allclose(gap, 1.0, rtol=0, atol=1e-12)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["CELL_SETS", "TruthScore", "check_truth_frame", "truth_table", "result_exposure",
-           "cells_with_truth", "select_cells", "score_cells", "score_estimates",
+           "truth_column", "result_truth", "cells_with_truth", "select_cells", "score_cells", "score_estimates",
            "true_aggregate"]
 
 CELL_SETS = ("post", "all", "instantaneous", "residual")
@@ -110,7 +110,7 @@ def check_truth_frame(truth, source: str = "the truth") -> None:
 
 
 def truth_table(truth, *, metric: str | None = None, exposure: int | None = None,
-                source: str = "the truth") -> pd.DataFrame:
+                column: str = "tau", source: str = "the truth") -> pd.DataFrame:
     """The truth's cells of one metric and exposure: ``cohort``, ``time``, ``tau`` (float64).
 
     Parameters
@@ -123,6 +123,9 @@ def truth_table(truth, *, metric: str | None = None, exposure: int | None = None
     exposure : int, optional
         The rows of this exposure, when the truth has an ``exposure`` column (default: the
         first). A truth without one is of the first exposure.
+    column : str
+        The truth's column that holds the estimand (``"tau"``; the lab's truth also has
+        ``"tau_nyt"``, see :func:`truth_column`), returned as ``tau``.
     source : str
         How messages name the truth (``"the truth file 'truth.csv'"``).
 
@@ -157,8 +160,10 @@ def truth_table(truth, *, metric: str | None = None, exposure: int | None = None
             f"{source} has no 'exposure' column, so it is the truth of the first exposure; "
             f"the result is of exposure {k}. Give the truth of every exposure (a lab run with "
             "exposures > 1 writes it to truth.parquet, with an 'exposure' column).")
+    if column not in truth.columns:
+        raise ParameterError(f"{source} has no column {column!r}.")
     out = pd.DataFrame({name: _numeric(truth, name, source)
-                        for name in ("cohort", "time", "tau")})
+                        for name in ("cohort", "time", column)}).rename(columns={column: "tau"})
     twice = out.duplicated(["cohort", "time"], keep=False)
     if twice.any():
         first = out[twice].iloc[0]
@@ -189,9 +194,36 @@ def result_exposure(result, frame: pd.DataFrame | None = None) -> int:
     return 1
 
 
+def truth_column(result, truth, exposure: int = 1) -> str:
+    """The truth's column of the result's estimand: ``"tau"``, or ``"tau_nyt"`` for a result
+    of the first exposure with not-yet-treated controls when the truth has that column.
+
+    The lab's ``tau`` is the direct effect against never-treated controls (the total effect
+    less the cohort's spillover on the validation instances); against not-yet-treated
+    controls the spillover on the later cohorts counts too, which ``tau_nyt`` takes out.
+    A later exposure's ``tau`` is already against its history-matched controls.
+    """
+    params = getattr(result, "params", None)
+    control = params.get("control_group") if isinstance(params, Mapping) else None
+    if control == "not_yet_treated" and exposure == 1 and "tau_nyt" in truth.columns:
+        return "tau_nyt"
+    return "tau"
+
+
+def result_truth(result, truth, frame: pd.DataFrame | None = None, *,
+                 metric: str | None = None, source: str = "the truth") -> pd.DataFrame:
+    """The truth's cells of the result's estimand (:func:`truth_table` of its exposure and
+    :func:`truth_column`); ``frame`` is the result's cells when already at hand."""
+    check_truth_frame(truth, source)
+    exposure = result_exposure(result, frame)
+    return truth_table(truth, metric=metric, exposure=exposure, source=source,
+                       column=truth_column(result, truth, exposure))
+
+
 def cells_with_truth(result, truth, *, source: str = "the truth") -> pd.DataFrame:
     """``result.to_frame()`` with the true ``tau`` of each cell (NaN where the truth lacks it),
-    matched to the result's outcome (the truth's ``metric``) and exposure.
+    matched to the result's outcome (the truth's ``metric``), exposure and control group
+    (:func:`result_truth`).
 
     Raises
     ------
@@ -199,8 +231,7 @@ def cells_with_truth(result, truth, *, source: str = "the truth") -> pd.DataFram
         As :func:`truth_table`, or when the truth shares no cell with the result.
     """
     frame = result.to_frame()
-    true = truth_table(truth, metric=str(result.outcome),
-                       exposure=result_exposure(result, frame), source=source)
+    true = result_truth(result, truth, frame, metric=str(result.outcome), source=source)
     out = frame.merge(true, on=["cohort", "time"], how="left")
     if out["tau"].notna().sum() == 0:
         raise ParameterError(f"{source[:1].upper() + source[1:]} shares no (cohort, time) cell "

@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ParameterError, optional_import
-from ._truth import (CELL_SETS, check_truth_frame, result_exposure, score_estimates,
-                     select_cells, truth_table)
+from ._truth import CELL_SETS, check_truth_frame, result_truth, score_estimates, select_cells
 
 __all__ = ["compare", "plot_comparison", "aligned_cells"]
 
@@ -38,7 +37,8 @@ def aligned_cells(results: Mapping, truth=None, *, metric=None, cells="post") ->
 
     Columns: estimator, cohort, time, estimate, ci_lower, ci_upper (NaN without intervals)
     and, with a truth, tau (cells the truth lacks are dropped). Each result is joined with
-    the truth of its own exposure (see :func:`didmem.results._truth.truth_table`).
+    the truth of its own exposure and control group (see
+    :func:`didmem.results._truth.result_truth`).
     """
     if not isinstance(results, Mapping) or not results:
         raise ParameterError("compare needs a non-empty dict {name: result}.")
@@ -54,7 +54,7 @@ def aligned_cells(results: Mapping, truth=None, *, metric=None, cells="post") ->
         frame = select_cells(_frame_of(name, result), cells)
         part = frame.reindex(columns=columns[1:]).assign(estimator=str(name))[columns]
         if truth is not None:
-            true = truth_table(truth, metric=metric, exposure=result_exposure(result, frame))
+            true = result_truth(result, truth, frame, metric=metric)
             part = part.merge(true, on=["cohort", "time"], how="inner")
         parts.append(part)
     return pd.concat(parts, ignore_index=True)
@@ -103,7 +103,7 @@ def compare(results: Mapping, truth: pd.DataFrame | None = None, *, metric: str 
         Columns cohort, time, tau (and ``metric`` and ``exposure``, as in the lab's
         ``truth.parquet``). Each result is scored against the truth of its own exposure
         (the ``exposure`` of an :class:`~didmem.results.exposure.ExposureResult`, else the
-        first).
+        first) and, where the truth has ``tau_nyt`` (the lab's), of its control group.
     metric : str, optional
         The truth's metric to use when it holds several.
     cells : {"post", "all", "instantaneous", "residual"}

@@ -90,3 +90,19 @@ def test_settings_pickle(fitted_and_saved):
     _, saved, _ = fitted_and_saved
     again = pickle.loads(pickle.dumps(saved))
     assert again.settings == saved.settings
+
+
+def test_a_later_exposure_reports_the_same_saved(tmp_path):
+    """The second exposure's result too: its truth is matched by exposure, fitted or saved."""
+    from didmem.datasets import simulate_exposures
+
+    data, truth = simulate_exposures(n_first=3, units_per_cohort=40, n_never_treated=60,
+                                     gaps=(2,), seed=5)
+    panel = didmem.Panel(data, unit="unit", time="time", cohort=["cohort", "cohort_2"],
+                         outcome="y")
+    fitted = didmem.DiDEstimator(n_bootstrap=99, random_state=0, exposure=2).fit(panel)
+    saved = didmem.load_result(fitted.save(tmp_path / "second.parquet"))
+    assert saved.summary() == fitted.summary() and saved.settings == fitted.settings
+    page_fitted, page_saved = _page(fitted, truth), _page(saved, truth)
+    assert page_fitted == page_saved
+    assert sum("true_tau" in line for line in page_saved) > 0

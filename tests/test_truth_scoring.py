@@ -230,3 +230,21 @@ def test_not_yet_treated_results_meet_the_truth_of_their_estimand(fitted, tmp_pa
     gap = (long[long["estimator"] == "nyt"]["tau"].to_numpy()
            - long[long["estimator"] == "never"]["tau"].to_numpy())
     np.testing.assert_allclose(gap, 1.0, rtol=0, atol=1e-12)
+
+
+def test_didmem_report_reads_a_truth_of_every_exposure(exposures, tmp_path):
+    """``didmem report --truth`` takes a truth file with an ``exposure`` column (the lab's
+    layout) and sets each result beside the truth of its own exposure."""
+    pytest.importorskip("matplotlib")
+    from didmem.cli import main
+
+    first, second, truth = exposures
+    files = [first.save(tmp_path / "first.parquet"), second.save(tmp_path / "second.parquet")]
+    truth_path = tmp_path / "truth.parquet"
+    truth.to_parquet(truth_path)
+    out = tmp_path / "report.html"
+    assert main(["report", *map(str, files), "--truth", str(truth_path), "--out",
+                 str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    for result in (first, second):
+        assert error_summary(cells_with_truth(result, truth)).describe()[1:] in text

@@ -69,26 +69,43 @@ class LabResult:
         """Directory of the main run's ``step{N}`` checkpoints."""
         return self.out_dir / "checkpoints"
 
-    def instantaneous(self, metric: str = "mean_token_loglik") -> pd.DataFrame:
-        """The true instantaneous effect τ(g, g) per cohort, with its instance-level z-score.
+    def instantaneous(self, metric: str = "mean_token_loglik",
+                      exposure: int = 1) -> pd.DataFrame:
+        """The true instantaneous effect τ(g, g) per cohort of one exposure, with its
+        instance-level z-score.
 
         ``z = tau / (sd / sqrt(n_units))`` says how clearly the cohort's mean effect stands
-        out from the spread of its instances' effects.
+        out from the spread of its instances' effects. ``exposure`` picks the ``k``-th
+        exposure's cohorts and truth in a run with repeats (``exposures > 1``).
         """
         truth = self.truth
-        if "exposure" in truth:  # repeated exposure: the first exposure's truth
-            truth = truth[truth["exposure"] == 1]
+        if "exposure" in truth:  # repeated exposure: the rows of the exposure asked for
+            if not (truth["exposure"] == exposure).any():
+                raise ParameterError(f"This lab run has the exposures "
+                                     f"{sorted(truth['exposure'].unique().tolist())}; got "
+                                     f"exposure={exposure!r}.")
+            truth = truth[truth["exposure"] == exposure]
+        elif exposure != 1:
+            raise ParameterError(f"This lab run has one exposure (exposures = 1); got "
+                                 f"exposure={exposure!r}.")
         t = truth[(truth["metric"] == metric) & (truth["time"] == truth["cohort"])]
         out = t[["cohort", "tau", "sd", "n_units"]].reset_index(drop=True)
         out["z"] = out["tau"] / (out["sd"] / np.sqrt(out["n_units"]))
         return out
 
     def summary(self, metric: str = "mean_token_loglik") -> str:
-        """A short text report: instantaneous truth per cohort and the exact check."""
-        lines = [f"didmem lab run in {self.out_dir}", f"metric: {metric}",
-                 "cohort   tau(g,g)        z"]
-        for row in self.instantaneous(metric).itertuples():
-            lines.append(f"{row.cohort:>6} {row.tau:>10.4f} {row.z:>8.1f}")
+        """A short text report: instantaneous truth per cohort of every exposure and the
+        exact check."""
+        lines = [f"didmem lab run in {self.out_dir}", f"metric: {metric}"]
+        exposures = (sorted(int(k) for k in self.truth["exposure"].unique())
+                     if "exposure" in self.truth else [1])
+        for k in exposures:
+            if len(exposures) > 1:
+                lines.append(f"exposure {k}" + (" (every exposure of the cohort's instances)"
+                                                if k == 1 else f": the {_ordinal(k)} exposure"))
+            lines.append("cohort   tau(g,g)        z")
+            for row in self.instantaneous(metric, k).itertuples():
+                lines.append(f"{row.cohort:>6} {row.tau:>10.4f} {row.z:>8.1f}")
         ex = self.exact[self.exact["metric"] == metric] if len(self.exact) else self.exact
         if len(ex):
             lines.append("exact check: max |twin - exact| per cohort")
@@ -97,6 +114,10 @@ class LabResult:
         if self.timings:
             lines.append("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in self.timings.items()))
         return "\n".join(lines)
+
+
+def _ordinal(k: int) -> str:
+    return {2: "second", 3: "third"}.get(k, f"{k}th")
 
 
 def _config_for(quick: bool, seed: int, config, changes: dict) -> LabConfig:

@@ -142,10 +142,10 @@ def _truth_figure(result, cells) -> str:
 
 
 def _settings_html(result) -> str:
-    resolved = {"cband": result.band,
-                "multiplier": getattr(getattr(result, "inference", None), "multiplier", None)}
+    settings = result.settings  # the same values for a fitted result and its saved copy
+    resolved = {"cband": result.band, "multiplier": settings.multiplier}
     rows = [("estimator", result.estimator), ("outcome", outcome_label(result)),
-            ("units", result.n_units), ("inference", result._inference_line())]
+            ("units", result.n_units), ("inference", settings.inference_line)]
     for k, v in dict(result.params).items():
         if k in ("outcome", "lower_is_better"):
             continue  # shown resolved above

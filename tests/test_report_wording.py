@@ -103,7 +103,8 @@ def test_an_interval_that_excludes_the_truth_says_so():
                                                   ci_upper=0.076))
     cells = pd.DataFrame({"cohort": [1.0, 2.0], "time": [1.0, 2.0], "event_time": [0.0, 0.0],
                           "n_treated": [10, 10], "tau": [0.06, 0.0606], "post": [True, True]})
-    result = SimpleNamespace(aggregate=lambda kind: agg, design=None)
+    result = SimpleNamespace(aggregate=lambda kind: agg, design=None,
+                             settings=SimpleNamespace(cohort_shares=None))
     text, _ = _instantaneous(result, "nats", cells)
     assert "truth 0.0603, outside this interval" in text
 
@@ -116,7 +117,8 @@ def test_no_cohort_significant_but_the_average_is_explained():
                           keys=frame["cohort"].to_numpy(), key_name="cohort",
                           overall=SimpleNamespace(estimate=0.025, ci_lower=0.01,
                                                   ci_upper=0.04))
-    result = SimpleNamespace(aggregate=lambda kind: agg, design=None)
+    result = SimpleNamespace(aggregate=lambda kind: agg, design=None,
+                             settings=SimpleNamespace(cohort_shares=None))
     text, _ = _instantaneous(result, "nats", None)
     assert "significant in 0 of 3 cohorts" in text
     assert "No single cohort's band excludes zero, but the average's pointwise interval does" \

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from .._outcomes import outcome_label, outcome_unit
+from .._validation import Satisfies, validate_params
 from .._version import __version__
 from ..errors import DidmemError, ParameterError
 from ._cells import CELLS_SCRIPT, cells_table_html, heatmap_html
@@ -251,6 +252,31 @@ def _correlation_html(named) -> str:
                                                   wide=len(corr) > 4) + "</div>")
 
 
+def _figure_names(value) -> bool:
+    from ..plotting import PLOTS
+
+    return not isinstance(value, (str, bytes, Mapping)) and all(
+        isinstance(f, str) and f in PLOTS for f in value)
+
+
+def _figure_options(value) -> bool:
+    return value is None or (isinstance(value, Mapping) and all(
+        _figure_names([k]) and isinstance(v, Mapping) for k, v in value.items()))
+
+
+_REPORT = {
+    "title": Satisfies(lambda v: isinstance(v, str), "a string"),
+    "notes": Satisfies(lambda v: isinstance(v, str), "a string"),
+    "figures": Satisfies(_figure_names, "a list of figure names of didmem.plotting.PLOTS "
+                                        "('profile', 'instantaneous', ...)"),
+    "figure_options": Satisfies(_figure_options, "None or a mapping of figure names to "
+                                                 "mappings of keyword arguments"),
+    "sensitivity": Satisfies(lambda v: v is None or isinstance(v, Mapping),
+                             "None or a mapping of didmem.sensitivity's arguments (m required)"),
+}
+
+
+@validate_params(_REPORT, owner="render_report")
 def render_report(results, *, title: str = "didmem report", figures: Sequence[str] = FIGURES,
                   figure_options: Mapping[str, Mapping] | None = None, notes: str = "",
                   sensitivity: Mapping | None = None, truth=None) -> str:

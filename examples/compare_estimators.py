@@ -24,8 +24,8 @@ post-treatment cells). Run::
     python examples/compare_estimators.py --out lab-compare --figure compare.png
 
 On this project's 2-core machine it took 42 s (21 s at a lower load; 2026-11-22,
-benchmarks/RESULTS.md); a first-time user of the same machine, shared by eight sessions,
-measured 4 minutes (issue 40): it trains lab models, so it slows with the load.
+benchmarks/RESULTS.md); a first-time user measured 4 minutes (issue 40): it trains lab
+models, so its time varies with the machine and its load.
 
 One run is one draw of each estimator's error. With ``--replicate N`` the example instead
 runs the lab over ``N`` seeds per condition (same distribution; two domains with

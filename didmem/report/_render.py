@@ -48,6 +48,8 @@ def _cells_band(result) -> str:
 
 def _captions(result, has_truth: bool, options: Mapping) -> dict:
     band = _band_words(result)
+    over = ({"cohorts": f"{band} over the cohorts", "event times": f"{band} over the event times"}
+            if band.startswith("simultaneous") else {"cohorts": band, "event times": band})
     unit = html.escape(outcome_unit(result.outcome))
     truth = " Red diamonds: the truth." if has_truth else ""
     step = checkpoint_step(result)
@@ -58,18 +60,18 @@ def _captions(result, has_truth: bool, options: Mapping) -> dict:
     return {
         "profile": (f"<b>Memorisation profile.</b> Each coloured cell is tau(g, c) in {unit}: the "
                     "effect of training at treatment step g (row) on the outcome at checkpoint c "
-                    f"(column), drawn only where the {_cells_band(result)} excludes zero; grey cells are not "
-                    "significant or lie before treatment. Read the diagonal for instantaneous "
-                    "memorisation and along a row for how long it lasts. Hover a cell for its "
-                    "values, click it to find it in the table of cells."),
+                    f"(column), drawn only where the {_cells_band(result)} excludes zero; grey "
+                    "cells are not significant or lie before treatment. Read the diagonal for "
+                    "instantaneous memorisation and along a row for how long it lasts. Hover a "
+                    "cell for its values, click it to find it in the table of cells."),
         "instantaneous": (f"<b>Instantaneous memorisation</b> tau(g, g) per cohort, in {unit}, "
-                          f"with the {band}.{lr}{truth}"),
+                          f"with the {over['cohorts']}.{lr}{truth}"),
         "persistent": (f"<b>Persistent memorisation</b>: the effect c - g training steps after "
-                       f"treatment{spacing}, averaged over cohorts, in {unit}, with the {band}: "
-                       f"how fast memorisation fades.{truth}"),
+                       f"treatment{spacing}, averaged over cohorts, in {unit}, with the "
+                       f"{over['event times']}: how fast memorisation fades.{truth}"),
         "residual": (f"<b>Residual memorisation</b> tau(g, T) at the last checkpoint T = {last}, "
-                     f"in {unit}: what remains at the end. Full colour: the {band} excludes "
-                     f"zero; faint: it does not.{truth}"),
+                     f"in {unit}: what remains at the end. Full colour: the "
+                     f"{over['cohorts']} excludes zero; faint: it does not.{truth}"),
         "pretrends": ("<b>Parallel trends before treatment</b>: the pre-treatment cells "
                       "(c < g), all zero in expectation when parallel trends hold, with the "
                       f"{band}. The title gives the calibrated event-time pre-test."),
@@ -97,7 +99,8 @@ def _aggregate_tables(result, cells) -> str:
                 f"table (critical value {agg.critical_value:.3f})"
                 if agg.band == "simultaneous" and len(frame) > 1
                 else f"pointwise {level} intervals")
-        parts.append(head + f"<p>Overall {o.estimate:.4g} {html.escape(outcome_unit(result.outcome))}"
+        unit = html.escape(outcome_unit(result.outcome))
+        parts.append(head + f"<p>Overall {o.estimate:.4g} {unit}"
                      f" (SE {o.std_error:.3g}, pointwise {level} CI "
                      f"[{o.ci_lower:.4g}, {o.ci_upper:.4g}]). The rows' <code>ci_lower</code>, "
                      f"<code>ci_upper</code>: {rows}; the table of every cell gives each cell "

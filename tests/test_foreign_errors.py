@@ -12,7 +12,7 @@ import pytest
 from didmem import Study
 from didmem.backends import CallableBackend
 from didmem.backends._parts import PartStore
-from didmem.backends.hubble import read_perturbation_info
+from didmem.orders.hubble import read_perturbation_info
 from didmem.errors import ConfigError, DidmemError, OutputFileError, ParameterError
 from didmem.study._tables import load_npy, read_token_ids
 

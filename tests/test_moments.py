@@ -11,7 +11,7 @@ from scipy import sparse
 import didmem
 from didmem.errors import DataDroppedWarning, EstimationError
 from didmem.inference._prepared import did_cells
-from didmem.inference.cell_inference import CellInference
+from didmem.inference.cell_inference import CellInference, InferenceSettings
 from didmem.inference.linear import combination_moments
 from didmem.inference.moment_cells import MomentsInfluence, prepare_moments
 from didmem.inference.moments import CohortMoments, reference_moments
@@ -44,6 +44,11 @@ def _from_moments(moments, control_group, base_period, anticipation=0, lower_is_
     cells = did_cells(design, base_period=base_period, not_yet=not_yet,
                       anticipation=anticipation)
     return design, cells, MomentsInfluence.build(design, cells)
+
+
+def _settings(n_draws, random_state=0):
+    return InferenceSettings(n_draws=n_draws, multiplier="normal", random_state=random_state,
+                             alpha=0.05, cband=None, small_sample=False, owner="test")
 
 
 def _assert_close(actual, desired):
@@ -130,15 +135,14 @@ def test_cells_equal_the_in_memory_fit(panel, control_group, base_period, small_
     var[cells.ref == 1] = np.nan
     _assert_close(np.sqrt(var), res.analytic_std_errors)
     if small_sample:
-        corrected = small_sample_cells(design, cells, inf.stats, var, inf)
+        corrected = small_sample_cells(inf, var)
         _assert_close(np.where(np.isnan(var), np.nan, np.sqrt(corrected.variance)),
                       frame["std_error"])
         _assert_close(corrected.df, res.inference.correction.df)
     # the Wald pre-test over the pre-treatment cells with a standard error
     before = res.cohorts > res.times
     which = np.flatnonzero(before & np.isfinite(res.analytic_std_errors))
-    inference = CellInference(design=design, cells=cells, stats=inf.stats, influence=inf,
-                              alpha=0.05, cband=None)
+    inference = CellInference.draw(inf, _settings(n_draws=0))
     stat, df, pvalue, _ = inference.pretest(inf.att, which, n_before=int(before.sum()))
     assert df == res.pretest.df
     _assert_close([stat, pvalue], [res.pretest.statistic, res.pretest.pvalue])
@@ -224,10 +228,8 @@ def test_sup_t_value_matches_the_in_memory_bootstrap(simulated):
     res = didmem.DiDEstimator(n_bootstrap=4000, multiplier="normal", small_sample=False,
                               random_state=1).fit(simulated)
     design, cells, inf = _from_moments(_moments(simulated), "never_treated", "varying")
-    inference = CellInference.draw(design, cells, inf.stats, inf, alpha=0.05, cband=None,
-                                   n_bootstrap=4000, multiplier="normal", random_state=2,
-                                   small_sample=False, variance=inf.variance())
-    _, band = inference.cell_band(inf.variance())
+    inference = CellInference.draw(inf, _settings(n_draws=4000, random_state=2))
+    _, band = inference.cell_band(inference.variance)
     assert band.kind == res.band == "simultaneous"
     # sup-t statistics of the in-memory draws: the spread of their 0.95 quantile
     boot = res.inference.bootstrap.cells

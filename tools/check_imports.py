@@ -60,8 +60,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
     ("foundation", ("didmem._version", "didmem.errors", "didmem._messages", "didmem._arrays",
                     "didmem._validation", "didmem._lazy", "didmem._outcomes"), (),
      "the exceptions, the one validation module, messages, array helpers, lazy imports"),
-    ("panel", ("didmem.panel", "didmem.panel_exposures", "didmem.panel_scan", "didmem.cohorts",
-               "didmem.suites", "didmem.datasets"), ("foundation",),
+    ("panel", ("didmem.panel", "didmem.panel_checks", "didmem.panel_exposures",
+               "didmem.panel_scan", "didmem.cohorts", "didmem.suites", "didmem.datasets"),
+     ("foundation",),
      "the validated long table and its dense views; a parquet folder read as unit paths; the "
      "cohort rules; the suites' published facts; simulated panels"),
     # the estimation wing

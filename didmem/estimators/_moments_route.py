@@ -50,7 +50,8 @@ def fit_moments(estimator, moments, *, outcome: str, never_treated_code=None):
     never_treated_code : float, optional
         The panel's never-treated code (only for the hint of an error message).
     """
-    from ..inference.moment_cells import MomentsCellInference, MomentsInfluence, prepare_moments
+    from ..inference.cell_inference import CellInference, InferenceSettings
+    from ..inference.moment_cells import MomentsInfluence, prepare_moments
     from ..results.cells import GroupTimeResult
 
     params = estimator._validated_params()
@@ -63,21 +64,12 @@ def fit_moments(estimator, moments, *, outcome: str, never_treated_code=None):
                              anticipation=params.get("anticipation", 0),
                              lower_is_better=params["lower_is_better"], owner=name,
                              never_treated_code=never_treated_code)
-    cells = estimator._cells(design, params)
+    cells = estimator._cells(design, params, not_yet)
     influence = MomentsInfluence.build(design, cells)
-    var = influence.variance()  # 0 on reference cells, as the in-memory kernel leaves them
-    inference = MomentsCellInference.draw(
-        design, cells, influence.stats, influence, alpha=params["alpha"],
-        cband=params["cband"], n_bootstrap=params["n_bootstrap"],
-        multiplier=params["multiplier"], random_state=params["random_state"],
-        small_sample=params["small_sample"], variance=var, owner=name)
-    analytic, band = inference.cell_band(var)
-    return GroupTimeResult(
-        estimator=name, params=params, outcome=outcome,
-        lower_is_better=params["lower_is_better"], inference=inference,
-        estimates=influence.att, std_errors=band.std_errors, analytic_std_errors=analytic,
-        critical_value=band.critical_value, band=band.kind,
-        cell_critical_values=band.cell_critical_values)
+    inference = CellInference.draw(influence, InferenceSettings.from_params(params, name))
+    return GroupTimeResult.from_inference(inference, estimator=name, params=params,
+                                          outcome=outcome,
+                                          lower_is_better=params["lower_is_better"])
 
 
 def fit_dataset(estimator, dataset, *, map_items=map):

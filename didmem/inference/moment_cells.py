@@ -24,32 +24,16 @@ and influence function unchanged), as the in-memory route centres its columns.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._messages import listing as _listing
-from ..errors import DataDroppedWarning, EstimationError, SmallCohortWarning
+from ..errors import EstimationError
 from . import kernels
-from .bands import analytic_se, bootstrap_se
-from .cell_inference import Band, CellInference, Combination
-from .linear import combination_draws
+from .influence import CellInfluence
 from .moments import CohortMoments
 
-__all__ = ["MomentsDesign", "MomentsInfluence", "MomentsCellInference", "prepare_moments"]
-
-MIN_COHORT_SIZE = 5  # as the in-memory route (R did warns below 5 units without covariates)
-
-
-def _fmt(value) -> str:
-    value = float(value)
-    return str(int(value)) if value.is_integer() else repr(value)
-
-
-def _labels(values) -> list[str]:
-    return [_fmt(g) for g in np.unique(values)]
-
+__all__ = ["MomentsDesign", "MomentsInfluence", "prepare_moments"]
 
 @dataclass(frozen=True, eq=False)
 class MomentsDesign:
@@ -121,102 +105,57 @@ class MomentsDesign:
 def prepare_moments(moments: CohortMoments, *, need_never_treated: bool, anticipation: float,
                     lower_is_better: bool, owner: str,
                     never_treated_code: float | None = None) -> MomentsDesign:
-    """R did's pre-processing on moments, with the in-memory route's errors and warnings.
+    """R did's pre-processing on moments, by the in-memory route's own steps
+    (:func:`~didmem.inference._prepared._r_preprocessing` on the units' cohorts, then the
+    blocks' checks): the same errors and warnings.
 
     Cohorts after the last period count as never treated; without never-treated units the
     latest cohort becomes the comparison group and the periods from it on are dropped;
     cohorts treated by the first period plus anticipation are dropped.
     """
+    from ._prepared import _cohort_blocks, _r_preprocessing
+
     m = moments.negated() if lower_is_better else moments
     times = m.times
-    cohorts = m.cohorts
-    sizes = m.count
     zero_hint = ""
-    if never_treated_code is None and np.any(cohorts == 0) and 0 <= times[0]:
+    if never_treated_code is None and np.any(m.cohorts == 0) and 0 <= times[0]:
         zero_hint = (" If 0 marks never-treated units (R did's convention), pass "
                      "never_treated=0 to Panel (CLI: --never-treated 0).")
-    if np.all(np.isfinite(cohorts) & (cohorts <= times[0] + anticipation)):
-        raise EstimationError(
-            f"{owner}: every one of the {m.n_units} units is treated by the first period "
-            f"{_fmt(times[0])}" + (f" plus anticipation {_fmt(anticipation)}" if anticipation
-                                   else "")
-            + " (cohorts " + _listing(_labels(cohorts), plain=True) + "), so no unit has an "
-            "untreated period to compare with and nothing can be estimated. The cohort column "
-            "must hold the first period of treatment, NaN or inf for never-treated units."
-            + zero_hint)
-    late = np.isfinite(cohorts) & (cohorts > times[-1])
-    if late.any():
-        warnings.warn(
-            f"{owner}: {int(sizes[late].sum())} units have a cohort after the last time "
-            f"{_fmt(times[-1])} (cohorts {_listing(_labels(cohorts[late]), plain=True)}); they "
-            "are never treated within the panel and count as never-treated, as in R did.",
-            DataDroppedWarning, stacklevel=3)
-        for g in cohorts[late]:
-            m = m.merge_cohorts(g, np.inf)
-    if not np.isinf(m.cohorts).any():
-        if need_never_treated:
-            raise EstimationError(
-                f"{owner}: control_group='never_treated' needs never-treated units, but every "
-                f"one of the {m.n_units} units has a finite cohort."
-                + (zero_hint or " Use control_group='not_yet_treated' or add never-treated "
-                   "(validation) units."))
-        last = m.cohorts.max()
-        cut = m.times < last - anticipation
-        if cut.sum() < 2:
-            raise EstimationError(
-                f"{owner}: without never-treated units the latest cohort ({_fmt(last)}) serves "
-                "only as a comparison and periods from it on are dropped; fewer than 2 periods "
-                "would remain.")
-        warnings.warn(
-            f"{owner}: there are no never-treated units, so the latest cohort ({_fmt(last)}, "
-            f"{int(m.count[m.cohorts == last].sum())} units) serves only as a comparison group "
-            f"and the {int((~cut).sum())} periods from {_fmt(last - anticipation)} on are "
-            "dropped, as in R did.", DataDroppedWarning, stacklevel=3)
-        m = m.at_times(cut).merge_cohorts(last, np.inf)
-    times = m.times
-    early = np.isfinite(m.cohorts) & (m.cohorts <= times[0] + anticipation)
-    if early.any():
-        warnings.warn(
-            f"{owner}: dropped {int(m.count[early].sum())} units of cohorts "
-            f"{_listing(_labels(m.cohorts[early]), plain=True)}, treated by the first period "
-            f"{_fmt(times[0])} plus anticipation {_fmt(anticipation)}: they have no "
-            "pre-treatment period." + (zero_hint if np.any(m.cohorts[early] == 0) else ""),
-            DataDroppedWarning, stacklevel=3)
-        m = m.select(~early)
-    if times.size < 2:
-        raise EstimationError(f"{owner}: the panel needs at least 2 periods; it has {times.size}.")
-    treated = np.isfinite(m.cohorts)
-    if not treated.any():
-        raise EstimationError(
-            f"{owner}: no treated cohort with a pre-treatment period remains; the cohort column "
-            "must hold the first period of treatment (NaN or inf for never-treated).")
-    small = m.cohorts[treated & (m.count < MIN_COHORT_SIZE)]
-    if small.size:
-        warnings.warn(
-            f"{owner}: {small.size} cohorts have fewer than {MIN_COHORT_SIZE} units "
-            f"({_listing([_fmt(g) for g in small], plain=True)}); their estimates and bands are "
-            "fragile.", SmallCohortWarning, stacklevel=3)
-    n_never = int(m.count[~treated].sum())
-    if need_never_treated and n_never < MIN_COHORT_SIZE:
-        raise EstimationError(
-            f"{owner}: the never-treated group has {n_never} units, fewer than "
-            f"{MIN_COHORT_SIZE}; use control_group='not_yet_treated' (as R did requires).")
-    if treated.all():  # not-yet-treated controls only: an empty never-treated block
+    per_unit = np.repeat(m.cohorts, m.count)  # the units' cohorts, for the messages' counts
+    starts = np.concatenate([[0], np.cumsum(m.count)])
+    cut, keep = _r_preprocessing(per_unit, times, need_never_treated=need_never_treated,
+                                 anticipation=anticipation, owner=owner, noun="units",
+                                 zero_hint=zero_hint)
+    now = per_unit[starts[:-1]] if per_unit.size else per_unit  # each cohort's value after it
+    kept = keep[starts[:-1]] if per_unit.size else keep
+    del per_unit, keep
+    m = m.select(kept)
+    for old, new in zip(m.cohorts, now[kept]):
+        if old != new:  # a late cohort, or the latest without never-treated units
+            m = m.merge_cohorts(old, new)
+    if not cut.all():
+        m = m.at_times(cut)
+    if not np.isinf(m.cohorts).any():  # an empty never-treated block (not-yet-treated only)
         m = m + CohortMoments(times=m.times, cohorts=np.array([np.inf]),
                               count=np.zeros(1, dtype=np.int64), weight=np.zeros(1),
-                              weight_sq=np.zeros(1), mean=np.zeros((1, times.size)),
-                              lever=np.zeros((1, times.size)),
-                              cross=np.zeros((1, times.size, times.size)))
+                              weight_sq=np.zeros(1), mean=np.zeros((1, m.times.size)),
+                              lever=np.zeros((1, m.times.size)),
+                              cross=np.zeros((1, m.times.size, m.times.size)))
+    _cohort_blocks(m.cohorts, np.ones(m.cohorts.size, dtype=bool),
+                   lambda block, counts: m.count.astype(float),
+                   need_never_treated=need_never_treated, owner=owner, word="units")
     starts = np.concatenate([[0], np.cumsum(m.count)]).astype(np.int64)
     return MomentsDesign(moments=m, cohorts=m.cohorts[:-1].copy(), starts=starts)
 
 
 @dataclass(frozen=True, eq=False)
-class MomentsInfluence:
-    """The cells' influence functions on a :class:`MomentsDesign`, held as moments.
+class MomentsInfluence(CellInfluence):
+    """The cells' influence functions on a :class:`MomentsDesign`, held as moments: a route
+    of the influence protocol (:class:`~didmem.inference.influence.CellInfluence`).
 
     Build it with :meth:`build`; ``att`` and ``stats`` are the cells' estimates and grouped
-    statistics (in the centred outcome, as the in-memory route's).
+    statistics (in the centred outcome, as the in-memory route's). The multiplier bootstrap
+    is Gaussian only (:meth:`bootstrap`); no unit's influence is held (:meth:`dense`).
     """
 
     design: MomentsDesign
@@ -224,6 +163,22 @@ class MomentsInfluence:
     att: np.ndarray
     stats: dict
     gram: np.ndarray
+
+    @property
+    def n_cells(self) -> int:
+        return int(self.cells.size)
+
+    @property
+    def estimates(self) -> np.ndarray:
+        return self.att
+
+    def chunk_drawer(self, multipliers, clusters, n_clusters: int):
+        raise EstimationError("Moments draw each block's sums from their Gaussian law "
+                              "(bootstrap), not from per-unit multipliers.")
+
+    def dense(self) -> np.ndarray:
+        raise EstimationError("Moments hold no unit's influence function; fit the panel in "
+                              "memory for the units x cells matrix.")
 
     @classmethod
     def build(cls, design: MomentsDesign, cells) -> "MomentsInfluence":
@@ -362,7 +317,8 @@ class MomentsInfluence:
             out[:, j, :] = rng.standard_normal((n_draws, p)) @ roots[j]
         return out
 
-    def bootstrap(self, n_draws: int, multiplier: str, rng, clusters=None, n_clusters: int = 0):
+    def bootstrap(self, n_draws: int, multiplier: str, rng, clusters=None, n_clusters: int = 0,
+                  *, multipliers=None):
         """The Gaussian multiplier bootstrap of every cell (see the module notes).
 
         Returns :class:`~didmem.inference.bootstrap.BootstrapDraws`. Only ``"normal"``
@@ -407,74 +363,3 @@ def _control_member(cells, n_blocks: int, live_only: bool = True) -> np.ndarray:
     blocks = np.arange(n_blocks)[:, None]
     member = (blocks >= cells.cs[None, :]) & (blocks != cells.k[None, :])
     return member & (cells.ref == 0)[None, :] if live_only else member
-
-
-@dataclass(frozen=True, eq=False)
-class MomentsCellInference(CellInference):
-    """:class:`~didmem.inference.cell_inference.CellInference` whose aggregations' covariances
-    come from the moments (:meth:`MomentsInfluence.combination_moments`): the rest of the
-    inference (bands, Welch's correction, the pre-tests, the draws of combinations) reads
-    only what a :class:`MomentsDesign` and a :class:`MomentsInfluence` hold."""
-
-    def _combination(self, weights, omega, *, simultaneous: bool) -> Combination:
-        cov, parts = self.influence.combination_moments(weights, omega,
-                                                        blocks=self.correction is not None)
-        se = analytic_se(np.diag(cov).copy())
-        draws = None
-        if self.bootstrap is not None:
-            draws = combination_draws(self.design, self.bootstrap, weights, omega)
-            se = bootstrap_se(draws, self.scale)
-        crit, kind = self.critical_value(None if draws is None else draws[:, :-1], se[:-1],
-                                         simultaneous=simultaneous, at_least_normal=True)
-        overall = self.normal_critical_value
-        if self.correction is not None:
-            se, crit, overall = self._corrected_rows(cov, parts, draws, kind, crit)
-        return Combination(std_errors=se, covariance=cov, draws=draws,
-                           band=Band(se[:-1], crit, kind), overall_critical_value=overall)
-
-    def pretrend_test(self, method, *, estimates, std_errors, analytic_std_errors, which,
-                      event_rows, random_state):
-        """As :meth:`CellInference.pretrend_test`, with the event-time test's covariance from
-        the moments and, for the maximum-|t| test of a fit without draws, 999 Gaussian draws
-        from the moments (the only multipliers they give)."""
-        from dataclasses import replace
-
-        from .pretrend_cells import DEFAULT_PRETREND, PRETEST_DRAWS, _n_obs
-
-        method = DEFAULT_PRETREND if method is None else method
-        if method == "max_t" and self.bootstrap is None:
-            boot = self.influence.bootstrap(PRETEST_DRAWS, "normal",
-                                            np.random.default_rng(random_state))
-            return replace(self, bootstrap=boot).pretrend_test(
-                method, estimates=estimates, std_errors=std_errors,
-                analytic_std_errors=analytic_std_errors, which=which, event_rows=event_rows,
-                random_state=random_state)
-        if method != "event" or which.size == 0:
-            return super().pretrend_test(method, estimates=estimates, std_errors=std_errors,
-                                         analytic_std_errors=analytic_std_errors, which=which,
-                                         event_rows=event_rows, random_state=random_state)
-        # the event-time test of pretrend_cells.event_time_test, its covariance from moments
-        from .bands import DEGENERATE
-        from .pretrend import PretrendTest, wald_power, wald_test
-        from .pretrend_cells import _drift
-
-        weights, omega = event_rows
-        est = np.where(np.isfinite(estimates), np.asarray(estimates), 0.0)
-        cov, _ = self.influence.combination_moments(weights, omega, blocks=False)
-        corrected = self.correction is not None
-        if corrected:
-            n = _n_obs(self)
-            cov = cov * n / max(n - 1, 1)
-        live = np.diag(cov) > DEGENERATE**2
-        weights, cov = weights[np.flatnonzero(live)], cov[np.ix_(live, live)]
-        n_obs = _n_obs(self) if corrected else None
-        stat, pvalue, df2, note = wald_test(weights @ est, cov, n_obs=n_obs)
-        per_period, mean = _drift(self, std_errors, which)
-        power = None
-        if np.all(np.isfinite(mean[which])):
-            power = wald_power(weights @ mean, cov, alpha=float(self.alpha), n_obs=n_obs)
-        n_keys = int(live.sum())
-        return PretrendTest("event", stat, pvalue, df=float(n_keys), df_denominator=df2,
-                            n_restrictions=n_keys, power=power,
-                            drift=per_period if power is not None else None, note=note,
-                            power_alpha=float(self.alpha))

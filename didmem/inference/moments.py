@@ -321,13 +321,13 @@ def dataset_moments(dataset, map_items=map) -> CohortMoments:
     here, one after the other; :func:`didmem.runners.ray_tasks.ray_map` on Ray. They are added
     up in the items' order.
     """
-    from ..panel import Panel
+    from ..panel_checks import cohorts_on_time_grid
 
     total = CohortMoments.empty(dataset.times)
     for part in map_items(item_moments, dataset.items()):
         total = total + part
-    snapped = Panel._cohorts_on_time_grid(total.cohorts, np.asarray(dataset.times, dtype=float),
-                                          dataset.cohort, dataset.time)
+    snapped = cohorts_on_time_grid(total.cohorts, np.asarray(dataset.times, dtype=float),
+                                   dataset.cohort, dataset.time)
     for old, new in zip(total.cohorts, snapped):
         if old != new:  # rounding noise: the unit belongs to that time's cohort
             total = total.merge_cohorts(old, new)

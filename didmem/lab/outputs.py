@@ -21,12 +21,12 @@ __all__ = ["LabDirectory", "MANIFEST", "IN_PROGRESS", "FORMAT_VERSION"]
 
 MANIFEST = "manifest.json"
 IN_PROGRESS = ".lab-in-progress"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: Every entry a run may write (the manifest last).
 ENTRIES = (
     "checkpoints", "twin", "exact", "subsets", "data_order.parquet", "instances.parquet",
     "sample.parquet", "panel.parquet", "truth.parquet", "truth_units.parquet",
-    "twin_scores.parquet", "exact_check.parquet", "membership.parquet",
+    "truth_draws.parquet", "twin_scores.parquet", "exact_check.parquet", "membership.parquet",
     "subset_scores.parquet", "losses.parquet",
     "study.toml", "study_instances.parquet", "study_order.parquet",
     IN_PROGRESS, MANIFEST,

@@ -68,16 +68,16 @@ def _utf8_text(path: Path) -> str:
     encoding, or not text, is refused with what to do."""
     raw = path.read_bytes()
     named = next((name for bom, name in _BOMS if raw.startswith(bom)), None)
-    try:
-        if named is not None:
-            raise UnicodeDecodeError(named, raw, 0, 2, "a byte-order mark")
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        what = (f"it is {named} text" if named else
-                f"byte {raw[exc.start]:#04x} at position {exc.start} is not UTF-8 (a file "
-                "saved as Latin-1 or another encoding, or not text at all)")
-        raise ConfigError(f"config {path}: cannot be read: {what}. Study files are UTF-8 "
-                          "text; save it as UTF-8.") from None
+    if named is None:
+        try:
+            return raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            what = (f"byte {raw[exc.start]:#04x} at position {exc.start} is not UTF-8 (a "
+                    "file saved as Latin-1 or another encoding, or not text at all)")
+    else:
+        what = f"it is {named} text"
+    raise ConfigError(f"config {path}: cannot be read: {what}. Study files are UTF-8 "
+                      "text; save it as UTF-8.")
 
 
 def load_npy(path: Path, where: str, mmap_mode=None):

@@ -165,4 +165,8 @@ def report_options(table: dict | None, where: str) -> dict:
                 raise ConfigError(f"{where} {key} must be a string; got {value!r}.")
         else:
             string_list(value, key, where)
+    try:  # the report's own declaration: figure names, ... (before anything is scored)
+        check_all("render_report", table, constraints_of(render_report))
+    except ParameterError as exc:
+        raise ConfigError(f"{where} {exc}") from None
     return table

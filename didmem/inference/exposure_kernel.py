@@ -13,7 +13,7 @@ weight in history ``h`` and ``W1`` its total,
 
 and 0 for candidate controls of histories without treated units. With one history this is
 the ordinary cell (``psi`` as in :mod:`didmem.inference.kernels`). With ``store``, ``psi`` is
-written into the block-wise layout of :class:`~didmem.inference.influence.CellInfluence`;
+written into the block-wise layout of :class:`~didmem.inference.influence.StoredInfluence`;
 without, only its sums of squares (the cells' variances and their treated parts) are kept.
 :func:`exposure_cells_numpy` is the plain-numpy twin (the test oracle).
 """

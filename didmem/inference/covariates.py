@@ -1,13 +1,13 @@
-"""The per-cell path of :class:`~didmem.DiDEstimator` with covariates.
+"""The covariate route of :class:`~didmem.DiDEstimator` on a balanced panel: cell by cell.
 
 Each (cohort, time) cell is a two-period comparison of its cohort with its controls, on the
 outcome change ``Y_t - Y_b`` with the covariates at the base period ``b`` (as R ``did``).
 (Strictly, R takes the covariates at the earlier of the two periods, which is the base
 period except for pre-treatment cells under a universal base; so does didmem.)
-One of Sant'Anna & Zhao's estimators (:mod:`didmem.estimators.drdid`) gives the ATT and the
+One of Sant'Anna & Zhao's estimators (:mod:`didmem.inference.drdid`) gives the ATT and the
 influence function ``IF`` of the cell's units; didmem's ``psi`` is ``IF / n_cell`` (R's
 ``(n / n_cell) IF`` divided by ``n``), stored block by block in a
-:class:`~didmem.inference.influence.CellInfluence` for the generic inference route.
+:class:`~didmem.inference.influence.StoredInfluence`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import numpy as np
 
 from .._messages import listing as _listing
 from ..errors import EstimationError, OverlapWarning
-from ..inference.influence import CellInfluence, cell_layout
 from . import drdid
-from ..inference._prepared import _fmt
-from ._drdid_kernel import METHOD_CODES, covariate_cells_kernel, pscore_kernel
+from ._prepared import _fmt
+from .drdid_kernel import METHOD_CODES, covariate_cells_kernel, pscore_kernel
+from .influence import StoredInfluence, cell_layout
 
 __all__ = ["EST_METHODS", "covariate_cells"]
 
@@ -69,12 +69,12 @@ def covariate_cells(design, cells, est_method: str, covariate_names, owner: str,
     """ATT and influence functions of every cell with covariates.
 
     ``engine="numba"`` runs the compiled kernel over all cells in parallel;
-    ``engine="numpy"`` runs :mod:`didmem.estimators.drdid` cell by cell (the test oracle).
+    ``engine="numpy"`` runs :mod:`didmem.inference.drdid` cell by cell (the test oracle).
 
     Returns
     -------
     att : ndarray (n_cells,)
-    influence : CellInfluence
+    influence : StoredInfluence
     """
     names = list(covariate_names)
     n_reg = design.x.shape[2] + 1
@@ -109,7 +109,8 @@ def covariate_cells(design, cells, est_method: str, covariate_names, owner: str,
     _warn_overlap(design, cells, n_trim, max_ps, owner)
     values = tuple(flat[offsets[j]:offsets[j + 1]].reshape(cols[j].size, -1)
                    for j in range(n_blocks))
-    return att, CellInfluence(design.starts, tuple(cols), values, cells.size)
+    return att, StoredInfluence(design.starts, tuple(cols), values, cells.size, design=design,
+                                cells=cells, att=att)
 
 
 def _shared_pscores(design, cells, est_method, yt, xt, names):

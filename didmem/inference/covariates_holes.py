@@ -2,12 +2,11 @@
 
 As R ``did`` does with ``allow_unbalanced_panel = TRUE`` or ``panel = FALSE``, each cell
 ``(g, t)`` with base period ``b`` is a repeated-cross-section comparison
-(:mod:`didmem.estimators.drdid_rc`) of the rows of cohort ``g`` and of its controls
+(:mod:`didmem.inference.drdid_rc`) of the rows of cohort ``g`` and of its controls
 observed at ``t`` or at ``b``, each row with its own covariates. The estimator's influence
 function is per row; a unit's ``psi`` is the sum over its rows divided by the cell's
 number of rows (R's ``(n / n_cell) IF`` summed by id, divided by ``n``), stored block by
-block in a :class:`~didmem.inference.influence.CellInfluence` for the generic inference
-route. One cell at a time in numpy: meant for the sizes at which covariates are used.
+block in a :class:`~didmem.inference.influence.StoredInfluence`. One cell at a time in numpy: meant for the sizes at which covariates are used.
 """
 
 from __future__ import annotations
@@ -15,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import EstimationError
-from ..inference.influence import CellInfluence, cell_layout
 from . import drdid_rc
-from ._covariates import _label, _rcond, _warn_overlap, _RCOND_MIN
+from .covariates import _label, _rcond, _warn_overlap, _RCOND_MIN
+from .influence import StoredInfluence, cell_layout
 
 __all__ = ["covariate_hole_cells"]
 
@@ -45,7 +44,7 @@ def covariate_hole_cells(design, cells, est_method: str, covariate_names, owner:
     Returns
     -------
     att : ndarray (n_cells,)
-    influence : CellInfluence
+    influence : StoredInfluence
     """
     rows = design.holes
     names = list(covariate_names)
@@ -92,4 +91,5 @@ def covariate_hole_cells(design, cells, est_method: str, covariate_names, owner:
         for j in np.flatnonzero(pos[c] >= 0):
             values[j][pos[c, j]] = psi[design.starts[j]:design.starts[j + 1]]
     _warn_overlap(design, cells, n_trim, max_ps, owner)
-    return att, CellInfluence(design.starts, tuple(cols), tuple(values), cells.size)
+    return att, StoredInfluence(design.starts, tuple(cols), tuple(values), cells.size,
+                                design=design, cells=cells, att=att)

@@ -1,11 +1,11 @@
-r"""The influence functions of the k-th exposure's cells, held lazily, and their bootstrap.
+r"""The k-th exposure's route: its cells' influence functions, held lazily, and their bootstrap.
 
 A fit needs the cells' variances and the bootstrap draws; only aggregations, pre-tests and
 clustered variances need the per-unit influence functions themselves. With never-treated
 controls even the cells come from sums by history (:func:`grouped_cells`: per-history
 weights, mean paths and Gram matrices instead of a pass over every control unit per cell). :class:`ExposureInfluence`
-keeps what the cell kernel (:mod:`._exposure_kernel`) returns without storing ``psi`` and
-builds the stored :class:`~didmem.inference.influence.CellInfluence` only on demand.
+keeps what the cell kernel (:mod:`.exposure_kernel`) returns without storing ``psi`` and
+builds the stored :class:`~didmem.inference.influence.StoredInfluence` only on demand.
 
 With never-treated controls (every cell's controls are the block of units without a k-th
 exposure in the panel) the bootstrap runs on grouped sums, as the first exposure's: for a
@@ -20,27 +20,26 @@ multiplier draw ``U`` let, per block ``j`` and history ``h``,
 
 and the draw of cell ``(g, t)`` with base ``b`` and treated block ``k`` is
 ``G_k[t] - G_k[b] - tau SW_k / W1_k``: the sum ``sum_i U_i psi_i`` of the module notes of
-:mod:`._exposure_kernel`, with no per-unit matrix. The cost is that of the first
+:mod:`.exposure_kernel`, with no per-unit matrix. The cost is that of the first
 exposure's bootstrap plus two products of (blocks x histories) by (histories x times) per
 draw. With not-yet-treated controls each cell has its own control histories' weights; the
-draws then come from the stored influence functions (:func:`~didmem.inference.bootstrap.
-bootstrap_influence`).
+draws then come from the stored influence functions.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 import numpy as np
 from scipy import sparse
 
 from .._arrays import PicklableProxies
-from ..inference.bootstrap import BootstrapDraws, bootstrap_influence, design_multipliers
-from ..inference.influence import CellInfluence, cell_layout
-from ._exposure_kernel import exposure_cells_kernel
+from .influence import CellInfluence, StoredInfluence, cell_layout, unit_weight_drawer
+from .exposure_kernel import exposure_cells_kernel
 
-__all__ = ["ExposureInfluence", "exposure_cells", "grouped_cells", "history_sums"]
+__all__ = ["ExposureInfluence", "exposure_cells", "exposure_influence", "grouped_cells",
+           "history_sums", "never_only"]
 
 
 def exposure_cells(design, cells, hist, n_hist, *, store: bool):
@@ -58,7 +57,8 @@ def exposure_cells(design, cells, hist, n_hist, *, store: bool):
     if store:
         values = tuple(flat[offsets[j]:offsets[j + 1]].reshape(cols[j].size, -1)
                        for j in range(n_blocks))
-        influence = CellInfluence(design.starts, tuple(cols), values, cells.size)
+        influence = StoredInfluence(design.starts, tuple(cols), values, cells.size,
+                                    design=design, cells=cells, att=out[0])
     return out, influence
 
 
@@ -160,13 +160,29 @@ def grouped_cells(design, cells, hist, n_hist):
     return att, mu1, mu0, w1, w0, n_control.astype(np.int64), missing, var, treated_var
 
 
+def exposure_influence(design, cells, hist, n_hist: int) -> "ExposureInfluence":
+    """The k-th exposure's cells on ``design`` with history codes ``hist``: from sums by
+    history with never-treated controls, else from the cell kernel without storing ``psi``.
+    Returns None-free statistics; ``missing`` cells (a treated history without a control)
+    are left to the caller to refuse."""
+    if never_only(design, cells):  # sums by history: O(cells x histories), not x units
+        att, mu1, mu0, w1, w0, n_control, missing, var, treated_var = grouped_cells(
+            design, cells, hist, n_hist)
+    else:
+        (att, mu1, mu0, w1, w0, n_control, missing, var, treated_var), _ = exposure_cells(
+            design, cells, hist, n_hist, store=False)
+    return ExposureInfluence(design, cells, hist, n_hist, att, var, treated_var,
+                             n_control=n_control, missing=missing,
+                             stats={"mu1": mu1, "mu0": mu0, "w1": w1, "w0": w0})
+
+
 @dataclass(frozen=True, eq=False)
-class ExposureInfluence(PicklableProxies):
+class ExposureInfluence(PicklableProxies, CellInfluence):
     """The k-th exposure's cell influence functions: variances now, ``psi`` on demand.
 
-    It offers what the generic inference route asks of
-    :class:`~didmem.inference.influence.CellInfluence` (variances, draws, combinations,
-    covariances, the treated part of the variances) and a :meth:`bootstrap` of its own.
+    The :class:`~didmem.inference.influence.CellInfluence` of the k-th exposure: its own
+    variances, small-sample groups (the history-matched controls) and bootstrap kernel
+    (grouped sums with never-treated controls); the stored ``psi`` for the rest.
 
     Attributes
     ----------
@@ -177,6 +193,10 @@ class ExposureInfluence(PicklableProxies):
     n_hist : int
     att, var, treated_var : ndarray
         The cells' estimates, ``sum_i psi_i**2`` (unclustered) and its treated part.
+    n_control, missing : ndarray
+        Each cell's history-matched control units, and its treated histories without one.
+    stats : mapping
+        ``mu1, mu0, w1, w0`` of the cells.
     """
 
     design: Any
@@ -186,9 +206,16 @@ class ExposureInfluence(PicklableProxies):
     att: np.ndarray
     var: np.ndarray
     treated_var: np.ndarray
+    n_control: np.ndarray | None = field(default=None, repr=False)
+    missing: np.ndarray | None = field(default=None, repr=False)
+    stats: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def estimates(self) -> np.ndarray:
+        return self.att
 
     # ------------------------------------------------------------ stored psi, on demand
-    def stored(self) -> CellInfluence:
+    def stored(self) -> StoredInfluence:
         """The per-unit influence functions (computed once, on first use)."""
         return self._memo("psi", lambda: exposure_cells(
             self.design, self.cells, self.hist, self.n_hist, store=True)[1])
@@ -211,11 +238,21 @@ class ExposureInfluence(PicklableProxies):
         """The treated cohort's part ``sum_{i in g} psi_i**2`` of every cell's variance."""
         return self.treated_var.copy()
 
+    def welch_groups(self) -> tuple[np.ndarray, np.ndarray]:
+        """The treated cohort and its history-matched controls, with their units."""
+        treated = self.treated_variance()
+        n_treated = np.diff(self.design.starts)[self.cells.k]
+        return (np.stack([treated, self.variance() - treated]),
+                np.stack([n_treated, self.n_control]))
+
     def draws(self, weights: np.ndarray) -> np.ndarray:
         return self.stored().draws(weights)
 
     def combine(self, matrix) -> np.ndarray:
         return self.stored().combine(matrix)
+
+    def cluster_psi(self, clusters, n_clusters: int) -> np.ndarray:
+        return self.stored().cluster_psi(clusters, n_clusters)
 
     def covariance(self, which: np.ndarray) -> np.ndarray:
         return self.stored().covariance(which)
@@ -229,20 +266,15 @@ class ExposureInfluence(PicklableProxies):
         """Whether every live cell's controls are the last block alone (never-treated)."""
         return never_only(self.design, self.cells)
 
-    def bootstrap(self, n_draws: int, multiplier: str, rng, clusters=None,
-                  n_clusters: int = 0) -> BootstrapDraws:
-        """The multiplier bootstrap of every cell: grouped sums with never-treated controls
-        (see the module notes), else products with the stored influence functions. Both
-        draw the same multipliers in the same chunks, so they agree to rounding."""
+    def chunk_drawer(self, multipliers, clusters, n_clusters: int) -> Callable:
+        """Grouped sums with never-treated controls (see the module notes), else products
+        with the stored influence functions. Both read the same multipliers in the same
+        chunks, so they agree to rounding."""
         if not self.grouped:
-            return bootstrap_influence(self.design, self, n_draws=n_draws,
-                                       multiplier=multiplier, rng=rng)
-        from threadpoolctl import threadpool_limits
+            return unit_weight_drawer(self, self.design, clusters)
+        return self._grouped_drawer(clusters)
 
-        with threadpool_limits(limits=1, user_api="blas"):  # many small products
-            return self._grouped_bootstrap(n_draws, multiplier, rng)
-
-    def _grouped_bootstrap(self, n_draws, multiplier, rng) -> BootstrapDraws:
+    def _grouped_drawer(self, clusters) -> Callable:
         design, cells = self.design, self.cells
         starts = design.starts
         n_blocks = starts.size - 1
@@ -256,27 +288,27 @@ class ExposureInfluence(PicklableProxies):
         live = np.flatnonzero(cells.ref == 0)
         k, t, b = cells.k[live], cells.t[live], cells.b[live]
         slope = self.att[live] / w1[k]
-        out = np.zeros((n_draws, cells.size))
-        block_weights = np.empty((n_draws, n_blocks))
-        total = np.empty(n_draws)
-        with design_multipliers(design, n_draws, multiplier, rng) as multipliers:
-            for row0, u in multipliers:
-                m = u.shape[0]
-                if design.clusters is not None:
-                    u = u[:, design.clusters]
-                sw_h = np.asarray(weight @ u.T).T.reshape(m, n_blocks, h_count)
-                sy = np.empty((m, last, design.y.shape[1]))
-                for j in range(last):
-                    np.matmul(u[:, starts[j]:starts[j + 1]], wy[starts[j]:starts[j + 1]],
-                              out=sy[:, j])
-                u_c = u[:, order]
-                e = np.zeros((m, h_count, design.y.shape[1]))
-                for h in np.flatnonzero(bounds[1:] > bounds[:-1]):
-                    e[:, h] = u_c[:, bounds[h]:bounds[h + 1]] @ centred[bounds[h]:bounds[h + 1]]
-                g = sy / w1[None, :, None] - np.matmul(sw_h[:, :last] / w1[None, :, None], mean)
-                g -= np.matmul(a, e)
-                sw = sw_h.sum(axis=2)
-                out[row0:row0 + m, live] = g[:, k, t] - g[:, k, b] - sw[:, k] * slope[None, :]
-                block_weights[row0:row0 + m] = sw
-                total[row0:row0 + m] = u.sum(axis=1)
-        return BootstrapDraws(out, block_weights, total, multiplier)
+        not_live = np.flatnonzero(cells.ref != 0)
+
+        def draw(row0, u, out):
+            m = u.shape[0]
+            if clusters is not None:
+                u = u[:, clusters]
+            sw_h = np.asarray(weight @ u.T).T.reshape(m, n_blocks, h_count)
+            sy = np.empty((m, last, design.y.shape[1]))
+            for j in range(last):
+                np.matmul(u[:, starts[j]:starts[j + 1]], wy[starts[j]:starts[j + 1]],
+                          out=sy[:, j])
+            u_c = u[:, order]
+            e = np.zeros((m, h_count, design.y.shape[1]))
+            for h in np.flatnonzero(bounds[1:] > bounds[:-1]):
+                e[:, h] = u_c[:, bounds[h]:bounds[h + 1]] @ centred[bounds[h]:bounds[h + 1]]
+            g = sy / w1[None, :, None] - np.matmul(sw_h[:, :last] / w1[None, :, None], mean)
+            g -= np.matmul(a, e)
+            sw = sw_h.sum(axis=2)
+            out.cells[row0:row0 + m, live] = g[:, k, t] - g[:, k, b] - sw[:, k] * slope[None, :]
+            out.cells[row0:row0 + m, not_live] = 0.0
+            out.block_weights[row0:row0 + m] = sw
+            out.total[row0:row0 + m] = u.sum(axis=1)
+
+        return draw

@@ -102,3 +102,12 @@ def test_route_with_sampling_weights(simulated):
     for cg in ("never_treated", "not_yet_treated"):
         est = didmem.DiDEstimator(n_bootstrap=0, control_group=cg)
         _compare(fit_moments(est, panel_moments(panel), outcome="y"), est.fit(panel))
+
+
+def test_did_fit_takes_a_scanned_folder(tmp_path, simulated):
+    folder = _write(tmp_path / "data", simulated, n_files=4)
+    data = didmem.Panel.scan(folder, **COLUMNS)
+    est = didmem.DiDEstimator(n_bootstrap=0)
+    _compare(est.fit(data), est.fit(didmem.Panel(simulated, **COLUMNS)))
+    with pytest.raises(ParameterError, match="Gaussian multipliers only"):
+        didmem.DiDEstimator(n_bootstrap=10, small_sample=False).fit(data)

@@ -2,6 +2,8 @@
 pre-tests and aggregations equal to 1e-9 without draws; with Gaussian draws the same
 analytic parts and a band of the same kind. A parquet folder gives the panel's result."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -111,3 +113,12 @@ def test_did_fit_takes_a_scanned_folder(tmp_path, simulated):
     _compare(est.fit(data), est.fit(didmem.Panel(simulated, **COLUMNS)))
     with pytest.raises(ParameterError, match="Gaussian multipliers only"):
         didmem.DiDEstimator(n_bootstrap=10, small_sample=False).fit(data)
+
+
+@pytest.mark.parametrize("control_group", ["never_treated", "not_yet_treated"])
+def test_route_with_anticipation(simulated, control_group):
+    panel = didmem.Panel(simulated, **COLUMNS)
+    est = didmem.DiDEstimator(n_bootstrap=0, anticipation=1, control_group=control_group)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", didmem.DataDroppedWarning)  # both routes drop alike
+        _compare(fit_moments(est, panel_moments(panel), outcome="y"), est.fit(panel))

@@ -307,7 +307,9 @@ def test_study_tables_refuse_odd_values_by_key(root, data):
     ("backend", "device", "tpu9", "'device' parameter of TransformersBackend"),
     ("backend", "batch_size", 0, "'batch_size' parameter of TransformersBackend"),
     ("estimate", "n_bootstrap", -1, "n_bootstrap"),
-    ("report", "figures", ["pie"], "[report] The 'figures' parameter of render_report"),
+    ("report", "figures", ["pie"],
+     "[report] figures names 'pie' (did you mean 'profile'?), which is not a figure"),
+    ("report", "figures", [1], "[report] figures must be a list of strings"),
     (None, "shard_size", 0, "shard_size must be a positive integer"),
 ])
 def test_study_tables_name_what_is_wrong(root, table, key, value, said):

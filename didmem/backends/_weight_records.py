@@ -90,7 +90,7 @@ class _Tensor:
 
 
 class _Refused(CheckpointError):
-    pass
+    """What the stand-in unpickler refuses; turned into the file's message by its reader."""
 
 
 def _rebuild_tensor(storage, offset, size, stride, *_rest):

@@ -99,8 +99,8 @@ class TransformersBackend(OutcomeBackend):
     header must be bounded JSON whose spans are exactly its tensors' bytes, and every shape
     must be the one the config gives; a file that breaks any of these (or would run code) is
     refused with a :class:`~didmem.backends.CheckpointError` naming the file, the record and
-    the reason, and nothing in it runs. Pickles in torch's legacy format (before torch 1.6)
-    are refused: save them again with ``save_pretrained``.
+    the reason, and nothing in it runs (pickles in torch's legacy format, before torch 1.6,
+    too: their records are found by walking their headers).
 
     **When values are bitwise equal.** A work item is scored in batches of ``batch_size``
     instances from its first instance, each right-padded to its longest sequence. The matrix

@@ -399,10 +399,36 @@ def _ext_target():  # pragma: no cover - never called: the reader refuses first
     return None
 
 
-def test_legacy_pickle_is_refused_with_what_to_do(base, tmp_path, monkeypatch):
+def test_legacy_pickle_is_checked_and_scores_like_safetensors(base, tmp_path):
+    """torch.save's format before torch 1.6: its records are found by walking their headers."""
     target = _checkpoint(base, tmp_path)
     torch.save(base[1], target / "pytorch_model.bin", _use_new_zipfile_serialization=False)
-    _refused(target, monkeypatch, "legacy format", "save it again")
+    assert not zipfile.is_zipfile(target / "pytorch_model.bin")
+    shapes = _weight_records.legacy_pickle_shapes(target / "pytorch_model.bin", "here")
+    assert shapes == {k: tuple(v.shape) for k, v in base[1].items()}
+    got = TransformersBackend({0: target}, device="cpu").score(_tokens(), progress=False)
+    expected = TransformersBackend({0: base[0]}, device="cpu").score(_tokens(), progress=False)
+    np.testing.assert_allclose(got["sequence_loglik"], expected["sequence_loglik"], rtol=1e-6)
+
+
+@pytest.mark.parametrize("damage", ["cut", "count"])
+def test_legacy_pickle_with_a_record_past_the_file_is_refused(base, tmp_path, monkeypatch,
+                                                              damage):
+    target = _checkpoint(base, tmp_path)
+    file = target / "pytorch_model.bin"
+    torch.save(base[1], file, _use_new_zipfile_serialization=False)
+    raw = bytearray(file.read_bytes())
+    if damage == "cut":
+        raw = raw[:-100]
+    else:  # the first record's element count claims a terabyte
+        stream = io.BytesIO(bytes(raw))
+        for _ in range(5):  # magic, protocol, system info, the state dict, the storage keys
+            _weight_records._RecordReader(stream).load()
+        at = stream.tell()
+        assert struct.unpack_from("<q", raw, at)[0] in {v.numel() for v in base[1].values()}
+        struct.pack_into("<q", raw, at, 2 ** 40)
+    file.write_bytes(bytes(raw))
+    _refused(target, monkeypatch, "record 'data/", "past the end of the file")
 
 
 def test_device_is_refused_at_reading():

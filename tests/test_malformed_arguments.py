@@ -307,7 +307,9 @@ def test_study_tables_refuse_odd_values_by_key(root, data):
     ("backend", "device", "tpu9", "'device' parameter of TransformersBackend"),
     ("backend", "batch_size", 0, "'batch_size' parameter of TransformersBackend"),
     ("estimate", "n_bootstrap", -1, "n_bootstrap"),
-    ("report", "figures", ["pie"], "[report] The 'figures' parameter of render_report"),
+    ("report", "figures", ["pie"],
+     "[report] figures names 'pie' (did you mean 'profile'?), which is not a figure"),
+    ("report", "figures", [1], "[report] figures must be a list of strings"),
     (None, "shard_size", 0, "shard_size must be a positive integer"),
 ])
 def test_study_tables_name_what_is_wrong(root, table, key, value, said):
@@ -392,3 +394,14 @@ def test_cli_options_are_drawn(cli_files):
     assert {"--outcome", "--control", "--n-bootstrap", "--seed"} <= set(_options("estimate"))
     assert {"--m", "--alpha", "--grid-points"} <= set(_options("sensitivity"))
     assert "--dpi" in _options("plot")
+
+
+@pytest.mark.parametrize("alpha", [1e-300, 1e-17, 0.0])
+def test_a_level_too_small_for_floating_point_is_refused(event_study, alpha):
+    """didmem sensitivity --alpha 1e-300 failed inside statistics ("p must be in the range
+    0.0 < p < 1.0"): 1 - alpha / 2 rounds to 1. Found by the CLI property above."""
+    with pytest.raises(DidmemError, match=r"'alpha' parameter of sensitivity .*\[1e-12, 1\)"):
+        didmem.sensitivity(event_study, alpha=alpha)
+    assumptions = didmem.Assumptions(n_cohorts=2, n_checkpoints=4)
+    with pytest.raises(DidmemError, match="'alpha' parameter of plan_design"):
+        didmem.plan_design(assumptions, units_per_cohort=10, effect=0.5, alpha=alpha)

@@ -70,7 +70,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
      "R's pre-processing, the influence of the cells, kernels, the bootstrap, bands, pre-tests"),
     # every result's .plot() draws through didmem.plotting, which reads results only
     ("results", ("didmem.results", "didmem.plotting"), ("inference",),
-     "immutable results that hold their inference; saving and loading; comparison; figures"),
+     "immutable results that hold their inference; their resolved settings "
+     "(``didmem/results/_settings.py``), kept by saving and loading so that a saved result reads as "
+     "the fitted one; comparison; truth scoring, written once (``didmem/results/_truth.py``); "
+     "figures"),
     ("estimators", ("didmem.estimators",), ("results",),
      "what is estimated: one estimator per module, one small contract"),
     ("analyses", ("didmem.honest", "didmem.planning", "didmem.montecarlo"), ("estimators",),

@@ -138,6 +138,18 @@ def _sparse_gram(unit_start, time, wy, w_unit, block, n_blocks, n_t):
     return gram
 
 
+@njit(cache=True)
+def _co_observed(unit_start, time, block, n_blocks, n_t):
+    """Per block, the units observed at both times ``t`` and ``s`` (blocks x T x T)."""
+    out = np.zeros((n_blocks, n_t, n_t), dtype=np.int64)
+    for i in range(unit_start.size - 1):
+        g = out[block[i]]
+        for r in range(unit_start[i], unit_start[i + 1]):
+            for q in range(unit_start[i], unit_start[i + 1]):
+                g[time[r], time[q]] += 1
+    return out
+
+
 @njit(cache=True, parallel=True)
 def _sparse_sums(weights, unit_start, time, wy, w_unit, block, n_blocks, n_t):
     """``sum_i U_di z_i`` per draw and block (draws x blocks x P) from the rows."""
@@ -647,10 +659,36 @@ class HolesInfluence(CellInfluence):
         return parts, n
 
     def welch_groups(self) -> tuple[np.ndarray, np.ndarray]:
-        """Cross-sections: the four means (cohort and controls, at ``t`` and at ``b``;
-        :meth:`welch_parts`); a panel with holes: the cohort and the controls."""
+        """The independent groups of every cell's variance and their contributing units.
+
+        Cross-sections: the four means (cohort and controls, at ``t`` and at ``b``;
+        :meth:`welch_parts`). A panel with holes: the cohort and the controls, each
+        counting only its units observed at ``t`` or at ``b``, the units whose influence
+        function is not zero (a unit observed at neither enters no mean of the cell).
+        """
         split = self.welch_parts()
-        return split if split is not None else super().welch_groups()
+        if split is not None:
+            return split
+        treated = self.treated_variance()
+        return np.stack([treated, self.variance() - treated]), self.contributing_units()
+
+    def contributing_units(self) -> np.ndarray:
+        """``(n_treated, n_control)`` (2 x cells): the units of the cell's cohort and of its
+        controls observed at its time or its base period."""
+        both = _co_observed(self.rows.unit_start, self.rows.time, self._block(),
+                            self.n_blocks, self.n_times)
+        suffix = np.zeros((self.n_blocks + 1,) + both.shape[1:], dtype=np.int64)
+        suffix[:-1] = np.cumsum(both[::-1], axis=0)[::-1]
+        t, b = self.idx[:, 0], self.idx[:, 1]  # b is t for level comparisons
+
+        def either(counts, group):  # observed at t, plus at b but not at t
+            return counts[group, t, t] + np.where(
+                b != t, counts[group, b, b] - counts[group, t, b], 0)
+
+        n_treated = either(both, self.k)
+        n_control = either(suffix, self.cs) - np.where(self.k >= self.cs, n_treated, 0)
+        live = self.ref == 0
+        return np.stack([np.where(live, n_treated, 0), np.where(live, n_control, 0)])
 
     def treated_variance(self) -> np.ndarray:
         """The treated cohort's part ``sum_{i in g} psi_i**2`` of every cell's variance."""

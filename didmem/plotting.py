@@ -7,6 +7,8 @@ figure when ``ax`` is None) and returns the Axes.
 
 from __future__ import annotations
 
+import textwrap
+
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -64,6 +66,27 @@ def _ticks(ax, axis: str, labels: Sequence, max_ticks: int = 10) -> None:
         ax.set_yticks(pos, text)
 
 
+def _result(value, func: str, param: str = "result"):
+    """A fitted or saved result; anything else is refused by name, a results file's path
+    with how to read it (plotting reads results only: it cannot import their reader, whose
+    results import plotting to draw themselves)."""
+    import os
+
+    if hasattr(value, "to_frame") and hasattr(value, "aggregate"):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        raise ParameterError(
+            f"The {param!r} parameter of {func} takes a fitted or saved result, not the path "
+            f"{os.fspath(value)!r}; read the file first: {func}(didmem.load_result(path)), or "
+            "didmem.load_result(path).plot(kind)."
+        )
+    raise ParameterError(
+        f"The {param!r} parameter of {func} must be a fitted or saved result (such as a "
+        "GroupTimeResult, from DiDEstimator().fit or didmem.load_result). Got "
+        f"{type(value).__name__}."
+    )
+
+
 def _band_label(agg) -> str:
     return f"{agg.band} {'band' if agg.band == 'simultaneous' else 'intervals'}"
 
@@ -76,6 +99,7 @@ def plot_profile(result, *, ax=None, significant_only: bool = True, post_only: b
     Parameters
     ----------
     result : GroupTimeResult
+        A fitted result, or a saved one read with :func:`didmem.load_result`.
     ax : matplotlib.axes.Axes, optional
     significant_only : bool
         Mask the cells whose band covers zero (drawn as the background), as in the paper.
@@ -94,6 +118,7 @@ def plot_profile(result, *, ax=None, significant_only: bool = True, post_only: b
     matplotlib.axes.Axes
         The image is ``ax.images[0]``; its masked entries are the hidden cells.
     """
+    result = _result(result, "plot_profile")
     full = result.to_frame()
     frame = full
     hide = np.zeros(len(frame), dtype=bool)
@@ -119,8 +144,12 @@ def plot_profile(result, *, ax=None, significant_only: bool = True, post_only: b
     exposure = _exposure(result)
     ax.set_ylabel("treatment step g" if exposure == 1 else f"step g of exposure {exposure}")
     shown = "cells whose band excludes zero" if significant_only else "all cells"
-    ax.set_title(("" if exposure == 1 else f"Exposure {exposure}: ")
-                 + f"Memorisation profile of {result.outcome} ({shown})", fontsize=10)
+    # two lines, so that a long outcome name or an exposure never pushes the title off the
+    # figure (the heatmap's figure is narrow): what it is, then which cells are drawn
+    what = (("" if exposure == 1 else f"Exposure {exposure}: ")
+            + f"memorisation profile of {result.outcome}")
+    width = max(20, int(ax.figure.get_figwidth() * 72 / (0.62 * 10)))  # characters at 10 pt
+    ax.set_title(textwrap.fill(what, width) + f"\n({shown})", fontsize=10)
     if end_of_epoch is not None:
         pos = np.interp(end_of_epoch, times, np.arange(times.size))
         ax.axvline(pos, color="k", linestyle="--", linewidth=1, label="end of epoch")
@@ -141,9 +170,10 @@ def plot_exposure_profiles(results, *, significant_only: bool = True, post_only:
 
     Parameters
     ----------
-    results : sequence or mapping of results
+    results : result, or sequence or mapping of results
         Fitted or saved results, e.g. of ``DiDEstimator(exposure=1)`` and ``exposure=2`` on
-        one panel (see :doc:`/repeated_exposure`); drawn in the order given.
+        one panel (see :doc:`/repeated_exposure`); drawn in the order given. One result
+        draws one heatmap.
     significant_only, post_only, cmap, value
         As in :func:`plot_profile`.
 
@@ -152,9 +182,21 @@ def plot_exposure_profiles(results, *, significant_only: bool = True, post_only:
     numpy.ndarray of matplotlib.axes.Axes
         One heatmap per result; their colour scale is symmetric around zero and shared.
     """
-    results = list(results.values()) if isinstance(results, Mapping) else list(results)
+    import os
+
+    if isinstance(results, (str, os.PathLike)) or hasattr(results, "to_frame"):
+        results = [results]  # one result (a path is refused below, by name)
+    elif isinstance(results, Mapping):
+        results = list(results.values())
+    elif isinstance(results, (list, tuple)):
+        results = list(results)
+    else:
+        raise ParameterError(
+            "The 'results' parameter of plot_exposure_profiles must be a result, a results "
+            f"file, or a list or mapping of them. Got {type(results).__name__}.")
     if not results:
         raise ParameterError("plot_exposure_profiles needs at least one result.")
+    results = [_result(r, "plot_exposure_profiles", "results") for r in results]
     plt = _pyplot()
     fig, axes = plt.subplots(1, len(results), figsize=(4.8 * len(results), 4.2),
                              layout="constrained", squeeze=False)
@@ -186,6 +228,7 @@ def _schedule(lr_schedule):
 
 def _band_and_line(result, kind, ax, color, label, xlabel):
     """An aggregation's estimates as a line over its band, on a zero line."""
+    result = _result(result, f"plot_{kind}")
     agg = result.aggregate(kind)
     t = agg.to_frame()
     key = t[agg.key_name]
@@ -246,7 +289,7 @@ def plot_persistent(result, *, ax=None, color: str = BAND_COLOR):
     """
     ax = _band_and_line(result, "persistent", ax, color, "persistent tau by c - g",
                         "training steps after treatment, c - g")
-    times = np.sort(result.to_frame()["time"].unique())
+    times = np.sort(_result(result, "plot_persistent").to_frame()["time"].unique())
     steps = np.diff(times)
     if steps.size and steps[0] > 0 and np.allclose(steps, steps[0]):
         every = float(steps[0])
@@ -276,6 +319,7 @@ def plot_residual(result, *, ax=None, color: str = BAND_COLOR, time: float | Non
     matplotlib.axes.Axes
         One bar per cohort in ``ax.patches``.
     """
+    result = _result(result, "plot_residual")
     agg = result.aggregate("residual") if time is None else result.aggregate("residual", time=time)
     t = agg.to_frame()
     ax = _axes(ax)
@@ -412,6 +456,7 @@ def plot_pretrends(result, *, ax=None, by: str = "auto", max_cells: int = 300,
     if by not in ("auto", "cell", "event_time"):
         raise ParameterError("The 'by' parameter of plot_pretrends must be one of "
                              f"{{'auto', 'cell', 'event_time'}}. Got {by!r}.")
+    result = _result(result, "plot_pretrends")
     frame = result.to_frame()
     pre = frame[~frame["post"]]
     if by == "auto":
@@ -624,6 +669,6 @@ def plot_result(result, kind: str = "profile", **options):
     ``options`` (``ax=``, ``lr_schedule=``, ...) go to the plotting function; returns the
     matplotlib Axes. This is what ``result.plot(kind)`` calls.
     """
-    if kind not in PLOTS:
+    if not isinstance(kind, str) or kind not in PLOTS:
         raise ParameterError(f"Unknown figure {kind!r}; choose from {sorted(PLOTS)}.")
-    return PLOTS[kind](result, **options)
+    return PLOTS[kind](_result(result, "plot_result"), **options)

@@ -27,6 +27,7 @@ from ._common import (
     profile_matrix,
 )
 from .aggregations import AggregateResult, AggregationSpec, build_aggregation
+from ._settings import ResultSettings
 from .saving import save_result
 
 __all__ = ["Estimate", "Pretest", "PretrendTest", "GroupTimeResult", "AggregateResult",
@@ -338,6 +339,12 @@ class GroupTimeResult(PicklableProxies):
         return save_result(self, path)
 
     # --------------------------------------------------------------- display
+    @property
+    def settings(self) -> ResultSettings:
+        """The resolved settings the summary and the report read, as a results file keeps
+        them (:class:`~didmem.results._settings.ResultSettings`)."""
+        return self._memo("settings", lambda: ResultSettings.of_fit(self))
+
     def _inference_line(self) -> str:
         return self.inference.describe(self.critical_value, self.band,
                                        self.cell_critical_values)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import didmem
-from didmem.inference._prepared import did_cells, level_cells, prepare_design
+from didmem.inference._prepared import did_cells, level_cells, prepare_panel
 from didmem.inference.holes import HolesInfluence, hole_cells
 
 
@@ -72,7 +72,7 @@ def test_contributing_units_are_those_with_a_nonzero_influence_function(estimato
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
                          balance="keep")
     not_yet = control_group == "not_yet_treated"
-    design = prepare_design(panel, None, need_never_treated=not not_yet, anticipation=0,
+    design = prepare_panel(panel, None, need_never_treated=not not_yet, anticipation=0,
                             lower_is_better=False, owner="test")
     if estimator == "did":
         cells = did_cells(design, base_period="varying", not_yet=not_yet, anticipation=0)
@@ -93,3 +93,44 @@ def test_contributing_units_are_those_with_a_nonzero_influence_function(estimato
     np.testing.assert_array_equal(counts[1][live], n_control[live])
     # fewer than the blocks' units somewhere: the correction used to count those
     assert (counts[1][live] < np.diff(design.starts)[-1]).any()
+
+
+def test_observation_groups_split_each_cells_variance():
+    """The six groups of a cell on a panel with holes (cohort and controls, each observed
+    at both periods, at the time only, at the base only) add up to its variance, and each
+    group's count is its units with a non-zero influence function of that pattern."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for u in range(90):
+        cohort = [3.0, 5.0, np.inf][u % 3]
+        for t in range(1, 7):
+            if rng.random() < 0.55:
+                rows.append((u, t, cohort, rng.normal()))
+    df = pd.DataFrame(rows, columns=["unit", "time", "cohort", "y"])
+    panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
+                         balance="keep")
+    design = prepare_panel(panel, None, need_never_treated=False, anticipation=0,
+                            lower_is_better=False, owner="test")
+    cells = did_cells(design, base_period="varying", not_yet=True, anticipation=0)
+    _, coefficients, _ = hole_cells(design.holes, design.w, design.starts, cells,
+                                    design.times.size)
+    inf = HolesInfluence.build(design.holes, design.w, design.starts, cells,
+                               design.times.size, coefficients)
+    parts, n = inf.welch_groups()
+    live = cells.ref == 0
+    np.testing.assert_allclose(parts.sum(axis=0)[live], inf.variance()[live], rtol=1e-9)
+    psi = inf.dense()
+    block = np.repeat(np.arange(design.starts.size - 1), np.diff(design.starts))
+    seen = np.zeros((design.n_units, design.times.size), dtype=bool)
+    seen[design.holes.unit, design.holes.time] = True
+    for c in np.flatnonzero(live)[::3]:
+        t, b = cells.t[c], cells.b[c]
+        treated = block == cells.k[c]
+        control = (block >= cells.cs[c]) & ~treated
+        for side, who in ((0, treated), (3, control)):
+            for g, pattern in enumerate((seen[:, t] & seen[:, b], seen[:, t] & ~seen[:, b],
+                                         ~seen[:, t] & seen[:, b])):
+                mine = who & pattern
+                assert n[side + g, c] == mine.sum()
+                assert parts[side + g, c] == pytest.approx((psi[mine, c] ** 2).sum(),
+                                                           rel=1e-9, abs=1e-15)

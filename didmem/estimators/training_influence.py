@@ -255,13 +255,7 @@ class _TrackedLoss:
         self.loss = loss
         self.theta = self.flat(tracked)
         self.n_train = train_t.shape[0]
-        hess_t = train_t
-        if p["hessian_sample"] is not None and p["hessian_sample"] < self.n_train:
-            if p["hessian_sample"] < 1:
-                raise ParameterError("hessian_sample must be a positive number of sequences.")
-            rng = np.random.default_rng(p["random_state"])
-            pick = np.sort(rng.choice(self.n_train, p["hessian_sample"], replace=False))
-            hess_t = train_t[torch.as_tensor(pick)]
+        hess_t = _hessian_sample(torch, train_t, p)
         self.n_hess = hess_t.shape[0]
         self.batches = torch.split(hess_t, p["batch_size"])
         self.shift = p["weight_decay"] + p["damping"]
@@ -375,23 +369,8 @@ def _ekfac(torch, model, train_t, inst_t, p):
     token loss and ``G`` the Gauss-Newton Hessian of the mean per-sequence loss: the linear
     estimate of the exact path with ``G`` for ``H``, restricted to the tracked modules.
     """
-    import copy
-    import tempfile
-
     kron = optional_import("kronfluence", "ekfac")
-    from kronfluence.arguments import FactorArguments, ScoreArguments
-    from kronfluence.task import Task
-
-    head = _output_module(torch, model)
-    modules = [name for name, m in model.named_modules()
-               if isinstance(m, torch.nn.Linear) and m is not head
-               and (not p["include"] or any(s in name for s in p["include"]))
-               and not any(s in name for s in p["exclude"])]
-    if not modules:
-        raise ParameterError("include/exclude leave no Linear module to track (EK-FAC tracks "
-                             "the Linear modules other than the output embedding).")
-    n_tracked = sum(prm.numel() for name in modules
-                    for prm in model.get_submodule(name).parameters())
+    modules, n_tracked = _ekfac_modules(torch, model, p)
     dtype = next(model.parameters()).dtype
     work = torch.float64 if dtype == torch.float64 else torch.float32
     seed = p["random_state"]
@@ -406,6 +385,54 @@ def _ekfac(torch, model, train_t, inst_t, p):
     def token_losses(logits, targets):
         logp = torch.log_softmax(logits, dim=-1)
         return -logp.gather(-1, targets[..., None]).squeeze(-1)
+
+    task = _kronfluence_task(torch, modules, logits_of, token_losses, gen)
+    gnorms = _tracked_gradient_norms(torch, model, modules, inst_t, logits_of, token_losses)
+    self_scores = _kronfluence_self_scores(torch, kron, model, task,
+                                           _hessian_sample(torch, train_t, p), inst_t,
+                                           train_t.shape[1] - 1, p, work)
+    # Scores of summed token losses: (T_x^2 / T) g' (G + (lambda + delta) I)^-1 g with g the
+    # gradient of the mean token loss, T and T_x the predicted tokens per training sequence and
+    # per instance, G the Gauss-Newton Hessian of the mean per-sequence loss.
+    n_tokens = train_t.shape[1] - 1
+    estimates = self_scores * n_tokens / ((inst_t.shape[1] - 1) ** 2 * train_t.shape[0])
+    solve_info = [(np.nan, np.nan)] * inst_t.shape[0]
+    return estimates, gnorms, solve_info, int(n_tracked), modules
+
+
+def _hessian_sample(torch, train_t, p):
+    """The training sequences the Hessian is estimated on: all, or ``hessian_sample`` of
+    them drawn without replacement (seeded by ``random_state``), in their order."""
+    n_train = train_t.shape[0]
+    if p["hessian_sample"] is None or p["hessian_sample"] >= n_train:
+        return train_t
+    if p["hessian_sample"] < 1:
+        raise ParameterError("hessian_sample must be a positive number of sequences.")
+    rng = np.random.default_rng(p["random_state"])
+    pick = np.sort(rng.choice(n_train, p["hessian_sample"], replace=False))
+    return train_t[torch.as_tensor(pick)]
+
+
+def _ekfac_modules(torch, model, p):
+    """The ``Linear`` modules EK-FAC tracks (all but the output embedding, filtered by
+    ``include``/``exclude``) and their number of parameters."""
+    head = _output_module(torch, model)
+    modules = [name for name, m in model.named_modules()
+               if isinstance(m, torch.nn.Linear) and m is not head
+               and (not p["include"] or any(s in name for s in p["include"]))
+               and not any(s in name for s in p["exclude"])]
+    if not modules:
+        raise ParameterError("include/exclude leave no Linear module to track (EK-FAC tracks "
+                             "the Linear modules other than the output embedding).")
+    n_tracked = sum(prm.numel() for name in modules
+                    for prm in model.get_submodule(name).parameters())
+    return modules, n_tracked
+
+
+def _kronfluence_task(torch, modules, logits_of, token_losses, gen):
+    """kronfluence's task: summed token losses, with labels drawn from the model for the
+    Fisher (the Gauss-Newton Hessian in expectation), over the tracked modules."""
+    from kronfluence.task import Task
 
     class _LMTask(Task):
         def compute_train_loss(self, batch, model, sample=False):
@@ -425,6 +452,31 @@ def _ekfac(torch, model, train_t, inst_t, p):
         def get_influence_tracked_modules(self):
             return modules
 
+    return _LMTask()
+
+
+def _tracked_gradient_norms(torch, model, modules, inst_t, logits_of, token_losses):
+    """Each instance's gradient norm over the tracked modules, on the caller's (unwrapped)
+    model."""
+    tracked_params = [prm for name in modules for prm in model.get_submodule(name).parameters()]
+    gnorms = np.empty(inst_t.shape[0])
+    for i in range(inst_t.shape[0]):
+        x = inst_t[i:i + 1]
+        with torch.enable_grad():
+            g = torch.autograd.grad(token_losses(logits_of(model, x), x[:, 1:]).mean(),
+                                    tracked_params, allow_unused=True)
+        gnorms[i] = float(torch.sqrt(sum((t ** 2).sum() for t in g if t is not None)))
+    return gnorms
+
+
+def _kronfluence_self_scores(torch, kron, model, task, hess_t, inst_t, n_tokens, p, work):
+    """kronfluence's EK-FAC factors on ``hess_t`` and the instances' self-scores (in
+    float64 where the model is), with the damping scaled by the predicted tokens."""
+    import copy
+    import tempfile
+
+    from kronfluence.arguments import FactorArguments, ScoreArguments
+
     class _Tokens(torch.utils.data.Dataset):
         def __init__(self, ids):
             self.ids = ids
@@ -435,28 +487,8 @@ def _ekfac(torch, model, train_t, inst_t, p):
         def __getitem__(self, i):
             return self.ids[i]
 
-    hess_t = train_t
-    if p["hessian_sample"] is not None and p["hessian_sample"] < train_t.shape[0]:
-        if p["hessian_sample"] < 1:
-            raise ParameterError("hessian_sample must be a positive number of sequences.")
-        rng = np.random.default_rng(p["random_state"])
-        pick = np.sort(rng.choice(train_t.shape[0], p["hessian_sample"], replace=False))
-        hess_t = train_t[torch.as_tensor(pick)]
-
-    # Gradient norms over the tracked modules, on the caller's (unwrapped) model.
-    tracked_params = [prm for name in modules for prm in model.get_submodule(name).parameters()]
-    gnorms = np.empty(inst_t.shape[0])
-    for i in range(inst_t.shape[0]):
-        x = inst_t[i:i + 1]
-        with torch.enable_grad():
-            g = torch.autograd.grad(token_losses(logits_of(model, x), x[:, 1:]).mean(),
-                                    tracked_params, allow_unused=True)
-        gnorms[i] = float(torch.sqrt(sum((t ** 2).sum() for t in g if t is not None)))
-
-    task = _LMTask()
     wrapped = kron.prepare_model(copy.deepcopy(model), task)
     factor_args = FactorArguments(strategy="ekfac")
-    n_tokens = train_t.shape[1] - 1
     score_args = ScoreArguments(damping_factor=(p["weight_decay"] + p["damping"]) * n_tokens)
     if work == torch.float64:
         for args, fields in ((factor_args, ("activation_covariance_dtype",
@@ -476,13 +508,7 @@ def _ekfac(torch, model, train_t, inst_t, p):
                                      per_device_train_batch_size=p["batch_size"],
                                      score_args=score_args)
         scores = analyzer.load_self_scores("self")
-    self_scores = scores["all_modules"].detach().cpu().numpy().astype(float)
-    # Scores of summed token losses: (T_x^2 / T) g' (G + (lambda + delta) I)^-1 g with g the
-    # gradient of the mean token loss, T and T_x the predicted tokens per training sequence and
-    # per instance, G the Gauss-Newton Hessian of the mean per-sequence loss.
-    estimates = self_scores * n_tokens / ((inst_t.shape[1] - 1) ** 2 * train_t.shape[0])
-    solve_info = [(np.nan, np.nan)] * inst_t.shape[0]
-    return estimates, gnorms, solve_info, int(n_tracked), modules
+    return scores["all_modules"].detach().cpu().numpy().astype(float)
 
 
 def _load(source: str):

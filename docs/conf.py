@@ -32,7 +32,7 @@ sphinx_gallery_conf = {
     "examples_dirs": "../examples",
     "gallery_dirs": "auto_examples",
     "filename_pattern": r"/plot_",
-    "ignore_pattern": r"/(?!plot_)[^/]+\.py$",
+    "ignore_pattern": r"^(?!plot_).*\.py$",  # matched against the file name alone
     "matplotlib_animations": False,
     "download_all_examples": False,
     "remove_config_comments": True,

@@ -123,7 +123,7 @@ def test_no_cohort_significant_but_the_average_is_explained():
     assert "significant in 0 of 3 cohorts" in text
     assert "No single cohort's band excludes zero, but the average's pointwise interval does" \
         in text
-    assert "reach up to 0.065" in text
+    assert "In all 3 cohorts the bands include zero but reach up to 0.065" in text
 
 
 def test_a_later_exposure_is_named_in_title_heading_and_finding(second_exposure):

@@ -66,6 +66,10 @@ CASES = [
     ("format_version null", _version(None), "format_version None; it must be a whole number"),
     ("a cut covariance", _cut_covariance, "aggregation 'dynamic' malformed"),
     ("pretest not a list", lambda meta: {**meta, "pretest": 3}, "metadata is malformed"),
+    ("a design plan without its settings", lambda meta: {"format_version": 3,
+                                                         "kind": "design_plan"},
+     "metadata is malformed"),
+    ("a kind that is a list", lambda meta: {**meta, "kind": ["x"]}, "metadata is malformed"),
 ]
 
 

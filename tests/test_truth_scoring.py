@@ -248,3 +248,36 @@ def test_didmem_report_reads_a_truth_of_every_exposure(exposures, tmp_path):
     text = out.read_text(encoding="utf-8")
     for result in (first, second):
         assert error_summary(cells_with_truth(result, truth)).describe()[1:] in text
+
+
+def test_demo_scores_with_the_shared_truth(tmp_path, monkeypatch, capsys):
+    """``didmem demo``'s truth lines on a stand-in lab run (its test proper needs torch): the
+    truth of the demo's metric (the table holds another metric too), the numbers of the
+    formulas of b0828df."""
+    pytest.importorskip("matplotlib")
+    import argparse
+
+    import didmem.lab
+    from didmem.cli import demo
+    from didmem.lab.config import quick_config
+    from didmem.lab.pipeline import LabResult
+
+    config = quick_config(seed=0)
+    data, truth = simulate_panel(n_cohorts=3, units_per_cohort=20, n_never_treated=30,
+                                 n_times=5, time_step=config.checkpoint_every, seed=1)
+    data = data.rename(columns={"y": "mean_token_loglik"})
+    truth = truth.assign(metric="mean_token_loglik")
+    lab_truth = pd.concat([truth, truth.assign(metric="other", tau=9 * truth["tau"])])
+    lab = LabResult(out_dir=tmp_path / "lab", config=config, panel=data, truth=lab_truth,
+                    exact=pd.DataFrame())
+    monkeypatch.setattr(didmem.lab, "run", lambda *args, **kwargs: lab)
+    assert demo.run(argparse.Namespace(out=str(tmp_path), seed=0, n_bootstrap=99, quick=True,
+                                       overwrite=False)) == 0
+    printed = capsys.readouterr().out
+    result = didmem.load_result(tmp_path / "results.parquet")
+    n, rmse, covered = _old_demo(result, truth[["cohort", "time", "tau"]])
+    assert (f"truth vs estimate: RMSE {rmse:.4f} over {n} post-treatment cells; the band "
+            f"covers the exact truth in {covered} of them") in printed
+    inst = pd.read_csv(tmp_path / "instantaneous.csv")
+    expected = truth[truth["time"] == truth["cohort"]].set_index("cohort")["tau"]
+    np.testing.assert_array_equal(inst["true_tau"], expected.reindex(inst["cohort"]))

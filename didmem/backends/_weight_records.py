@@ -42,6 +42,7 @@ from pathlib import Path
 from ..errors import CheckpointError
 
 __all__ = ["MAX_PICKLE_BYTES", "MAX_HEADER_BYTES", "MAX_INDEX", "pickle_shapes",
+           "legacy_pickle_shapes",
            "safetensors_shapes", "check_weight_files", "check_shapes"]
 
 MAX_PICKLE_BYTES = 16 << 20
@@ -90,7 +91,7 @@ class _Tensor:
 
 
 class _Refused(CheckpointError):
-    pass
+    """What the stand-in unpickler refuses; turned into the file's message by its reader."""
 
 
 def _rebuild_tensor(storage, offset, size, stride, *_rest):
@@ -126,6 +127,8 @@ class _RecordReader(pickle.Unpickler):
                        "torch's weights_only=True) and never runs their code")
 
     def persistent_load(self, pid):
+        if isinstance(pid, tuple) and len(pid) == 6 and pid[5] is None:
+            pid = pid[:5]  # torch's legacy format: a sixth entry for views (none here)
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
                 and isinstance(pid[1], _StorageType) and isinstance(pid[2], str)
                 and _is_index(pid[4])):
@@ -210,19 +213,86 @@ def pickle_shapes(file, where) -> dict:
     with open(file, "rb") as handle:
         handle.seek(start)
         data = handle.read(length)
-    try:
-        state = _RecordReader(io.BytesIO(data)).load()
-    except _Refused as exc:
-        raise _refuse(where, file, pkl, str(exc)) from None
-    except Exception as exc:  # any malformed pickle; nothing of the file ran
-        raise _refuse(where, file, pkl, f"its pickle is malformed ({type(exc).__name__}: "
-                      f"{_short(str(exc))})") from None
+    state = _state(data, file, where, pkl)
     if not isinstance(state, dict) or not all(
             isinstance(k, str) and isinstance(v, _Tensor) for k, v in state.items()):
         raise _refuse(where, file, pkl, "it does not hold a state dict (a mapping of names to "
                       "tensors)")
     prefix = pkl[: -len("data.pkl")]
     return {name: _check_tensor(name, tensor, records, prefix, file, where)
+            for name, tensor in state.items()}
+
+
+def _state(data: bytes, file, where, record):
+    """Unpickle ``data`` with the stand-ins; a flat state dict of stand-in tensors."""
+    reader = _RecordReader(io.BytesIO(data))
+    try:
+        state = reader.load()
+    except _Refused as exc:
+        raise _refuse(where, file, record, str(exc)) from None
+    except Exception as exc:  # any malformed pickle; nothing of the file ran
+        raise _refuse(where, file, record, f"its pickle is malformed ({type(exc).__name__}: "
+                      f"{_short(str(exc))})") from None
+    return state
+
+
+_LEGACY_PROTOCOL = 1001
+
+
+def legacy_pickle_shapes(file, where) -> dict:
+    """:func:`pickle_shapes` for torch's legacy format (``torch.save`` before torch 1.6).
+
+    The file holds five pickles (magic number, protocol, system info, the state dict, the
+    storage keys), at most :data:`MAX_PICKLE_BYTES` together, then each storage in the keys'
+    order: its element count (8 bytes) and its bytes. The records are found by walking those
+    headers, never reading a weight.
+    """
+    file = Path(file)
+    size = file.stat().st_size
+    with open(file, "rb") as handle:
+        head = handle.read(MAX_PICKLE_BYTES)
+    stream = io.BytesIO(head)
+    where_pickles = "the pickles"
+    try:
+        magic, protocol, info = (_RecordReader(stream).load() for _ in range(3))
+        state = _RecordReader(stream).load()
+        keys = _RecordReader(stream).load()
+    except _Refused as exc:
+        raise _refuse(where, file, where_pickles, str(exc)) from None
+    except Exception as exc:
+        cut = size > MAX_PICKLE_BYTES and stream.tell() >= len(head) - 1
+        reason = (f"its pickles exceed {MAX_PICKLE_BYTES:,} bytes (a stated bound)" if cut else
+                  f"its pickles are malformed ({type(exc).__name__}: {_short(str(exc))})")
+        raise _refuse(where, file, where_pickles, reason) from None
+    if (magic, protocol) != (0x1950a86a20f9469cfc6c, _LEGACY_PROTOCOL) or not isinstance(
+            info, dict) or info.get("little_endian") is not True:
+        raise _refuse(where, file, where_pickles, "it is not a little-endian torch pickle of "
+                      f"protocol {_LEGACY_PROTOCOL}")
+    if not isinstance(state, dict) or not all(
+            isinstance(k, str) and isinstance(v, _Tensor) for k, v in state.items()):
+        raise _refuse(where, file, where_pickles, "it does not hold a state dict (a mapping of "
+                      "names to tensors)")
+    kinds = {t.storage.key: t.storage for t in state.values()}
+    if not isinstance(keys, list) or sorted(map(str, keys)) != sorted(kinds):
+        raise _refuse(where, file, where_pickles, "its list of storages is not the storages "
+                      "its tensors use")
+    records, at = {}, stream.tell()
+    with open(file, "rb") as handle:
+        for key in keys:
+            name = f"data/{key}"
+            handle.seek(at)
+            header = handle.read(8)
+            if len(header) < 8:
+                raise _refuse(where, file, name, f"its header at byte {at:,} is past the end "
+                              f"of the file ({size:,} bytes)")
+            (count,) = struct.unpack("<q", header)
+            held = count * kinds[key].itemsize
+            if not 0 <= count < MAX_INDEX or at + 8 + held > size:
+                raise _refuse(where, file, name, f"it claims {count:,} elements from byte "
+                              f"{at + 8:,}, past the end of the file ({size:,} bytes)")
+            records[name] = (at + 8, held)
+            at += 8 + held
+    return {name: _check_tensor(name, tensor, records, "", file, where)
             for name, tensor in state.items()}
 
 
@@ -352,10 +422,7 @@ def check_weight_files(fmt: str, files, where, expected=None, prefix: str = "") 
         elif _is_zip(file):
             shapes = pickle_shapes(file, where)
         elif _is_legacy(file):
-            raise _refuse(where, file, None, "it is a pickle in torch's legacy format (before "
-                          "torch 1.6), whose records cannot be checked before reading; load it "
-                          "with torch.load(..., weights_only=True) and save it again with "
-                          "model.save_pretrained(dir)")
+            shapes = legacy_pickle_shapes(file, where)
         else:
             raise _refuse(where, file, None, "it is neither a torch zip archive nor a "
                           "safetensors file")

@@ -92,9 +92,15 @@ class TransformersBackend(OutcomeBackend):
     are preferred; pickle weights (``pytorch_model.bin``, or its shards with
     ``pytorch_model.bin.index.json``: the format of Pythia's revisions as first uploaded) are
     read only through torch's restricted unpickler (``weights_only=True``), which rebuilds
-    tensors and refuses any other callable. A local pickle is checked that way before
-    transformers reads it, so one that would run code is refused with a
-    :class:`~didmem.backends.CheckpointError` naming the file, and nothing in it runs.
+    tensors and refuses any other callable. Before any weight is read, every local weight
+    file is checked (:meth:`check_weights`): a pickle's pickle is read by stand-ins that
+    call nothing, every tensor must lie inside its own storage record, records must be stored
+    uncompressed inside the file, sizes, strides and offsets must be possible, a safetensors
+    header must be bounded JSON whose spans are exactly its tensors' bytes, and every shape
+    must be the one the config gives; a file that breaks any of these (or would run code) is
+    refused with a :class:`~didmem.backends.CheckpointError` naming the file, the record and
+    the reason, and nothing in it runs (pickles in torch's legacy format, before torch 1.6,
+    too: their records are found by walking their headers).
 
     **When values are bitwise equal.** A work item is scored in batches of ``batch_size``
     instances from its first instance, each right-padded to its longest sequence. The matrix

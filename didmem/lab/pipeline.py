@@ -7,6 +7,7 @@ directory.
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import time as _time
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._validation import Boolean, Instance, Satisfies, constraints_of, validate_params
 from .._version import __version__
 from ..errors import ParameterError
 from .config import LabConfig, demo_config, quick_config
@@ -166,6 +168,15 @@ def load(out_dir) -> LabResult:
     )
 
 
+_PATH = Satisfies(lambda v: isinstance(v, (str, os.PathLike)) and os.fspath(v) != "",
+                  "a directory's path (a non-empty string or os.PathLike)")
+RUN_ARGUMENTS = {"out_dir": _PATH, "quick": Boolean(), "overwrite": Boolean(),
+                 "seed": constraints_of(LabConfig)["seed"],
+                 "config": Instance(LabConfig, allow_none=True)}
+"""The declared arguments of :func:`run` (and :func:`~didmem.lab.replicate`)."""
+
+
+@validate_params(RUN_ARGUMENTS, owner="didmem.lab.run")
 def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
         config: LabConfig | None = None, **changes) -> LabResult:
     """Train a lab model, its twin and checks, score them, and write the run's directory.

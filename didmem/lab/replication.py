@@ -18,10 +18,11 @@ import pandas as pd
 
 from ..results._truth import score_cells
 from ..results.comparison import aligned_cells
+from .._validation import Satisfies, validate_params
 from ..errors import ParameterError
 from ..panel import Panel
 from .config import LabConfig
-from .pipeline import run
+from .pipeline import RUN_ARGUMENTS, run
 
 __all__ = ["replicate", "Replication", "default_estimators", "summarise_cells"]
 
@@ -172,6 +173,12 @@ def _spec(name, spec):
         f"(estimator, covariates); got {type(spec).__name__}.")
 
 
+@validate_params({**{k: v for k, v in RUN_ARGUMENTS.items() if k != "seed"},
+                  "first_seed": RUN_ARGUMENTS["seed"],
+                  "metric": Satisfies(lambda v: isinstance(v, str), "a metric's name"),
+                  "estimators": Satisfies(lambda v: v is None or isinstance(v, dict),
+                                          "None or a dict {name: estimator}")},
+                 owner="didmem.lab.replicate")
 def replicate(out_dir, n_seeds: int = 10, *, first_seed: int = 0, quick: bool = True,
               estimators: dict | None = None, metric: str = "mean_token_loglik",
               cells: str = "post", truth: str = "tau", overwrite: bool = False,

@@ -47,7 +47,7 @@ STEPS_PER_CHECKPOINT = PYTHIA_STEPS_PER_CHECKPOINT
 #: Steps of the published checkpoints: 0, the log-spaced 1, 2, 4, ..., 512, then every 1,000
 #: steps up to 143,000.
 PYTHIA_STEPS = (0, *(2**i for i in range(10)), *range(1000, 143_001, 1000))
-#: Hub revisions of the checkpoints, ``"step0"`` ... ``"step143000"``.
+#: Hub revisions of the checkpoints, from ``"step0"`` to ``"step143000"``.
 PYTHIA_REVISIONS = tuple(f"step{s}" for s in PYTHIA_STEPS)
 #: Model sizes of the suite, as they appear in repository names (``EleutherAI/pythia-1.4b``).
 PYTHIA_MODEL_SIZES = ("14m", "31m", "70m", "160m", "410m", "1b", "1.4b", "2.8b", "6.9b", "12b")

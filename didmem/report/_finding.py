@@ -120,13 +120,15 @@ def _not_significant(t, sig, unit, truth, what) -> str:
     lower = float(t.loc[rest, "ci_lower"].min())
     n = int(rest.sum())
     unit = html.escape(unit)
+    which = ((f"the one {what[0]}" if n == 1 else f"all {n} {what[1]}") if n == len(rest)
+             else (f"the other {what[0]}" if n == 1 else f"the other {n} {what[1]}"))
+    prep = "At" if what[0] == "event time" else "In"
     if n == 1:
-        text = (f" At the other {what[0]} the band ({fmt(lower)} to {fmt(upper)} {unit}) "
-                f"includes zero but does not exclude an effect as large as {fmt(upper)}")
+        text = (f" {prep} {which} the band ({fmt(lower)} to {fmt(upper)} {unit}) includes zero "
+                f"but does not exclude an effect as large as {fmt(upper)}")
     else:
-        text = (f" At the other {n} {what[1]} the bands include zero but reach up to "
-                f"{fmt(upper)} {unit} (down to {fmt(lower)}): they do not exclude effects "
-                "that large")
+        text = (f" {prep} {which} the bands include zero but reach up to {fmt(upper)} {unit} "
+                f"(down to {fmt(lower)}): they do not exclude effects that large")
     if truth is not None:
         true = truth.to_numpy(float)[rest]
         if np.isfinite(true).any():

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from .._outcomes import outcome_label, outcome_unit
+from .._validation import Satisfies, validate_params
 from .._version import __version__
 from ..errors import DidmemError, ParameterError
 from ._cells import CELLS_SCRIPT, cells_table_html, heatmap_html
@@ -47,6 +48,8 @@ def _cells_band(result) -> str:
 
 def _captions(result, has_truth: bool, options: Mapping) -> dict:
     band = _band_words(result)
+    over = ({"cohorts": f"{band} over the cohorts", "event times": f"{band} over the event times"}
+            if band.startswith("simultaneous") else {"cohorts": band, "event times": band})
     unit = html.escape(outcome_unit(result.outcome))
     truth = " Red diamonds: the truth." if has_truth else ""
     step = checkpoint_step(result)
@@ -57,18 +60,18 @@ def _captions(result, has_truth: bool, options: Mapping) -> dict:
     return {
         "profile": (f"<b>Memorisation profile.</b> Each coloured cell is tau(g, c) in {unit}: the "
                     "effect of training at treatment step g (row) on the outcome at checkpoint c "
-                    f"(column), drawn only where the {_cells_band(result)} excludes zero; grey cells are not "
-                    "significant or lie before treatment. Read the diagonal for instantaneous "
-                    "memorisation and along a row for how long it lasts. Hover a cell for its "
-                    "values, click it to find it in the table of cells."),
+                    f"(column), drawn only where the {_cells_band(result)} excludes zero; grey "
+                    "cells are not significant or lie before treatment. Read the diagonal for "
+                    "instantaneous memorisation and along a row for how long it lasts. Hover a "
+                    "cell for its values, click it to find it in the table of cells."),
         "instantaneous": (f"<b>Instantaneous memorisation</b> tau(g, g) per cohort, in {unit}, "
-                          f"with the {band}.{lr}{truth}"),
+                          f"with the {over['cohorts']}.{lr}{truth}"),
         "persistent": (f"<b>Persistent memorisation</b>: the effect c - g training steps after "
-                       f"treatment{spacing}, averaged over cohorts, in {unit}, with the {band}: "
-                       f"how fast memorisation fades.{truth}"),
+                       f"treatment{spacing}, averaged over cohorts, in {unit}, with the "
+                       f"{over['event times']}: how fast memorisation fades.{truth}"),
         "residual": (f"<b>Residual memorisation</b> tau(g, T) at the last checkpoint T = {last}, "
-                     f"in {unit}: what remains at the end. Full colour: the {band} excludes "
-                     f"zero; faint: it does not.{truth}"),
+                     f"in {unit}: what remains at the end. Full colour: the "
+                     f"{over['cohorts']} excludes zero; faint: it does not.{truth}"),
         "pretrends": ("<b>Parallel trends before treatment</b>: the pre-treatment cells "
                       "(c < g), all zero in expectation when parallel trends hold, with the "
                       f"{band}. The title gives the calibrated event-time pre-test."),
@@ -96,7 +99,8 @@ def _aggregate_tables(result, cells) -> str:
                 f"table (critical value {agg.critical_value:.3f})"
                 if agg.band == "simultaneous" and len(frame) > 1
                 else f"pointwise {level} intervals")
-        parts.append(head + f"<p>Overall {o.estimate:.4g} {html.escape(outcome_unit(result.outcome))}"
+        unit = html.escape(outcome_unit(result.outcome))
+        parts.append(head + f"<p>Overall {o.estimate:.4g} {unit}"
                      f" (SE {o.std_error:.3g}, pointwise {level} CI "
                      f"[{o.ci_lower:.4g}, {o.ci_upper:.4g}]). The rows' <code>ci_lower</code>, "
                      f"<code>ci_upper</code>: {rows}; the table of every cell gives each cell "
@@ -251,6 +255,30 @@ def _correlation_html(named) -> str:
                                                   wide=len(corr) > 4) + "</div>")
 
 
+def _figure_names(value) -> bool:
+    """A list of strings (which names are figures is checked by the body: "Unknown figure")."""
+    return not isinstance(value, (str, bytes, Mapping)) and all(isinstance(f, str)
+                                                                 for f in value)
+
+
+def _figure_options(value) -> bool:
+    return value is None or (isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, Mapping) for k, v in value.items()))
+
+
+_REPORT = {
+    "title": Satisfies(lambda v: isinstance(v, str), "a string"),
+    "notes": Satisfies(lambda v: isinstance(v, str), "a string"),
+    "figures": Satisfies(_figure_names, "a list of figure names of didmem.plotting.PLOTS "
+                                        "(strings: 'profile', 'instantaneous', ...)"),
+    "figure_options": Satisfies(_figure_options, "None or a mapping of figure names to "
+                                                 "mappings of keyword arguments"),
+    "sensitivity": Satisfies(lambda v: v is None or isinstance(v, Mapping),
+                             "None or a mapping of didmem.sensitivity's arguments (m required)"),
+}
+
+
+@validate_params(_REPORT, owner="render_report")
 def render_report(results, *, title: str = "didmem report", figures: Sequence[str] = FIGURES,
                   figure_options: Mapping[str, Mapping] | None = None, notes: str = "",
                   sensitivity: Mapping | None = None, truth=None) -> str:

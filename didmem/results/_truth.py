@@ -167,8 +167,10 @@ def truth_table(truth, *, metric: str | None = None, exposure: int | None = None
     twice = out.duplicated(["cohort", "time"], keep=False)
     if twice.any():
         first = out[twice].iloc[0]
-        extra = [c for c in truth.columns if c not in ("cohort", "time", "tau", "metric",
-                                                         "exposure")]
+        same = ((out["cohort"] == first["cohort"]) & (out["time"] == first["time"])).to_numpy()
+        rows = truth[same]  # the first cell's rows: which columns tell them apart?
+        extra = [c for c in truth.columns if c not in ("cohort", "time", column)
+                 and rows[c].astype(str).nunique() > 1]
         n_cells = int(out[twice].drop_duplicates(["cohort", "time"]).shape[0])
         raise ParameterError(
             f"{source} has more than one row for {n_cells} (cohort, time) cells, e.g. cohort "

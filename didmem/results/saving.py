@@ -292,8 +292,8 @@ def load_result(path):
                               f"written. {_WRITE_AGAIN}") from None
 
 
-_WRITE_AGAIN = ("Write it again from the panel (didmem estimate, or "
-                "GroupTimeResult.save).")
+_WRITE_AGAIN = ("Write it again from its source (didmem estimate, or the result's "
+                ".save()).")
 
 _REQUIRED_KEYS = ("estimator", "params", "outcome", "lower_is_better", "critical_value",
                   "band", "alpha", "n_units", "pretest", "summary", "aggregations")
@@ -324,7 +324,7 @@ def _read_table(pq, path: Path):
                 + ("is empty" if head == b"" else "begins as a parquet file but its end is "
                    "missing") + " (a write, copy or download that was interrupted, or a disk "
                 "that filled). Delete it and run again to write it anew (didmem estimate, or "
-                f"GroupTimeResult.save). ({exc})") from None
+                f"the result's .save()). ({exc})") from None
         raise ResultFileError(f"{str(path)!r} is not a parquet file ({exc}).") from None
 
 

@@ -399,10 +399,36 @@ def _ext_target():  # pragma: no cover - never called: the reader refuses first
     return None
 
 
-def test_legacy_pickle_is_refused_with_what_to_do(base, tmp_path, monkeypatch):
+def test_legacy_pickle_is_checked_and_scores_like_safetensors(base, tmp_path):
+    """torch.save's format before torch 1.6: its records are found by walking their headers."""
     target = _checkpoint(base, tmp_path)
     torch.save(base[1], target / "pytorch_model.bin", _use_new_zipfile_serialization=False)
-    _refused(target, monkeypatch, "legacy format", "save it again")
+    assert not zipfile.is_zipfile(target / "pytorch_model.bin")
+    shapes = _weight_records.legacy_pickle_shapes(target / "pytorch_model.bin", "here")
+    assert shapes == {k: tuple(v.shape) for k, v in base[1].items()}
+    got = TransformersBackend({0: target}, device="cpu").score(_tokens(), progress=False)
+    expected = TransformersBackend({0: base[0]}, device="cpu").score(_tokens(), progress=False)
+    np.testing.assert_allclose(got["sequence_loglik"], expected["sequence_loglik"], rtol=1e-6)
+
+
+@pytest.mark.parametrize("damage", ["cut", "count"])
+def test_legacy_pickle_with_a_record_past_the_file_is_refused(base, tmp_path, monkeypatch,
+                                                              damage):
+    target = _checkpoint(base, tmp_path)
+    file = target / "pytorch_model.bin"
+    torch.save(base[1], file, _use_new_zipfile_serialization=False)
+    raw = bytearray(file.read_bytes())
+    if damage == "cut":
+        raw = raw[:-100]
+    else:  # the first record's element count claims a terabyte
+        stream = io.BytesIO(bytes(raw))
+        for _ in range(5):  # magic, protocol, system info, the state dict, the storage keys
+            _weight_records._RecordReader(stream).load()
+        at = stream.tell()
+        assert struct.unpack_from("<q", raw, at)[0] in {v.numel() for v in base[1].values()}
+        struct.pack_into("<q", raw, at, 2 ** 40)
+    file.write_bytes(bytes(raw))
+    _refused(target, monkeypatch, "record 'data/", "past the end of the file")
 
 
 def test_device_is_refused_at_reading():
@@ -416,25 +442,45 @@ _MEMORY_SCRIPT = r"""
 import json, resource, sys
 import numpy as np
 from didmem.backends import CheckpointError, TransformersBackend
+
+
+def status(key):
+    with open("/proc/self/status") as handle:
+        return next(int(line.split()[1]) * 1024 for line in handle if line.startswith(key))
+
+
+def reset_peak():
+    # Linux: writing 5 to clear_refs resets VmHWM (the peak) to the current RSS
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
+
+
 tokens = [np.arange(1, 13)]
 peaks = {}
 for label, path in json.loads(sys.argv[1]).items():
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    exact = reset_peak()
+    before = status("VmRSS:") if exact else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     try:
         TransformersBackend({0: path}, device="cpu").score(tokens, progress=False)
     except CheckpointError:
         pass
     else:
         raise SystemExit(f"{label} was not refused")
-    peaks[label] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+    after = status("VmHWM:") if exact else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peaks[label] = [after - before, exact]
 print(json.dumps(peaks))
 """
 
 
 def test_hostile_files_are_refused_in_bounded_memory(tmp_path):
     """Peak memory grows by at most 1.5 times the legitimate model's size while each hostile
-    file is refused (a model of about 10 MB; ru_maxrss of a fresh process, after one refusal
-    of the same kind has warmed the imports)."""
+    file is refused (a model of about 10 MB): in a fresh process, after one refusal of the same
+    kind has warmed the imports, the peak (VmHWM, reset through /proc/self/clear_refs before
+    each refusal; ru_maxrss where that is not allowed) less the resident size before it."""
     source = build_checkpoints(tmp_path / "big", n=1, vocab_size=2048, hidden_size=256,
                                intermediate_size=1024)[0]
     legit = (source / "model.safetensors").stat().st_size
@@ -466,5 +512,5 @@ def test_hostile_files_are_refused_in_bounded_memory(tmp_path):
     peaks = json.loads(out.stdout.strip().splitlines()[-1])
     del peaks["warm-up"]
     assert set(peaks) == set(paths) - {"warm-up"}
-    for label, grew in peaks.items():
+    for label, (grew, exact) in peaks.items():
         assert grew <= 1.5 * legit, (label, grew, legit)

@@ -10,7 +10,7 @@ import pytest
 
 import didmem
 from didmem.datasets import simulate_exposures
-from didmem.inference._prepared import did_cells, prepare_design
+from didmem.inference._prepared import did_cells, prepare_panel as prepare_design
 from didmem.inference.exposure_kernel import exposure_cells_numpy
 from didmem.panel_exposures import exposure_view, subset_units
 

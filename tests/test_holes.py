@@ -11,7 +11,7 @@ import pytest
 import didmem
 from didmem.errors import EstimationError, PanelError
 from didmem.inference._prepared import did_cells
-from didmem.inference._prepared import prepare_design as prepare_holes_design
+from didmem.inference._prepared import prepare_panel as prepare_holes_design
 from didmem.inference.holes import HolesInfluence, hole_cells
 
 

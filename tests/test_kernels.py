@@ -7,7 +7,7 @@ import pytest
 
 import didmem
 from didmem.results.aggregations import build_aggregation
-from didmem.inference._prepared import did_cells, level_cells, prepare_design
+from didmem.inference._prepared import did_cells, level_cells, prepare_panel as prepare_design
 from didmem.inference import kernels, reference
 from didmem.inference.bootstrap import draw_multipliers
 from didmem.inference.grouped import bootstrap_cells

@@ -15,7 +15,7 @@ from didmem.inference.cell_inference import CellInference, InferenceSettings
 from didmem.inference.linear import combination_moments
 from didmem.inference.moment_cells import MomentsInfluence, prepare_moments
 from didmem.inference.moments import CohortMoments, reference_moments
-from didmem.inference.small_sample import small_sample_cells
+from didmem.inference.small_sample import small_sample_correction
 
 TOL = 1e-9
 
@@ -135,7 +135,7 @@ def test_cells_equal_the_in_memory_fit(panel, control_group, base_period, small_
     var[cells.ref == 1] = np.nan
     _assert_close(np.sqrt(var), res.analytic_std_errors)
     if small_sample:
-        corrected = small_sample_cells(inf, var)
+        corrected = small_sample_correction(inf, var)
         _assert_close(np.where(np.isnan(var), np.nan, np.sqrt(corrected.variance)),
                       frame["std_error"])
         _assert_close(corrected.df, res.inference.correction.df)
@@ -230,7 +230,7 @@ def test_sup_t_value_matches_the_in_memory_bootstrap(simulated):
     design, cells, inf = _from_moments(_moments(simulated), "never_treated", "varying")
     inference = CellInference.draw(inf, _settings(n_draws=4000, random_state=2))
     _, band = inference.cell_band(inference.variance)
-    assert band.kind == res.band == "simultaneous"
+    assert band.rule == res.band == "simultaneous"
     # sup-t statistics of the in-memory draws: the spread of their 0.95 quantile
     boot = res.inference.bootstrap.cells
     sigma = res.analytic_std_errors

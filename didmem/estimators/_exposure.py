@@ -26,7 +26,7 @@ import pandas as pd
 
 from .._messages import listing as _listing
 from ..errors import DataDroppedWarning, EstimationError, ParameterError
-from ..inference._prepared import _fmt, did_cells, prepare_design
+from ..inference._prepared import _fmt, did_cells, prepare_panel
 from ..inference.cell_inference import CellInference
 from ..inference.exposure import exposure_influence
 from ..panel_exposures import exposure_view, subset_units
@@ -121,7 +121,7 @@ def fit_exposure(panel, params, owner: str, *, not_yet: bool, settings) -> Expos
     keep = used[view.history]
     rows = view.rows[keep]
     sub = subset_units(panel, rows, view.cohorts[keep])
-    design = prepare_design(sub, params["outcome"], need_never_treated=not not_yet,
+    design = prepare_panel(sub, params["outcome"], need_never_treated=not not_yet,
                             anticipation=params["anticipation"],
                             lower_is_better=params["lower_is_better"], owner=owner)
     codes = pd.Index(np.asarray(panel.units)[rows]).get_indexer(design.unit_labels)

@@ -32,7 +32,7 @@ class GroupTimeEstimator(BaseEstimator):
 
     What is estimated is the subclass's (its cells, :meth:`_cells`); how is
     :mod:`didmem.inference`'s: R's pre-processing (:func:`~didmem.inference._prepared.
-    prepare_design`), the route's influence functions (:func:`~didmem.inference.routes.
+    prepare_panel`), the route's influence functions (:func:`~didmem.inference.routes.
     cell_influence`), their inference (:class:`~didmem.inference.cell_inference.
     CellInference`), and one builder of the result (:meth:`~didmem.results.cells.
     GroupTimeResult.from_inference`).
@@ -42,7 +42,7 @@ class GroupTimeEstimator(BaseEstimator):
         raise NotImplementedError
 
     def _fit(self, panel, params) -> GroupTimeResult:
-        from ..inference._prepared import prepare_design
+        from ..inference._prepared import prepare_panel
         from ..inference.cell_inference import CellInference, InferenceSettings
         from ..inference.routes import cell_influence, uses_grouped_moments
         from ..results.cells import GroupTimeResult
@@ -55,7 +55,7 @@ class GroupTimeEstimator(BaseEstimator):
             from ._exposure import fit_exposure
 
             return fit_exposure(panel, params, name, not_yet=not_yet, settings=settings)
-        design = prepare_design(
+        design = prepare_panel(
             panel, params["outcome"], need_never_treated=not not_yet,
             anticipation=params.get("anticipation", 0), lower_is_better=params["lower_is_better"],
             owner=name, use_covariates=est_method is not None)

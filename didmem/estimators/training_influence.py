@@ -169,42 +169,66 @@ class InfluenceEstimator(BaseEstimator):
         return super().fit(data)
 
     def _fit(self, data: TrainedModel, p):
-        model, train, instances = data.model, data.train, data.instances
-        units, cohorts, time, checkpoint = data.units, data.cohorts, data.time, data.checkpoint
         torch = optional_import("torch", "lm")
-        from torch.func import functional_call, grad, jvp
-
-        if hasattr(model, "checkpoint_source") and hasattr(model, "checkpoints"):
-            steps = tuple(model.checkpoints)
-            step = max(steps) if checkpoint is None else checkpoint
-            if step not in steps:
-                raise ParameterError(f"checkpoint {step!r} is not one of the backend's "
-                                     f"checkpoints {list(steps)}.")
-            if np.isnan(float(time)):
-                time = float(step)
-            model = _load(model.checkpoint_source(step))
-        elif isinstance(model, (str, Path)):
-            model = _load(str(model))
-        if not isinstance(model, torch.nn.Module):
-            raise ParameterError(f"model must be a torch.nn.Module or a checkpoint directory; "
-                                 f"got {type(model).__name__}.")
-        model = _exact_attention(model).eval()
-        train_t = _as_tokens(torch, train, "train")
-        inst_t = train_t if instances is None else _as_tokens(torch, instances, "instances")
-        n_inst = inst_t.shape[0]
-        units = np.arange(n_inst) if units is None else np.asarray(units)
-        cohorts = np.full(n_inst, np.nan) if cohorts is None else np.asarray(cohorts, float)
-        if len(units) != n_inst or len(cohorts) != n_inst:
-            raise ParameterError(f"units and cohorts need one entry per instance ({n_inst}).")
-
+        model, time = _resolve_model(torch, data.model, data.checkpoint, data.time)
+        train_t, inst_t, units, cohorts = _instances(torch, data)
+        name = type(self).__name__
         if p["solver"] == "ekfac":
             if p["approximation"] != "linear":
                 raise ParameterError('solver="ekfac" supports approximation="linear" only.')
             estimates, gnorms, solve_info, n_tracked, modules = _ekfac(
                 torch, model, train_t, inst_t, p)
-            return _result(p, type(self).__name__, estimates, gnorms, solve_info, units,
-                           cohorts, time, train_t.shape[0], n_tracked, modules=modules)
+            return _result(p, name, estimates, gnorms, solve_info, units, cohorts, time,
+                           train_t.shape[0], n_tracked, modules=modules)
+        problem = _TrackedLoss(torch, model, train_t, p)
+        estimates, gnorms, solve_info = _self_influences(torch, problem, inst_t, p)
+        return _result(p, name, estimates, gnorms, solve_info, units, cohorts, time,
+                       problem.n_train, int(problem.theta.numel()))
 
+
+def _resolve_model(torch, model, checkpoint, time):
+    """The torch module to differentiate (a backend's checkpoint, a directory or the module
+    itself; attention switched to its exact path, in eval mode) and the instances' time
+    (the checkpoint's step where none is given)."""
+    if hasattr(model, "checkpoint_source") and hasattr(model, "checkpoints"):
+        steps = tuple(model.checkpoints)
+        step = max(steps) if checkpoint is None else checkpoint
+        if step not in steps:
+            raise ParameterError(f"checkpoint {step!r} is not one of the backend's "
+                                 f"checkpoints {list(steps)}.")
+        if np.isnan(float(time)):
+            time = float(step)
+        model = _load(model.checkpoint_source(step))
+    elif isinstance(model, (str, Path)):
+        model = _load(str(model))
+    if not isinstance(model, torch.nn.Module):
+        raise ParameterError(f"model must be a torch.nn.Module or a checkpoint directory; "
+                             f"got {type(model).__name__}.")
+    return _exact_attention(model).eval(), time
+
+
+def _instances(torch, data: TrainedModel):
+    """The training and instance token tensors, and each instance's unit and cohort."""
+    train_t = _as_tokens(torch, data.train, "train")
+    inst_t = train_t if data.instances is None else _as_tokens(torch, data.instances,
+                                                                  "instances")
+    n_inst = inst_t.shape[0]
+    units = np.arange(n_inst) if data.units is None else np.asarray(data.units)
+    cohorts = (np.full(n_inst, np.nan) if data.cohorts is None
+               else np.asarray(data.cohorts, float))
+    if len(units) != n_inst or len(cohorts) != n_inst:
+        raise ParameterError(f"units and cohorts need one entry per instance ({n_inst}).")
+    return train_t, inst_t, units, cohorts
+
+
+class _TrackedLoss:
+    """The mean token loss as a function of the tracked parameters (flattened to
+    ``theta``), and its damped Hessian-vector product over the Hessian's sample."""
+
+    def __init__(self, torch, model, train_t, p):
+        from torch.func import functional_call
+
+        self.torch = torch
         names, tracked, frozen = [], {}, {}
         for name, prm in model.named_parameters():
             keep = (not p["include"] or any(s in name for s in p["include"])) and \
@@ -215,76 +239,87 @@ class InfluenceEstimator(BaseEstimator):
         if not tracked:
             raise ParameterError("include/exclude leave no parameter to track.")
         buffers = {k: v.detach() for k, v in model.named_buffers()}
-        shapes = [tracked[k].shape for k in names]
-        sizes = [tracked[k].numel() for k in names]
+        self.names = names
+        self.shapes = [tracked[k].shape for k in names]
+        self.sizes = [tracked[k].numel() for k in names]
         dtype = tracked[names[0]].dtype
-
-        def unflat(v):
-            return {k: t.view(s) for k, t, s in zip(names, torch.split(v, sizes), shapes)}
-
-        def flat(d):
-            return torch.cat([d[k].reshape(-1) for k in names])
+        work = torch.float64 if dtype == torch.float64 else torch.float32
 
         def loss(params, batch):
             out = functional_call(model, ({**frozen, **params}, buffers), (batch,))
             logits = out.logits if hasattr(out, "logits") else out
-            logp = torch.log_softmax(logits[:, :-1].to(torch.float64 if dtype == torch.float64
-                                                       else torch.float32), dim=-1)
+            logp = torch.log_softmax(logits[:, :-1].to(work), dim=-1)
             ll = logp.gather(-1, batch[:, 1:, None]).squeeze(-1)
             return -ll.mean()
 
-        theta = flat(tracked)
-        n_train = train_t.shape[0]
-        hess_t = train_t
-        if p["hessian_sample"] is not None and p["hessian_sample"] < n_train:
-            if p["hessian_sample"] < 1:
-                raise ParameterError("hessian_sample must be a positive number of sequences.")
-            rng = np.random.default_rng(p["random_state"])
-            pick = np.sort(rng.choice(n_train, p["hessian_sample"], replace=False))
-            hess_t = train_t[torch.as_tensor(pick)]
-        n_hess = hess_t.shape[0]
-        batches = torch.split(hess_t, p["batch_size"])
-        lam, delta = p["weight_decay"], p["damping"]
+        self.loss = loss
+        self.theta = self.flat(tracked)
+        self.n_train = train_t.shape[0]
+        hess_t = _hessian_sample(torch, train_t, p)
+        self.n_hess = hess_t.shape[0]
+        self.batches = torch.split(hess_t, p["batch_size"])
+        self.shift = p["weight_decay"] + p["damping"]
 
-        def hvp(v):
-            vd = unflat(v)
-            total = torch.zeros_like(v)
-            for b in batches:
-                with warnings.catch_warnings():  # torch's forward-AD set-up, not the user's
-                    warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.*",
-                                            category=DeprecationWarning)
-                    _, hv = jvp(lambda q, b=b: grad(loss)(q, b), (unflat(theta),), (vd,))
-                total += flat(hv) * (b.shape[0] / n_hess)
-            return total + (lam + delta) * v
+    def unflat(self, v):
+        split = self.torch.split(v, self.sizes)
+        return {k: t.view(s) for k, t, s in zip(self.names, split, self.shapes)}
 
-        solve_info = []
+    def flat(self, d):
+        return self.torch.cat([d[k].reshape(-1) for k in self.names])
+
+    def gradient(self, x):
+        from torch.func import grad
+
+        return self.flat(grad(self.loss)(self.unflat(self.theta), x)).detach()
+
+    def hvp(self, v):
+        from torch.func import grad, jvp
+
+        vd = self.unflat(v)
+        total = self.torch.zeros_like(v)
+        for b in self.batches:
+            with warnings.catch_warnings():  # torch's forward-AD set-up, not the user's
+                warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.*",
+                                        category=DeprecationWarning)
+                _, hv = jvp(lambda q, b=b: grad(self.loss)(q, b), (self.unflat(self.theta),),
+                            (vd,))
+            total += self.flat(hv) * (b.shape[0] / self.n_hess)
+        return total + self.shift * v
+
+
+def _self_influences(torch, problem: _TrackedLoss, inst_t, p):
+    """Each instance's self-influence: its gradient, the solve ``H h = g`` (direct, CG or
+    LiSSA) and ``g' h / n`` (linear) or the loss change of the shifted parameters."""
+    n_inst = inst_t.shape[0]
+    theta, n_train = problem.theta, problem.n_train
+    solve_info = []
+    with torch.no_grad():
+        if p["solver"] == "direct":
+            eye = torch.eye(theta.numel(), dtype=theta.dtype)
+            dense = torch.stack([problem.hvp(e) for e in eye], dim=1)
+            dense = (dense + dense.T) / 2
+    estimates, gnorms = np.empty(n_inst), np.empty(n_inst)
+    for i in range(n_inst):
+        x = inst_t[i:i + 1]
+        g = problem.gradient(x)
         with torch.no_grad():
             if p["solver"] == "direct":
-                eye = torch.eye(theta.numel(), dtype=theta.dtype)
-                dense = torch.stack([hvp(e) for e in eye], dim=1)
-                dense = (dense + dense.T) / 2
-        estimates, gnorms = np.empty(n_inst), np.empty(n_inst)
-        for i in range(n_inst):
-            x = inst_t[i:i + 1]
-            g = flat(grad(loss)(unflat(theta), x)).detach()
-            with torch.no_grad():
-                if p["solver"] == "direct":
-                    h = torch.linalg.solve(dense, g)
-                    solve_info.append((1, 0.0))
-                elif p["solver"] == "cg":
-                    h, info = _cg(hvp, g, p["max_iter"], p["tol"])
-                    solve_info.append(info)
-                else:
-                    h, info = _lissa(hvp, g, p["max_iter"], p["lissa_scale"])
-                    solve_info.append(info)
-                if p["approximation"] == "linear":
-                    estimates[i] = float(g @ h) / n_train
-                else:
-                    shifted = unflat(theta + h / n_train)
-                    estimates[i] = float(loss(shifted, x) - loss(unflat(theta), x))
-            gnorms[i] = float(g.norm())
-        return _result(p, type(self).__name__, estimates, gnorms, solve_info, units, cohorts,
-                       time, n_train, int(theta.numel()))
+                h = torch.linalg.solve(dense, g)
+                solve_info.append((1, 0.0))
+            elif p["solver"] == "cg":
+                h, info = _cg(problem.hvp, g, p["max_iter"], p["tol"])
+                solve_info.append(info)
+            else:
+                h, info = _lissa(problem.hvp, g, p["max_iter"], p["lissa_scale"])
+                solve_info.append(info)
+            if p["approximation"] == "linear":
+                estimates[i] = float(g @ h) / n_train
+            else:
+                shifted = problem.unflat(theta + h / n_train)
+                estimates[i] = float(problem.loss(shifted, x)
+                                     - problem.loss(problem.unflat(theta), x))
+        gnorms[i] = float(g.norm())
+    return estimates, gnorms, solve_info
 
 
 def _result(p, name, estimates, gnorms, solve_info, units, cohorts, time, n_train,
@@ -334,23 +369,8 @@ def _ekfac(torch, model, train_t, inst_t, p):
     token loss and ``G`` the Gauss-Newton Hessian of the mean per-sequence loss: the linear
     estimate of the exact path with ``G`` for ``H``, restricted to the tracked modules.
     """
-    import copy
-    import tempfile
-
     kron = optional_import("kronfluence", "ekfac")
-    from kronfluence.arguments import FactorArguments, ScoreArguments
-    from kronfluence.task import Task
-
-    head = _output_module(torch, model)
-    modules = [name for name, m in model.named_modules()
-               if isinstance(m, torch.nn.Linear) and m is not head
-               and (not p["include"] or any(s in name for s in p["include"]))
-               and not any(s in name for s in p["exclude"])]
-    if not modules:
-        raise ParameterError("include/exclude leave no Linear module to track (EK-FAC tracks "
-                             "the Linear modules other than the output embedding).")
-    n_tracked = sum(prm.numel() for name in modules
-                    for prm in model.get_submodule(name).parameters())
+    modules, n_tracked = _ekfac_modules(torch, model, p)
     dtype = next(model.parameters()).dtype
     work = torch.float64 if dtype == torch.float64 else torch.float32
     seed = p["random_state"]
@@ -365,6 +385,54 @@ def _ekfac(torch, model, train_t, inst_t, p):
     def token_losses(logits, targets):
         logp = torch.log_softmax(logits, dim=-1)
         return -logp.gather(-1, targets[..., None]).squeeze(-1)
+
+    task = _kronfluence_task(torch, modules, logits_of, token_losses, gen)
+    gnorms = _tracked_gradient_norms(torch, model, modules, inst_t, logits_of, token_losses)
+    self_scores = _kronfluence_self_scores(torch, kron, model, task,
+                                           _hessian_sample(torch, train_t, p), inst_t,
+                                           train_t.shape[1] - 1, p, work)
+    # Scores of summed token losses: (T_x^2 / T) g' (G + (lambda + delta) I)^-1 g with g the
+    # gradient of the mean token loss, T and T_x the predicted tokens per training sequence and
+    # per instance, G the Gauss-Newton Hessian of the mean per-sequence loss.
+    n_tokens = train_t.shape[1] - 1
+    estimates = self_scores * n_tokens / ((inst_t.shape[1] - 1) ** 2 * train_t.shape[0])
+    solve_info = [(np.nan, np.nan)] * inst_t.shape[0]
+    return estimates, gnorms, solve_info, int(n_tracked), modules
+
+
+def _hessian_sample(torch, train_t, p):
+    """The training sequences the Hessian is estimated on: all, or ``hessian_sample`` of
+    them drawn without replacement (seeded by ``random_state``), in their order."""
+    n_train = train_t.shape[0]
+    if p["hessian_sample"] is None or p["hessian_sample"] >= n_train:
+        return train_t
+    if p["hessian_sample"] < 1:
+        raise ParameterError("hessian_sample must be a positive number of sequences.")
+    rng = np.random.default_rng(p["random_state"])
+    pick = np.sort(rng.choice(n_train, p["hessian_sample"], replace=False))
+    return train_t[torch.as_tensor(pick)]
+
+
+def _ekfac_modules(torch, model, p):
+    """The ``Linear`` modules EK-FAC tracks (all but the output embedding, filtered by
+    ``include``/``exclude``) and their number of parameters."""
+    head = _output_module(torch, model)
+    modules = [name for name, m in model.named_modules()
+               if isinstance(m, torch.nn.Linear) and m is not head
+               and (not p["include"] or any(s in name for s in p["include"]))
+               and not any(s in name for s in p["exclude"])]
+    if not modules:
+        raise ParameterError("include/exclude leave no Linear module to track (EK-FAC tracks "
+                             "the Linear modules other than the output embedding).")
+    n_tracked = sum(prm.numel() for name in modules
+                    for prm in model.get_submodule(name).parameters())
+    return modules, n_tracked
+
+
+def _kronfluence_task(torch, modules, logits_of, token_losses, gen):
+    """kronfluence's task: summed token losses, with labels drawn from the model for the
+    Fisher (the Gauss-Newton Hessian in expectation), over the tracked modules."""
+    from kronfluence.task import Task
 
     class _LMTask(Task):
         def compute_train_loss(self, batch, model, sample=False):
@@ -384,6 +452,31 @@ def _ekfac(torch, model, train_t, inst_t, p):
         def get_influence_tracked_modules(self):
             return modules
 
+    return _LMTask()
+
+
+def _tracked_gradient_norms(torch, model, modules, inst_t, logits_of, token_losses):
+    """Each instance's gradient norm over the tracked modules, on the caller's (unwrapped)
+    model."""
+    tracked_params = [prm for name in modules for prm in model.get_submodule(name).parameters()]
+    gnorms = np.empty(inst_t.shape[0])
+    for i in range(inst_t.shape[0]):
+        x = inst_t[i:i + 1]
+        with torch.enable_grad():
+            g = torch.autograd.grad(token_losses(logits_of(model, x), x[:, 1:]).mean(),
+                                    tracked_params, allow_unused=True)
+        gnorms[i] = float(torch.sqrt(sum((t ** 2).sum() for t in g if t is not None)))
+    return gnorms
+
+
+def _kronfluence_self_scores(torch, kron, model, task, hess_t, inst_t, n_tokens, p, work):
+    """kronfluence's EK-FAC factors on ``hess_t`` and the instances' self-scores (in
+    float64 where the model is), with the damping scaled by the predicted tokens."""
+    import copy
+    import tempfile
+
+    from kronfluence.arguments import FactorArguments, ScoreArguments
+
     class _Tokens(torch.utils.data.Dataset):
         def __init__(self, ids):
             self.ids = ids
@@ -394,28 +487,8 @@ def _ekfac(torch, model, train_t, inst_t, p):
         def __getitem__(self, i):
             return self.ids[i]
 
-    hess_t = train_t
-    if p["hessian_sample"] is not None and p["hessian_sample"] < train_t.shape[0]:
-        if p["hessian_sample"] < 1:
-            raise ParameterError("hessian_sample must be a positive number of sequences.")
-        rng = np.random.default_rng(p["random_state"])
-        pick = np.sort(rng.choice(train_t.shape[0], p["hessian_sample"], replace=False))
-        hess_t = train_t[torch.as_tensor(pick)]
-
-    # Gradient norms over the tracked modules, on the caller's (unwrapped) model.
-    tracked_params = [prm for name in modules for prm in model.get_submodule(name).parameters()]
-    gnorms = np.empty(inst_t.shape[0])
-    for i in range(inst_t.shape[0]):
-        x = inst_t[i:i + 1]
-        with torch.enable_grad():
-            g = torch.autograd.grad(token_losses(logits_of(model, x), x[:, 1:]).mean(),
-                                    tracked_params, allow_unused=True)
-        gnorms[i] = float(torch.sqrt(sum((t ** 2).sum() for t in g if t is not None)))
-
-    task = _LMTask()
     wrapped = kron.prepare_model(copy.deepcopy(model), task)
     factor_args = FactorArguments(strategy="ekfac")
-    n_tokens = train_t.shape[1] - 1
     score_args = ScoreArguments(damping_factor=(p["weight_decay"] + p["damping"]) * n_tokens)
     if work == torch.float64:
         for args, fields in ((factor_args, ("activation_covariance_dtype",
@@ -435,13 +508,7 @@ def _ekfac(torch, model, train_t, inst_t, p):
                                      per_device_train_batch_size=p["batch_size"],
                                      score_args=score_args)
         scores = analyzer.load_self_scores("self")
-    self_scores = scores["all_modules"].detach().cpu().numpy().astype(float)
-    # Scores of summed token losses: (T_x^2 / T) g' (G + (lambda + delta) I)^-1 g with g the
-    # gradient of the mean token loss, T and T_x the predicted tokens per training sequence and
-    # per instance, G the Gauss-Newton Hessian of the mean per-sequence loss.
-    estimates = self_scores * n_tokens / ((inst_t.shape[1] - 1) ** 2 * train_t.shape[0])
-    solve_info = [(np.nan, np.nan)] * inst_t.shape[0]
-    return estimates, gnorms, solve_info, int(n_tracked), modules
+    return scores["all_modules"].detach().cpu().numpy().astype(float)
 
 
 def _load(source: str):

@@ -1,6 +1,6 @@
 """From a :class:`~didmem.panel.Panel` to the arrays the kernels work on.
 
-:func:`prepare_design` applies R did's pre-processing (cohorts after the last period are
+:func:`prepare_panel` applies R did's pre-processing (cohorts after the last period are
 never treated; units treated by the first period plus anticipation are dropped; without
 never-treated units the not-yet-treated design drops the late periods) and sorts the units
 into blocks, one per treated cohort, the never-treated last. :func:`did_cells` and
@@ -63,7 +63,7 @@ class HoleRows:
 
 
 @dataclass(frozen=True)
-class PreparedDesign:
+class PreparedPanel:
     """Units sorted into cohort blocks, with the outcome as a dense matrix.
 
     Attributes
@@ -144,7 +144,7 @@ class Cells:
         return self.k, self.t, self.b, self.cs, self.ref
 
 
-def prepare_design(
+def prepare_panel(
     panel: Panel,
     outcome: str | None,
     *,
@@ -153,7 +153,7 @@ def prepare_design(
     lower_is_better: bool,
     owner: str,
     use_covariates: bool = False,
-) -> PreparedDesign:
+) -> PreparedPanel:
     """Apply R did's pre-processing and sort the units into cohort blocks.
 
     The one place of R ``did``'s pre-processing, for balanced panels, panels with holes and
@@ -285,7 +285,7 @@ def _cluster_codes(panel, order):
 
 
 def _dense_outcomes(panel, name, cohorts, times, cut, keep, *, lower_is_better,
-                    need_never_treated, owner, use_covariates) -> PreparedDesign:
+                    need_never_treated, owner, use_covariates) -> PreparedPanel:
     """A balanced panel's design: the outcome as a dense units x times matrix, each column
     centred on its mean."""
     y = np.array(panel.outcome_matrix(name), dtype=np.float64)
@@ -298,7 +298,7 @@ def _dense_outcomes(panel, name, cohorts, times, cut, keep, *, lower_is_better,
     y = y[np.ix_(order, cut)] if not cut.all() else y[order]
     y -= y.mean(axis=0)
     clusters, n_clusters = _cluster_codes(panel, order)
-    return PreparedDesign(
+    return PreparedPanel(
         y=np.ascontiguousarray(y),
         w=np.ascontiguousarray(np.asarray(panel.weights, dtype=np.float64)[order]),
         starts=starts,
@@ -312,7 +312,7 @@ def _dense_outcomes(panel, name, cohorts, times, cut, keep, *, lower_is_better,
 
 
 def _observed_rows(panel, name, cohorts, times, cut, keep, *, lower_is_better,
-                   need_never_treated, owner, use_covariates) -> PreparedDesign:
+                   need_never_treated, owner, use_covariates) -> PreparedPanel:
     """A design of a panel with holes or repeated cross-sections: the observed rows in long
     form (``design.holes``), sorted by unit in block order and time, each time's values
     centred on their mean; units left without a row by the cut periods are dropped."""
@@ -344,7 +344,7 @@ def _observed_rows(panel, name, cohorts, times, cut, keep, *, lower_is_better,
     means = np.bincount(time, weights=y, minlength=n_t) / np.maximum(per_time, 1)
     y = y - means[time]
     clusters, n_clusters = _cluster_codes(panel, order)
-    return PreparedDesign(
+    return PreparedPanel(
         y=None, w=np.ascontiguousarray(np.asarray(panel.weights, dtype=np.float64)[order]),
         starts=starts, cohorts=treated_cohorts, times=times[cut], clusters=clusters,
         n_clusters=n_clusters, unit_labels=np.asarray(panel.units)[order],
@@ -355,14 +355,14 @@ def _observed_rows(panel, name, cohorts, times, cut, keep, *, lower_is_better,
     )
 
 
-def _control_start(design: PreparedDesign, threshold: np.ndarray, not_yet: bool) -> np.ndarray:
+def _control_start(design: PreparedPanel, threshold: np.ndarray, not_yet: bool) -> np.ndarray:
     """First treated block that is still untreated after ``threshold``."""
     if not not_yet:
         return np.full(threshold.shape, design.n_cohorts, dtype=np.int64)
     return np.searchsorted(design.cohorts, threshold, side="right").astype(np.int64)
 
 
-def did_cells(design: PreparedDesign, *, base_period: str, not_yet: bool, anticipation: float) -> Cells:
+def did_cells(design: PreparedPanel, *, base_period: str, not_yet: bool, anticipation: float) -> Cells:
     """Cells of Callaway & Sant'Anna's ATT(g, t), laid out as R ``did`` does.
 
     Varying base: for t = 2..T, a pre-period cell compares t with t-1 and a post-period cell
@@ -395,7 +395,7 @@ def did_cells(design: PreparedDesign, *, base_period: str, not_yet: bool, antici
     return _make_cells(design, ks, ts, bs, np.concatenate(thr), refs, not_yet)
 
 
-def level_cells(design: PreparedDesign, *, not_yet: bool, anticipation: float) -> Cells:
+def level_cells(design: PreparedPanel, *, not_yet: bool, anticipation: float) -> Cells:
     """Cells of the difference estimator: every cohort at every time, outcome in levels."""
     n_t = design.times.size
     ks = [np.full(n_t, k) for k in range(design.n_cohorts)]

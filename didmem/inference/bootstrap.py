@@ -63,7 +63,7 @@ def resolve_multiplier(multiplier: str | None, small_sample: bool) -> str:
     return multiplier or ("normal" if small_sample else "rademacher")
 
 
-def draw_multipliers(rng: np.random.Generator, n_draws: int, n_units: int, kind: str) -> np.ndarray:
+def draw_multipliers(rng: np.random.Generator, n_draws: int, n_units: int, multiplier: str) -> np.ndarray:
     """An ``n_draws x n_units`` matrix of multiplier weights.
 
     Rademacher weights take +-1 with probability 1/2 (one random bit each); Mammen's weights
@@ -73,30 +73,30 @@ def draw_multipliers(rng: np.random.Generator, n_draws: int, n_units: int, kind:
     Gaussian multiplier bootstrap of Chernozhukov, Chetverikov & Kato 2013), and do not
     bound the draws' tails as a few units' sign flips do.
     """
-    return _weights_from_raw(_raw_multipliers(rng, n_draws, n_units, kind), n_draws, n_units,
-                             kind)
+    return _weights_from_raw(_raw_multipliers(rng, n_draws, n_units, multiplier), n_draws, n_units,
+                             multiplier)
 
 
-def _raw_multipliers(rng, n_draws: int, n_units: int, kind: str) -> np.ndarray:
+def _raw_multipliers(rng, n_draws: int, n_units: int, multiplier: str) -> np.ndarray:
     """The generator's part of :func:`draw_multipliers`: one array filled by ``rng`` (numpy
     fills it without holding the GIL)."""
-    if kind == "rademacher":
+    if multiplier == "rademacher":
         return rng.bit_generator.random_raw(n_draws * ((n_units + 63) // 64))
-    if kind == "mammen":
+    if multiplier == "mammen":
         return rng.random((n_draws, n_units))
-    if kind == "normal":
+    if multiplier == "normal":
         return rng.standard_normal((n_draws, n_units))
-    raise _unknown_kind(kind)
+    raise _unknown_multiplier(multiplier)
 
 
-def _unknown_kind(kind) -> ParameterError:
-    return ParameterError(f"The 'multiplier' must be one of {set(MULTIPLIERS)}. Got {kind!r}.")
+def _unknown_multiplier(multiplier) -> ParameterError:
+    return ParameterError(f"The 'multiplier' must be one of {set(MULTIPLIERS)}. Got {multiplier!r}.")
 
 
-def _weights_from_raw(raw: np.ndarray, n_draws: int, n_units: int, kind: str) -> np.ndarray:
-    if kind == "rademacher":
+def _weights_from_raw(raw: np.ndarray, n_draws: int, n_units: int, multiplier: str) -> np.ndarray:
+    if multiplier == "rademacher":
         return kernels.rademacher_from_raw(np.asarray(raw, dtype=np.uint64), n_draws, n_units)
-    if kind == "mammen":
+    if multiplier == "mammen":
         return kernels.mammen_from_uniform(raw)
     return raw
 
@@ -126,7 +126,7 @@ class MultiplierChunks:
         Used by this object alone until it is closed.
     n_draws, n_weights : int
         Bootstrap draws, and multipliers per draw (units, or clusters).
-    kind : {"rademacher", "mammen", "normal"}
+    multiplier : {"rademacher", "mammen", "normal"}
     chunk : int
         Draws per chunk.
     ahead : int
@@ -137,16 +137,16 @@ class MultiplierChunks:
         ``m x n_weights`` weights of :func:`draw_multipliers`.
     """
 
-    def __init__(self, rng, n_draws: int, n_weights: int, kind: str, *, chunk: int,
+    def __init__(self, rng, n_draws: int, n_weights: int, multiplier: str, *, chunk: int,
                  ahead: int = 0, source=None):
-        if kind not in MULTIPLIERS:  # before the helper starts
-            raise _unknown_kind(kind)
+        if multiplier not in MULTIPLIERS:  # before the helper starts
+            raise _unknown_multiplier(multiplier)
         for name, value, low in (("n_draws", n_draws, 0), ("n_weights", n_weights, 1),
                                  ("chunk", chunk, 1), ("ahead", ahead, 0)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
                 raise ParameterError(f"The {name!r} parameter of MultiplierChunks must be an "
                                      f"integer >= {low}. Got {value!r}.")
-        self.n_draws, self.n_weights, self.kind = int(n_draws), int(n_weights), kind
+        self.n_draws, self.n_weights, self.multiplier = int(n_draws), int(n_weights), multiplier
         self.chunk = int(chunk)
         self._rng = rng
         self._source = source
@@ -171,7 +171,7 @@ class MultiplierChunks:
     def _draw(self, m: int):
         if self._source is not None:
             return self._source(self._rng, m)
-        return _raw_multipliers(self._rng, m, self.n_weights, self.kind)
+        return _raw_multipliers(self._rng, m, self.n_weights, self.multiplier)
 
     def _put(self, item) -> bool:
         while not self._stop.is_set():
@@ -192,7 +192,7 @@ class MultiplierChunks:
                 if isinstance(raw, _Failure):
                     raise raw.error
             yield row0, (raw if self._source is not None
-                         else _weights_from_raw(raw, m, self.n_weights, self.kind))
+                         else _weights_from_raw(raw, m, self.n_weights, self.multiplier))
             row0 += m
 
     def close(self) -> None:
@@ -238,7 +238,7 @@ def multiplier_bootstrap(drawer, multipliers: MultiplierChunks, n_cells: int,
     """
     n_draws = multipliers.n_draws
     out = BootstrapDraws(np.empty((n_draws, n_cells)), np.empty((n_draws, n_blocks)),
-                         np.empty(n_draws), multipliers.kind)
+                         np.empty(n_draws), multipliers.multiplier)
     with multipliers, threadpool_limits(limits=1, user_api="blas"):
         draw = drawer()
         for row0, chunk in multipliers:

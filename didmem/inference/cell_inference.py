@@ -33,8 +33,8 @@ from .linear import combination_draws
 from .pretrend import PretrendTest
 from .pretrend_cells import (DEFAULT_PRETREND, PRETREND_METHODS, event_time_test,
                              max_t_cells_test)
-from .small_sample import (SmallSampleCells, block_welch, cluster_correction, normal_level,
-                           small_sample_cells, t_critical_values)
+from .small_sample import (SmallSampleCorrection, block_welch, cluster_correction, normal_level,
+                           small_sample_correction, t_critical_values)
 
 __all__ = ["CellInference", "InferenceSettings", "Band", "Combination", "PretrendTest", "PRETREND_METHODS",
            "DEFAULT_PRETREND", "cell_counts",
@@ -47,7 +47,7 @@ class Band:
 
     std_errors: np.ndarray
     critical_value: float
-    kind: str  # "simultaneous" or "pointwise"
+    rule: str  # "simultaneous" or "pointwise"
     #: one multiplier per cell under the small-sample correction (``critical_value`` is then
     #: the largest of them); None under R's rule
     cell_critical_values: np.ndarray | None = None
@@ -125,7 +125,7 @@ class CellInference(PicklableProxies):
         Ask for a simultaneous (sup-t) band over the cells.
     bootstrap : BootstrapDraws or None
         The multiplier-bootstrap draws (None: analytic standard errors, pointwise bands).
-    correction : SmallSampleCells or None
+    correction : SmallSampleCorrection or None
         The small-sample correction of the cells (None under R's rule).
     multiplier_choice : str
         The multiplier a bootstrap of this fit uses (also for fresh draws of a pre-test).
@@ -137,7 +137,7 @@ class CellInference(PicklableProxies):
     alpha: float
     cband: bool | None
     bootstrap: BootstrapDraws | None = field(default=None, repr=False)
-    correction: SmallSampleCells | None = field(default=None, repr=False)
+    correction: SmallSampleCorrection | None = field(default=None, repr=False)
     multiplier_choice: str = "rademacher"
     variance: np.ndarray | None = field(default=None, repr=False)
 
@@ -186,7 +186,7 @@ class CellInference(PicklableProxies):
                 "the intervals are pointwise, as in R did.", InferenceWarning, stacklevel=4)
         variance = influence.variance(design.clusters, design.n_clusters)
         variance[influence.cells.ref == 1] = np.nan
-        correction = small_sample_cells(influence, variance) if settings.small_sample else None
+        correction = small_sample_correction(influence, variance) if settings.small_sample else None
         boot = None
         if settings.n_draws > 0:
             boot = influence.bootstrap(settings.n_draws, settings.multiplier,

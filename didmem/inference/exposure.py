@@ -163,8 +163,8 @@ def grouped_cells(design, cells, hist, n_hist):
 def exposure_influence(design, cells, hist, n_hist: int) -> "ExposureInfluence":
     """The k-th exposure's cells on ``design`` with history codes ``hist``: from sums by
     history with never-treated controls, else from the cell kernel without storing ``psi``.
-    Returns None-free statistics; ``missing`` cells (a treated history without a control)
-    are left to the caller to refuse."""
+    Cells with a treated history without a control (``missing``) are the caller's to
+    refuse."""
     if never_only(design, cells):  # sums by history: O(cells x histories), not x units
         att, mu1, mu0, w1, w0, n_control, missing, var, treated_var = grouped_cells(
             design, cells, hist, n_hist)

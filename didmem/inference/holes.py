@@ -138,6 +138,31 @@ def _sparse_gram(unit_start, time, wy, w_unit, block, n_blocks, n_t):
     return gram
 
 
+@njit(cache=True)
+def _co_observed(unit_start, time, wy, w_unit, block, n_blocks, n_t):
+    """Per block and pair of times ``(t, s)``: the units observed at both (``counts``) and,
+    over those units, the sums ``(wy_t**2, wy_s**2, wy_t wy_s, wy_t w, wy_s w, w**2)``
+    (``sums``, blocks x T x T x 6; only for ``t != s``)."""
+    counts = np.zeros((n_blocks, n_t, n_t), dtype=np.int64)
+    sums = np.zeros((n_blocks, n_t, n_t, 6))
+    for i in range(unit_start.size - 1):
+        j = block[i]
+        wi = w_unit[i]
+        for r in range(unit_start[i], unit_start[i + 1]):
+            for q in range(unit_start[i], unit_start[i + 1]):
+                a, b = time[r], time[q]
+                counts[j, a, b] += 1
+                if r != q:
+                    o = sums[j, a, b]
+                    o[0] += wy[r] * wy[r]
+                    o[1] += wy[q] * wy[q]
+                    o[2] += wy[r] * wy[q]
+                    o[3] += wy[r] * wi
+                    o[4] += wy[q] * wi
+                    o[5] += wi * wi
+    return counts, sums
+
+
 @njit(cache=True, parallel=True)
 def _sparse_sums(weights, unit_start, time, wy, w_unit, block, n_blocks, n_t):
     """``sum_i U_di z_i`` per draw and block (draws x blocks x P) from the rows."""
@@ -534,7 +559,7 @@ class HolesInfluence(CellInfluence):
         """Per chunk: the grouped feature sums (draws x blocks x P) in the chunk's form,
         then every cell's draw from them (:func:`_cell_draws`)."""
         n_t, n_blocks, p = self.n_times, self.n_blocks, self.n_features
-        mode = self._chunk_mode(multipliers.kind, n_clusters)
+        mode = self._chunk_mode(multipliers.multiplier, n_clusters)
         if mode == "clusters":
             csums = self.cluster_sums(clusters, n_clusters).reshape(n_clusters, -1)
         elif mode == "gram_roots":
@@ -647,10 +672,73 @@ class HolesInfluence(CellInfluence):
         return parts, n
 
     def welch_groups(self) -> tuple[np.ndarray, np.ndarray]:
-        """Cross-sections: the four means (cohort and controls, at ``t`` and at ``b``;
-        :meth:`welch_parts`); a panel with holes: the cohort and the controls."""
+        """The independent groups of every cell's variance and their contributing units.
+
+        Cross-sections: the four means (cohort and controls, at ``t`` and at ``b``;
+        :meth:`welch_parts`). A panel with holes: the cohort's and the controls' units,
+        each split by what is observed of them: at both ``t`` and ``b``, at ``t`` only, at
+        ``b`` only (six groups; a level comparison has only ``t``). A unit observed at
+        neither enters no mean of the cell and is not counted (issue 40: counting every
+        unit of the blocks overstated the degrees of freedom).
+        """
         split = self.welch_parts()
-        return split if split is not None else super().welch_groups()
+        if split is not None:
+            return split
+        return self._observation_groups()
+
+    def _observation_groups(self):
+        counts, both = _co_observed(self.rows.unit_start, self.rows.time,
+                                    self.w[self.rows.unit] * self.rows.y, self.w,
+                                    self._block(), self.n_blocks, self.n_times)
+
+        def suffix(a):
+            out = np.zeros((a.shape[0] + 1,) + a.shape[1:], dtype=a.dtype)
+            out[:-1] = np.cumsum(a[::-1], axis=0)[::-1]
+            return out
+
+        n_t = self.n_times
+        t, b = self.idx[:, 0], self.idx[:, 1]  # b is t for level comparisons
+        based = b != t
+        own = (self.k >= self.cs)[:, None]
+        # the sums over every unit observed at t (or b): wy**2, wy w, w**2, from the Gram
+        at = np.stack([self.gram[:, t, t], self.gram[:, t, n_t + t],
+                       self.gram[:, n_t + t, n_t + t]], axis=-1)  # blocks x cells x 3
+        at_b = np.stack([self.gram[:, b, b], self.gram[:, b, n_t + b],
+                         self.gram[:, n_t + b, n_t + b]], axis=-1)
+        cells = np.arange(self.n_cells)
+        parts, n = [], []
+        for coef, block_of in ((self.tau, None), (self.kappa, "controls")):
+            def total(a):  # a: blocks x cells x ... -> the cell's treated block or controls
+                mine = a[self.k, cells]
+                if block_of is None:
+                    return mine
+                tail = suffix(a)[self.cs, cells]
+                return tail - np.where(own.reshape((-1,) + (1,) * (mine.ndim - 1)), mine, 0)
+
+            s_both = np.where(based[:, None], total(both[:, t, b]), 0.0)  # cells x 6
+            c_both = np.where(based, total(counts[:, t, b]), 0)
+            c_t, c_b = total(counts[:, t, t]), total(counts[:, b, b])
+            s_t, s_b = total(at), total(at_b)
+            a0, a1, a2, a3 = coef.T
+            ww = a2 + a3
+            part_both = (a0**2 * s_both[:, 0] + a1**2 * s_both[:, 1]
+                         + 2 * a0 * a1 * s_both[:, 2] + 2 * a0 * ww * s_both[:, 3]
+                         + 2 * a1 * ww * s_both[:, 4] + ww**2 * s_both[:, 5])
+            only_t = s_t - s_both[:, [0, 3, 5]]
+            only_b = np.where(based[:, None], s_b - s_both[:, [1, 4, 5]], 0.0)
+            part_t = a0**2 * only_t[:, 0] + 2 * a0 * a2 * only_t[:, 1] + a2**2 * only_t[:, 2]
+            part_b = a1**2 * only_b[:, 0] + 2 * a1 * a3 * only_b[:, 1] + a3**2 * only_b[:, 2]
+            parts += [part_both, part_t, part_b]
+            n += [c_both, c_t - c_both, np.where(based, c_b - c_both, 0)]
+        live = self.ref == 0
+        parts = np.where(live, np.stack(parts), 0.0)
+        return parts, np.where(live, np.stack(n), 0)
+
+    def contributing_units(self) -> np.ndarray:
+        """``(n_treated, n_control)`` (2 x cells): the units of the cell's cohort and of its
+        controls observed at its time or its base period."""
+        n = self._observation_groups()[1]
+        return np.stack([n[:3].sum(axis=0), n[3:].sum(axis=0)])
 
     def treated_variance(self) -> np.ndarray:
         """The treated cohort's part ``sum_{i in g} psi_i**2`` of every cell's variance."""

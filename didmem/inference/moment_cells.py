@@ -1,7 +1,7 @@
 """The cells of a fit and their inference from per-cohort moments (no unit's path kept).
 
 :func:`prepare_moments` applies R did's pre-processing to :class:`~didmem.inference.moments.
-CohortMoments` (as :func:`~didmem.inference._prepared.prepare_design` does to a panel) and
+CohortMoments` (as :func:`~didmem.inference._prepared.prepare_panel` does to a panel) and
 returns a :class:`MomentsDesign`: the cohorts as blocks, treated cohorts ascending and the
 never-treated last, laid out as the kernels expect, so that :func:`~didmem.inference.
 _prepared.did_cells` lays out the cells on it unchanged. :class:`MomentsInfluence` then gives
@@ -40,7 +40,7 @@ class MomentsDesign:
     """A prepared design held as moments: blocks are the treated cohorts, then never-treated.
 
     It answers what the cell layout and the small-sample correction read of a
-    :class:`~didmem.inference._prepared.PreparedDesign` (``times``, ``cohorts``,
+    :class:`~didmem.inference._prepared.PreparedPanel` (``times``, ``cohorts``,
     ``starts``, ``n_units``, ``cohort_shares``, no clusters) and holds no unit.
     """
 

@@ -31,12 +31,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr, ndtri, stdtr, stdtrit
 
-__all__ = ["SmallSampleCells", "treated_variance", "welch_correction", "cluster_correction",
-           "block_welch", "group_welch", "t_critical_values", "t_to_normal", "small_sample_cells"]
+__all__ = ["SmallSampleCorrection", "treated_variance", "welch_correction", "cluster_correction",
+           "block_welch", "group_welch", "t_critical_values", "t_to_normal", "small_sample_correction"]
 
 
 @dataclass(frozen=True)
-class SmallSampleCells:
+class SmallSampleCorrection:
     """The small-sample correction of every cell.
 
     Attributes
@@ -189,7 +189,7 @@ def normal_level(critical_value: float) -> float:
     return float(ndtr(critical_value))
 
 
-def small_sample_cells(influence, variance) -> SmallSampleCells:
+def small_sample_correction(influence, variance) -> SmallSampleCorrection:
     """Welch (or, with clusters, CR1) correction of every cell's variance.
 
     Parameters
@@ -212,4 +212,4 @@ def small_sample_cells(influence, variance) -> SmallSampleCells:
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = np.where(variance > 0, corrected / variance, 1.0)
     df = np.where(variance > 0, df, np.nan)
-    return SmallSampleCells(variance=corrected, df=df, factor=factor)
+    return SmallSampleCorrection(variance=corrected, df=df, factor=factor)

@@ -344,7 +344,7 @@ class AggregateResult(PicklableProxies):
         return cls(kind=spec.kind, key_name=spec.key_name, keys=readonly(spec.keys),
                    estimates=readonly(est[:-1]), std_errors=readonly(se[:-1]),
                    overall=Estimate(float(est[-1]), float(se[-1]), float(lo), float(hi)),
-                   critical_value=float(combo.band.critical_value), band=combo.band.kind,
+                   critical_value=float(combo.band.critical_value), band=combo.band.rule,
                    options=MappingProxyType(dict(spec.options)),
                    draws=None if combo.draws is None else readonly(combo.draws),
                    covariance=readonly(combo.covariance[:-1, :-1]),

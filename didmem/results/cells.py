@@ -112,7 +112,7 @@ class GroupTimeResult(PicklableProxies):
                    lower_is_better=lower_is_better, inference=inference,
                    estimates=inference.influence.estimates, std_errors=band.std_errors,
                    analytic_std_errors=analytic, critical_value=band.critical_value,
-                   band=band.kind, cell_critical_values=band.cell_critical_values, **extra)
+                   band=band.rule, cell_critical_values=band.cell_critical_values, **extra)
 
     def __post_init__(self):
         for name in ("estimates", "std_errors", "analytic_std_errors"):

@@ -44,7 +44,8 @@ from pathlib import Path
 #: entries name modules other branches add: _lazy, _outcomes, panel_exposures, suites, study).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("didmem._version", "didmem.errors", "didmem._messages", "didmem._arrays",
-                    "didmem._validation", "didmem._lazy", "didmem._outcomes")),
+                    "didmem._validation", "didmem._lazy", "didmem._outcomes",
+                    "didmem._progress")),
     ("panel", ("didmem.panel", "didmem.panel_exposures", "didmem.cohorts", "didmem.suites",
                "didmem.datasets")),
     ("inference", ("didmem.inference",)),

@@ -60,6 +60,7 @@ _CONSTRAINTS = {
     "seed": Integral(0),
     "bias": OneOf(None, *BIAS),
     "monotonicity": OneOf(None, *MONOTONICITY),
+    "progress": OneOf(None, True, False),
 }
 
 
@@ -67,7 +68,8 @@ _CONSTRAINTS = {
 def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *,
                 alpha: float | None = None, method: str = "C-LF", grid_points: int = 1000,
                 simulations: int = 1000, seed: int = 0, bias: str | None = None,
-                monotonicity: str | None = None) -> SensitivityResult:
+                monotonicity: str | None = None,
+                progress: bool | None = None) -> SensitivityResult:
     """Confidence intervals robust to restricted violations of parallel trends.
 
     Parameters
@@ -113,6 +115,10 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
         Also restrict the violation path to increase (decrease) from the reference period on
         (``Delta^SDI``, ``Delta^RMI``...), as R's ``monotonicityDirection``. At most one of
         ``bias`` and ``monotonicity``.
+    progress : bool, optional
+        Show progress (what is being computed, values done, time left) on standard error:
+        by default when it is a terminal (from a second on); ``True`` always, ``False``
+        never.
 
     Returns
     -------
@@ -163,4 +169,4 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
     from ._compute import sensitivity_intervals
 
     return sensitivity_intervals(data, restriction, m, event_time, alpha, method, grid_points,
-                                 simulations, seed, bias, monotonicity)
+                                 simulations, seed, bias, monotonicity, progress)

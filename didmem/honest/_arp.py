@@ -244,8 +244,10 @@ class LeastFavourable:
     quantile of each draw's statistic at nuisance zero, ``max_r y_r / sd_r``, which is at least
     the draw's ``eta`` (order statistics keep the order)."""
 
-    def __init__(self, x, sigma, kappa, simulations, seed, vertices=_UNLISTED):
+    def __init__(self, x, sigma, kappa, simulations, seed, vertices=_UNLISTED, hint=None):
         rng = np.random.default_rng(seed)
+        self.hint = hint  # a LeastFavourable of a nearby program: its top draws go first
+        self.top = ()  # the draws whose statistic was solved (the top ones)
         n = x.shape[0]
         self.x, self.kappa, self.simulations = x, kappa, simulations
         self.sd = np.sqrt(np.diag(sigma))
@@ -254,7 +256,18 @@ class LeastFavourable:
         self.vertices = (dual_vertices(np.column_stack([self.sd, x])) if vertices is _UNLISTED
                          else vertices)
         self._value = None
+        self._lower = None  # (vertices used, bound)
         self.upper = float(np.quantile((self.draws / self.sd).max(axis=1), 1 - kappa))
+
+    def lower(self, vertices) -> float:
+        """A bound below the value from dual vertices of the same program (each draw's
+        ``eta`` is at least ``gamma' y``), less a margin for the programs' tolerances."""
+        if not vertices.size:
+            return -np.inf
+        if self._lower is None or self._lower[0] != vertices.shape[0]:
+            q = float(np.quantile((vertices @ self.draws.T).max(axis=0), 1 - self.kappa))
+            self._lower = (vertices.shape[0], q - 1e-7 * (abs(q) + 1.0))
+        return self._lower[1]
 
     @property
     def value(self) -> float:
@@ -264,12 +277,15 @@ class LeastFavourable:
                 etas = (self.vertices @ self.draws.T).max(axis=0)
             else:
                 position = int(np.floor((simulations - 1) * (1 - kappa)))
-                etas = _top_etas(self.draws, self.x, self.sd, simulations - position)
+                first = () if self.hint is None else self.hint.top
+                etas = _top_etas(self.draws, self.x, self.sd, simulations - position, first)
+                self.top = tuple(np.argsort(etas)[::-1][:simulations - position])
+                self.hint = None
             self._value = float(np.quantile(etas, 1 - kappa))
         return self._value
 
 
-def _top_etas(draws, x, sd, need):
+def _top_etas(draws, x, sd, need, first=()):
     """``eta`` of each draw, exact for the ``need`` largest; the others replaced by upper bounds
     no larger than the ``need``-th largest value, so that any quantile at or above that rank
     is the one of the exact values.
@@ -278,7 +294,9 @@ def _top_etas(draws, x, sd, need):
     weak duality) and, through its optimal basis, a nuisance value ``g(y)`` linear in the draw
     (``eta <= max_r (y_r - x_r g(y)) / sd_r`` for any ``g``). The draws are solved in the order
     of their upper bounds until no unsolved draw can exceed the ``need``-th largest exact
-    value; a draw whose two bounds meet is exact without a program.
+    value; a draw whose two bounds meet is exact without a program. ``first``: draws to solve
+    before the others (while they can still reach the top), e.g. the top draws of a nearby
+    program: an early cut leaves fewer draws open. The top values do not depend on the order.
     """
     m, n = draws.shape
     k = x.shape[1]
@@ -288,6 +306,7 @@ def _top_etas(draws, x, sd, need):
     upper = (ys / sd[:, None]).max(axis=0)  # g = 0
     exact = np.zeros(m, bool)
     eta = np.full(m, np.nan)
+    first = list(first)[::-1]
     while True:
         tight = ~exact & (upper - lower <= 1e-12 * (np.abs(upper) + 1.0))
         eta[tight], exact[tight] = upper[tight], True
@@ -296,7 +315,9 @@ def _top_etas(draws, x, sd, need):
         open_ = ~exact & (upper > cut)
         if not open_.any():
             break
-        i = int(np.flatnonzero(open_)[np.argmax(upper[open_])])
+        while first and not open_[first[-1]]:
+            first.pop()
+        i = first.pop() if first else int(np.flatnonzero(open_)[np.argmax(upper[open_])])
         value, lam, g_i = eta_program(draws[i], x, sd, primal=True)
         eta[i], exact[i] = value, True
         lower = np.maximum(lower, lam @ ys)
@@ -424,17 +445,26 @@ def conditional_test_line(y0, a, x, sigma, alpha, thetas, lf_cv=None, kappa=0.0,
         reject[hit], done[hit] = True, True
 
     def decide(idx, etas, vlo, vup, sigma_b):
-        out = np.zeros(idx.size, bool)
-        if lf_cv is not None:
-            if np.all(etas > cut()):  # the first stage rejects them all
-                reject[idx], done[idx] = True, True
-                return
-            out |= etas > lf()
-            vup = np.minimum(vup, lf())
-        if sigma_b <= np.finfo(float).eps:
-            out |= etas > 0
+        tiny = sigma_b <= np.finfo(float).eps
+
+        def second(cap, rows=slice(None)):  # the conditional stage, vup capped at ``cap``
+            hi = vup[rows] if cap is None else np.minimum(vup[rows], cap)
+            return truncated_rejects(etas[rows] / sigma_b, vlo[rows] / sigma_b, hi / sigma_b,
+                                     size)
+        if lf_cv is None:
+            out = etas > 0 if tiny else second(None)
+        elif lazy and lf_cv._value is None and not tiny:
+            # decided by bounds on the critical value where they agree: a smaller cap only
+            # makes the conditional stage reject more (P(Z > z | lo <= Z <= hi) grows with hi)
+            high = lf_cv.upper
+            out = (etas > high) | second(high)
+            low = lf_cv.lower(known.vertices)
+            sure = (etas <= low) & ~second(low)
+            rest = ~out & ~sure
+            if rest.any():
+                out[rest] = (etas[rest] > lf()) | second(lf(), rest)
         else:
-            out |= truncated_rejects(etas / sigma_b, vlo / sigma_b, vup / sigma_b, size)
+            out = (etas > lf()) | (etas > 0 if tiny else second(lf()))
         reject[idx] = out
         done[idx] = True
 
@@ -448,7 +478,7 @@ def conditional_test_line(y0, a, x, sigma, alpha, thetas, lf_cv=None, kappa=0.0,
         known.add(lam)
         rows = lam > _TOL_DUAL
         if rows.sum() != k1 or np.linalg.matrix_rank(w[rows]) != k1:
-            if lf_cv is not None and (eta > cut() or eta > lf()):  # the first stage rejects
+            if lf_cv is not None and eta > cut():  # the first stage rejects
                 reject[i], done[i] = True, True
                 return _Vertex(lam, sigma, first=True)
             vlo, vup, g_lo, g_up = _dual_range(y, sigma, w, lam, eta, known)

@@ -78,6 +78,7 @@ class PolyhedraUnion(GridInversion):
         self._cache = {}
         self._known = {}  # (m, polyhedron): the dual vertices its programs have met
         self._favourite = 0  # the polyhedron that last accepted a theta
+        self._last_lf = {}  # polyhedron: its critical value at the bound met last
 
     def _tests(self, m):
         """For each polyhedron: ``(A, d, y0, a_theta, x, sigma_y, vertices, lf)`` on the rows
@@ -99,9 +100,10 @@ class PolyhedraUnion(GridInversion):
                 sig = a @ self.sigma @ a.T
                 vertices = dual_vertices(np.column_stack([np.sqrt(np.diag(sig)), x]))
                 lf = None
-                if self.hybrid:
+                if self.hybrid:  # the same draws at every bound: the last bound's top first
                     lf = LeastFavourable(x, sig, self.kappa, self.simulations, self.seed,
-                                         vertices)
+                                         vertices, self._last_lf.get(len(out)))
+                    self._last_lf[len(out)] = lf
                 out.append((a, d, a @ self.beta - d, a_post @ self.a_theta, x, sig, vertices,
                             lf))
             self._cache[key] = out

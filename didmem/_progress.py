@@ -10,7 +10,8 @@ time spent and, once a step is done, about how long is left::
 
 On a terminal the line is redrawn in place (at most ten times a second), from ``DELAY`` seconds
 on unless asked for (a call that ends sooner leaves the terminal as it was); elsewhere (when
-asked) a line is written at the start, at most every ``LOG_EVERY`` seconds, and at the end. One line
+asked) a line is written at the start, when the call says it does something new, at most every
+``LOG_EVERY`` seconds besides, and at the end. One line
 at a time: a call that runs inside another's progress (a sensitivity analysis inside a lab
 run) stays quiet unless asked. No dependency: plain writes to ``sys.stderr``.
 """
@@ -66,9 +67,10 @@ class Progress:
         self._draw()
 
     def say(self, text: str) -> None:
-        """What the call is doing now (shown after the title)."""
+        """What the call is doing now (shown after the title; off a terminal, a new line)."""
+        changed = str(text) != self.doing
         self.doing = str(text)
-        self._draw()
+        self._draw(now=changed and not self._tty)
 
     update = step  # the names of tqdm's bar, for code written against it
     set_description = say
@@ -89,14 +91,15 @@ class Progress:
             parts.append(timing)
         return " | ".join(parts)
 
-    def _draw(self, final: bool = False) -> None:
-        now = time.perf_counter()
+    def _draw(self, final: bool = False, now: bool = False) -> None:
+        clock = time.perf_counter()
         if self._drawn is None:
-            if now - self.start < self._delay:
+            if clock - self.start < self._delay:
                 return  # not yet, and a call that ends before its first line writes none
-        elif not final and now - self._drawn < (REDRAW_EVERY if self._tty else LOG_EVERY):
+        elif not (final or now) and clock - self._drawn < (REDRAW_EVERY if self._tty
+                                                            else LOG_EVERY):
             return
-        self._drawn = now
+        self._drawn = clock
         text = self.line(final)
         stream = sys.stderr
         try:

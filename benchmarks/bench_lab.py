@@ -3,7 +3,8 @@
 Usage::
 
     python benchmarks/bench_lab.py [--repeats 3] [--scales quick demo]
-        [--figure docs/_static/lab_exact_check.png] [--no-signal] [--shifts 0 0.1 0.2 0.5]
+        [--figure docs/_static/lab_exact_check.png] [--no-signal] [--signal-out DIR]
+        [--shifts 0 0.1 0.2 0.5]
 
 Each repetition writes a fresh run into a temporary directory (training, twin, exact runs,
 scoring, files) and reports its wall-clock time, including the import of torch and
@@ -59,6 +60,10 @@ def signal(out_dir: Path, figure: str | None) -> None:
     import didmem.lab as lab
 
     result = lab.run(out_dir)
+    if result.timings:
+        print("demo run (in process, imports excluded): "
+              + ", ".join(f"{k} {v:.1f} s" for k, v in result.timings.items())
+              + f"; total {sum(result.timings.values()):.1f} s")
     inst = result.instantaneous().set_index("cohort")
     print("\ntrue instantaneous effect tau(g, g) on mean_token_loglik (z: instance spread)")
     try:
@@ -82,13 +87,19 @@ def signal(out_dir: Path, figure: str | None) -> None:
               f"{n_sig} of {len(own)}")
         from didmem import compare
 
-        row = compare({"did": fit}, truth=result.truth, metric="mean_token_loglik").iloc[0]
-        print(f"post-treatment cells against the exact truth: n={row['n_cells']}, "
-              f"mean error {row['bias']:+.4f}, RMSE {row['rmse']:.4f}, corr {row['corr']:.3f}, "
-              f"band coverage {row['coverage']:.3f}")
+        for column in ("tau", "tau_total", "tau_twin"):
+            row = compare({"did": fit}, truth=result.truth.assign(tau=result.truth[column]),
+                          metric="mean_token_loglik").iloc[0]
+            print(f"post-treatment cells against {column}: n={row['n_cells']}, "
+                  f"mean error {row['bias']:+.4f}, RMSE {row['rmse']:.4f}, "
+                  f"corr {row['corr']:.3f}, band coverage {row['coverage']:.3f}")
     ex = result.exact[result.exact["metric"] == "mean_token_loglik"]
-    print("\nexact per-cohort check (twin minus exact truth):")
+    print("\nexact per-cohort check (twin minus exact truth, both direct effects):")
     print(ex.round(4).to_string(index=False))
+    pre, post = ex[ex["time"] < ex["cohort"]], ex[ex["time"] >= ex["cohort"]]
+    print(f"twin before g: max |tau_twin| {pre['tau_twin'].abs().max():.4f}; after: mean "
+          f"difference {post['difference'].mean():+.4f}, max |difference| "
+          f"{post['difference'].abs().max():.4f}")
     if figure:
         _figure(result, figure)
 
@@ -145,6 +156,8 @@ def main() -> None:
     parser.add_argument("--scales", nargs="*", default=["quick", "demo"])
     parser.add_argument("--figure", default=None, help="write the exact-check figure here")
     parser.add_argument("--no-signal", action="store_true", help="skip the demo signal check")
+    parser.add_argument("--signal-out", default=None,
+                        help="keep the signal check's demo run here (a complete run is reused)")
     parser.add_argument("--shifts", nargs="*", type=float, default=[],
                         help="compare estimators on runs with these validation shifts")
     args = parser.parse_args()
@@ -153,7 +166,9 @@ def main() -> None:
         walls = time_scale(scale, args.repeats)
         print(f"{scale}: median {np.median(walls):.1f} s, max {max(walls):.1f} s "
               f"over {len(walls)} fresh runs\n")
-    if not args.no_signal:
+    if not args.no_signal and args.signal_out:
+        signal(Path(args.signal_out), args.figure)
+    elif not args.no_signal:
         with tempfile.TemporaryDirectory() as tmp:
             signal(Path(tmp) / "demo", args.figure)
     if args.shifts:

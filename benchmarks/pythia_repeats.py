@@ -1,8 +1,8 @@
-"""How long the search for repeated sequences takes (didmem.backends.pythia_repeats).
+"""How long the search for repeated sequences takes (didmem.orders.pythia_repeats).
 
 Writes a Pythia-shaped data order (rows of 2,049 uint16 tokens in the .bin/.idx format),
 plants copies of some sampled rows at random later positions, and times
-:func:`~didmem.backends.pythia_repeats.find_repeats` over the whole file (hashing every row,
+:func:`~didmem.orders.find_repeats` over the whole file (hashing every row,
 then checking hash matches token by token); it checks that every planted copy is found and
 nothing else. The rate (rows and GB per second) extrapolates to Pythia's 143,000 x 1,024 =
 146,432,000 rows (about 600 GB), where reading the file from disk bounds it.
@@ -24,8 +24,8 @@ import numpy as np
 
 from _provenance import write_rows
 
-from didmem.backends.indexed import write_indexed_dataset
-from didmem.backends.pythia_repeats import find_repeats
+from didmem.orders.indexed import write_indexed_dataset
+from didmem.orders.pythia_repeats import find_repeats
 
 PYTHIA_ROWS = 143_000 * 1024
 
@@ -57,7 +57,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         prefix = Path(tmp) / "document"
         data, picks, planted = _order(prefix, args.rows, rng, args.copies, args.sampled)
-        from didmem.backends.indexed import MMapIndexedDataset
+        from didmem.orders.indexed import MMapIndexedDataset
 
         dataset = MMapIndexedDataset(prefix)
         tokens = [data[i] for i in picks]

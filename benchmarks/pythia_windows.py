@@ -1,10 +1,10 @@
-"""How fast the windowed search for re-packed repeats runs (didmem.backends.windows).
+"""How fast the windowed search for re-packed repeats runs (didmem.orders.windows).
 
 Writes a Pythia-shaped order (rows of 2,049 uint16 tokens, .bin/.idx) whose second half
 re-packs pieces of sampled rows at random offsets of other rows (each a copy of ``--piece``
 tokens of a sampled row, at a random place of a later row), then times
-:func:`~didmem.backends.windows.find_windows` over every row (window 50, stride 50 by
-default) beside whole-row hashing (:func:`~didmem.backends.pythia_repeats.find_repeats`) on
+:func:`~didmem.orders.find_windows` over every row (window 50, stride 50 by
+default) beside whole-row hashing (:func:`~didmem.orders.find_repeats`) on
 the same file. It checks that every planted piece is found at its place and length (a piece
 of at least window + stride - 1 tokens is always found) and that whole-row hashing finds
 none of them. Rows per second extrapolate to Pythia's 146,432,000 rows.
@@ -26,9 +26,9 @@ import numpy as np
 
 from _provenance import write_rows
 
-from didmem.backends.indexed import MMapIndexedDataset, write_indexed_dataset
-from didmem.backends.pythia_repeats import find_repeats
-from didmem.backends.windows import find_windows
+from didmem.orders.indexed import MMapIndexedDataset, write_indexed_dataset
+from didmem.orders.pythia_repeats import find_repeats
+from didmem.orders.windows import find_windows
 
 PYTHIA_ROWS = 143_000 * 1024
 LENGTH = 2049

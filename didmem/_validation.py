@@ -99,6 +99,16 @@ def Integral(low=None, high=None, *, allow_none=False) -> Interval:
     return Interval(low, high, integer=True, allow_none=allow_none)
 
 
+SMALLEST_ALPHA = 1e-12
+"""The smallest significance level: below it ``1 - alpha / 2`` rounds to 1 in floating point
+and the normal quantile is infinite (``alpha = 1e-300`` failed inside ``statistics``)."""
+
+
+def Alpha(*, allow_none=False) -> Interval:
+    """A significance level in [1e-12, 1)."""
+    return Interval(SMALLEST_ALPHA, 1, closed="left", allow_none=allow_none)
+
+
 class Instance(Constraint):
     """An instance of one of ``types`` (or None when ``allow_none``).
 

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from ._validation import Integral, Interval, Satisfies, Seed, validate_params
+from ._validation import Integral, Interval, OneOf, Satisfies, Seed, validate_params
 from .errors import ParameterError
 
 __all__ = ["simulate_panel", "memorisation_profile", "simulate_exposures", "EXPOSURE_DGPS",
@@ -62,7 +62,7 @@ _SIMULATE_PANEL = {
 _BYTES_PER_ROW = 64  # the frame's four float columns and the arrays they are made from
 
 
-def _check_panel_fits(n_units: int, n_times: int) -> None:
+def _check_panel_fits(n_units: int, n_times: int, owner: str = "simulate_panel") -> None:
     """Refuse a panel larger than this machine's memory, naming its size, before numpy does
     with its own message ("Maximum allowed size exceeded", or an allocation error)."""
     rows = n_units * n_times
@@ -73,10 +73,10 @@ def _check_panel_fits(n_units: int, n_times: int) -> None:
         have = np.iinfo(np.intp).max
     if need > have:
         raise ParameterError(
-            f"simulate_panel would make {rows:.3g} rows ({n_units:.3g} units = n_cohorts x "
+            f"{owner} would make {rows:.3g} rows ({n_units:.3g} units = cohorts x "
             f"units_per_cohort + n_never_treated, times {n_times:.3g} checkpoints), about "
             f"{need / 2**30:.3g} GiB, more than this machine's {have / 2**30:.3g} GiB of "
-            "memory; lower n_cohorts, units_per_cohort, n_never_treated or n_times.")
+            "memory; lower the cohorts, units_per_cohort, n_never_treated or n_times.")
 
 
 @validate_params(_SIMULATE_PANEL, owner="simulate_panel")
@@ -204,6 +204,25 @@ def _second_effect(event_time, scale):
     return np.where(event_time >= 0, scale * (0.3 + 0.7 * 0.6 ** e), 0.0)
 
 
+def _gaps(value) -> bool:
+    values = np.asarray(value)
+    return (not isinstance(value, (str, bytes, dict)) and values.ndim == 1 and values.size > 0
+            and values.dtype.kind in "iu" and bool((values >= 0).all())
+            and bool((values <= 10**6).all()))
+
+
+_SIMULATE_EXPOSURES = {
+    "n_first": Integral(1), "units_per_cohort": Integral(1), "n_never_treated": Integral(0),
+    "n_times": Integral(2, allow_none=True), "repeat_share": Interval(0, 1, closed="right"),
+    "gaps": Satisfies(_gaps, "a non-empty list of non-negative integers (periods, at most "
+                             "10**6)"),
+    "dgp": OneOf(*EXPOSURE_DGPS), "second_scale": Interval(), "gap_slope": Interval(),
+    "unit_sd": Interval(0), "noise_sd": Interval(0), "learning_curve": Interval(),
+    "seed": Seed(),
+}
+
+
+@validate_params(_SIMULATE_EXPOSURES, owner="simulate_exposures")
 def simulate_exposures(
     n_first: int = 4,
     units_per_cohort: int = 60,
@@ -282,6 +301,8 @@ def simulate_exposures(
     if n_times < n_first + 1:
         raise ParameterError(f"n_times must be at least n_first + 1 = {n_first + 1}; "
                              f"got {n_times}.")
+    _check_panel_fits(n_first * units_per_cohort + n_never_treated, n_times,
+                      "simulate_exposures")
     rng = np.random.default_rng(seed)
     times = np.arange(n_times, dtype=float)
     n_treated = n_first * units_per_cohort

@@ -8,7 +8,6 @@ exposes dense views (units x times per outcome, a cohort per unit) that the esti
 
 from __future__ import annotations
 
-import difflib
 import numbers
 import warnings
 from collections.abc import Sequence
@@ -24,6 +23,10 @@ from ._messages import python_scalar
 from ._validation import OneOf, Satisfies, check_all
 from .cohorts import PYTHIA_BATCH_SIZE, PYTHIA_STEPS_PER_CHECKPOINT, cohort_from_sequence_index
 from .errors import DataDroppedWarning, PanelError, ParameterError
+from .panel_checks import (check_columns, check_distinct_columns, check_unique_cells,
+                           check_unit_ids, cluster_codes, cohort_values, cohorts_on_time_grid,
+                           column_roles, constant_within_unit, finite_covariate, finite_outcome,
+                           numeric_column, numeric_times, positive_weights)
 from .panel_exposures import check_exposure_order, exposure_columns
 
 if TYPE_CHECKING:  # pandas is imported where a panel is built, not to read its declarations
@@ -40,6 +43,24 @@ _CONSTRAINTS = {
                                                        and not isinstance(v, bool)),
                                "None or a number (the cohort code of never-treated units)"),
 }
+
+
+@dataclass(frozen=True)
+class _RowIndex:
+    """Every row's unit and time codes while a panel is built: the sorted units and times
+    they index, the unit column (row numbers for cross-sections) and, in a panel, the rows
+    per (unit, time) cell (None for cross-sections)."""
+
+    unit_series: pd.Series
+    unit_codes: np.ndarray
+    units: pd.Index
+    time_codes: np.ndarray
+    times: pd.Index
+    counts: np.ndarray | None
+
+    @property
+    def n_units(self) -> int:
+        return len(self.units)
 
 
 @dataclass(frozen=True)
@@ -160,226 +181,198 @@ class Panel:
         check_all("Panel", {"balance": balance, "never_treated": never_treated},
                   self._constraints)
         cohort_columns = exposure_columns(cohort)
-        cohort = cohort_columns[0]
         outcomes = (outcome,) if isinstance(outcome, str) else tuple(outcome)
-        if not outcomes:
-            raise PanelError("Panel needs at least one outcome column; got none.")
-        cross_sections = unit is None
-        if cross_sections and balance == "drop_incomplete_units":
-            raise PanelError(
-                "balance='drop_incomplete_units' needs units to drop, but unit=None reads the "
-                "table as repeated cross-sections (every row its own unit). Pass unit=... for "
-                "a panel, or leave balance at 'error' or 'keep'."
-            )
-        roles = {"time": time, "cohort": cohort} if cross_sections else {
-            "unit": unit, "time": time, "cohort": cohort}
-        roles.update({f"cohort of exposure {k + 1}": c for k, c in enumerate(cohort_columns)
-                      if k})
-        if len(outcomes) == 1:
-            roles["outcome"] = outcomes[0]
-        else:
-            roles.update({f"outcome #{i + 1}": o for i, o in enumerate(outcomes)})
-        if weights is not None:
-            roles["weights"] = weights
-        if cluster is not None:
-            roles["cluster"] = cluster
         covariates = () if covariates is None else (
             (covariates,) if isinstance(covariates, str) else tuple(covariates))
-        roles.update({f"covariate #{i + 1}": c for i, c in enumerate(covariates)})
-        self._check_columns(data, roles)
-        if len(set(covariates)) != len(covariates) or set(covariates) & {unit, time, *cohort_columns}:
-            raise PanelError(
-                f"Covariate columns must be distinct and differ from unit, time and cohort; "
-                f"got covariates={list(covariates)!r}."
-            )
-        if len(set(outcomes)) != len(outcomes) or set(outcomes) & {unit, time, *cohort_columns}:
-            raise PanelError(
-                f"Outcome columns must be distinct and differ from unit, time and cohort; "
-                f"got outcome={list(outcomes)!r} with unit={unit!r}, time={time!r}, "
-                f"cohort={cohort!r}."
-            )
+        self._check_arguments(unit, outcomes, balance)
+        check_columns(data, column_roles(unit, time, cohort_columns, outcomes, weights, cluster,
+                                         covariates))
+        check_distinct_columns(unit, time, cohort_columns, outcomes, covariates)
         if len(data) == 0:
             raise PanelError("The panel is empty: the DataFrame has 0 rows.")
 
-        self.unit_column, self.time_column, self.cohort_column = unit, time, cohort
+        self.unit_column, self.time_column, self.cohort_column = unit, time, cohort_columns[0]
         self.cohort_columns = cohort_columns
         self.weights_column, self.cluster_column = weights, cluster
         self.never_treated_code = never_treated
         self.outcomes = outcomes
         self.covariates = covariates
 
-        time_values = self._numeric_times(data[time], time)
-        cohort_rows = self._cohort_rows(data[cohort], cohort, never_treated)
-        if cross_sections:
-            unit_series = pd.Series(np.arange(len(data)), index=data.index, name="row")
-            unit_codes = np.arange(len(data), dtype=np.int64)
-            units = pd.RangeIndex(len(data), name="row")
-            time_codes, times = pd.factorize(time_values, sort=True)
-            n_units, n_times = len(units), len(times)
-            counts = None
-        else:
-            unit_series = data[unit]
-            if unit_series.isna().any():
-                raise PanelError(
-                    f"Column {unit!r} (unit) has {int(unit_series.isna().sum())} missing values."
-                )
-            unit_codes, units = pd.factorize(unit_series, sort=True)
-            time_codes, times = pd.factorize(time_values, sort=True)
-            n_units, n_times = len(units), len(times)
-
-            cell = unit_codes.astype(np.int64) * n_times + time_codes
-            counts = np.bincount(cell, minlength=n_units * n_times)
-            if counts.max() > 1:
-                dup = np.flatnonzero(counts > 1)
-                pairs = [(python_scalar(units[c // n_times]), python_scalar(times[c % n_times]))
-                         for c in dup]
-                n_rows = int(counts[dup].sum() - dup.size)
-                raise PanelError(
-                    f"Duplicate (unit, time) rows: {dup.size} (unit, time) pairs appear more "
-                    f"than once ({n_rows} extra rows), e.g. ({unit!r}, {time!r}) = "
-                    f"{_listing(pairs)}."
-                )
-
-        unit_cohort = self._constant_within_unit(
-            cohort_rows, unit_codes, n_units, units, cohort, "cohort"
-        )
-        unit_cohort = self._cohorts_on_time_grid(unit_cohort, np.asarray(times, dtype=float),
-                                                 cohort, time)
-        exposures = [unit_cohort]
-        for name in cohort_columns[1:]:
-            later = self._constant_within_unit(self._cohort_rows(data[name], name, never_treated),
-                                               unit_codes, n_units, units, name, "cohort")
-            exposures.append(self._cohorts_on_time_grid(
-                later, np.asarray(times, dtype=float), name, time))
-        exposures = np.column_stack(exposures)
-        check_exposure_order(exposures, cohort_columns, units)
-        self._unit_exposures = exposures  # kept rows are taken in _set_units
-        unit_weights = np.ones(n_units)
-        if weights is not None:
-            w_rows = self._numeric_column(data[weights], weights, "weights")
-            bad = ~np.isfinite(w_rows) | (w_rows <= 0)
-            if bad.any():
-                raise PanelError(
-                    f"Column {weights!r} (weights) must be positive and finite; {int(bad.sum())} "
-                    f"rows are not, e.g. units {_listing(pd.unique(unit_series[bad]))}."
-                )
-            unit_weights = self._constant_within_unit(
-                w_rows, unit_codes, n_units, units, weights, "weights"
-            )
-        unit_cluster = None
-        cluster_labels = None
-        if cluster is not None:
-            cl = data[cluster]
-            if cl.isna().any():
-                raise PanelError(
-                    f"Column {cluster!r} (cluster) has {int(cl.isna().sum())} missing values, "
-                    f"e.g. units {_listing(pd.unique(unit_series[cl.isna().to_numpy()]))}."
-                )
-            cl_codes, cluster_labels = pd.factorize(cl, sort=True)
-            unit_cluster = self._constant_within_unit(
-                cl_codes.astype(np.float64), unit_codes, n_units, units, cluster, "cluster"
-            ).astype(np.int64)
-
-        outcome_rows = {}
-        for name in outcomes:
-            values = self._numeric_column(data[name], name, "outcome")
-            bad = ~np.isfinite(values)
-            if bad.any():
-                where = [
-                    (python_scalar(units[u]), python_scalar(times[t]))
-                    for u, t in zip(unit_codes[bad][:_MAX_LISTED], time_codes[bad][:_MAX_LISTED])
-                ]
-                raise PanelError(
-                    f"Outcome column {name!r} has {int(bad.sum())} NaN or infinite values, e.g. "
-                    f"at ({unit!r}, {time!r}) = {_listing(where)}. Remove or impute them first."
-                )
-            outcome_rows[name] = values
-        covariate_rows = {}
-        for name in covariates:
-            values = self._numeric_column(data[name], name, "covariate")
-            bad = ~np.isfinite(values)
-            if bad.any():
-                bad_units = pd.unique(unit_codes[bad])
-                raise PanelError(
-                    f"Covariate column {name!r} has {int(bad.sum())} missing or infinite values "
-                    f"in {bad_units.size} units, e.g. units "
-                    f"{_listing([python_scalar(units[u]) for u in bad_units])}. Remove or impute them "
-                    "first."
-                )
-            covariate_rows[name] = values
+        time_values = numeric_times(data[time], time)
+        first_cohorts = cohort_values(data[self.cohort_column], self.cohort_column, never_treated)
+        rows = self._index_rows(data, time_values)
+        unit_cohort, self._unit_exposures = self._unit_cohorts(data, rows, first_cohorts)
+        unit_weights, unit_cluster, cluster_labels = self._unit_weights_and_clusters(data, rows)
+        outcome_rows, covariate_rows = self._row_values(data, rows)
 
         self.has_weights = weights is not None
-        self.times = np.asarray(times)
+        self.times = np.asarray(rows.times)
         self.times.flags.writeable = False
-        if cross_sections:
-            self.kind = "cross_sections"
-            self._store_rows(unit_codes, time_codes, outcome_rows, covariate_rows,
-                             np.ones(n_units, dtype=bool))
-            self._set_units(units, unit_cohort, unit_weights, unit_cluster, cluster_labels,
-                            np.arange(n_units))
-            return
+        kept = self._lay_out(rows, outcome_rows, covariate_rows, balance)
+        self._set_units(rows.units, unit_cohort, unit_weights, unit_cluster, cluster_labels, kept)
 
-        present = (counts == 1).reshape(n_units, n_times)
+    # ------------------------------------------------------------ construction steps
+    @staticmethod
+    def _check_arguments(unit, outcomes, balance) -> None:
+        """What the arguments alone get wrong: no outcome; units to drop without units."""
+        if not outcomes:
+            raise PanelError("Panel needs at least one outcome column; got none.")
+        if unit is None and balance == "drop_incomplete_units":
+            raise PanelError(
+                "balance='drop_incomplete_units' needs units to drop, but unit=None reads the "
+                "table as repeated cross-sections (every row its own unit). Pass unit=... for "
+                "a panel, or leave balance at 'error' or 'keep'."
+            )
+
+    def _index_rows(self, data: pd.DataFrame, time_values: np.ndarray) -> _RowIndex:
+        """Code every row's unit and time (sorted), checking the unit identifiers and, in a
+        panel, that no (unit, time) cell has two rows; cross-sections number the rows."""
+        import pandas as pd
+
+        time_codes, times = pd.factorize(time_values, sort=True)
+        if self.unit_column is None:
+            return _RowIndex(
+                unit_series=pd.Series(np.arange(len(data)), index=data.index, name="row"),
+                unit_codes=np.arange(len(data), dtype=np.int64),
+                units=pd.RangeIndex(len(data), name="row"), time_codes=time_codes, times=times,
+                counts=None)
+        unit_series = data[self.unit_column]
+        check_unit_ids(unit_series, self.unit_column)
+        unit_codes, units = pd.factorize(unit_series, sort=True)
+        counts = check_unique_cells(unit_codes, time_codes, units, times, self.unit_column,
+                                    self.time_column)
+        return _RowIndex(unit_series=unit_series, unit_codes=unit_codes, units=units,
+                         time_codes=time_codes, times=times, counts=counts)
+
+    def _unit_cohorts(self, data: pd.DataFrame, rows: _RowIndex, first_cohorts: np.ndarray):
+        """Each unit's cohort (constant within the unit, on the time grid) and its units x
+        exposures matrix of cohorts, in exposure order (``first_cohorts``: the first cohort
+        column's values per row, read already)."""
+        times = np.asarray(rows.times, dtype=float)
+        exposures = []
+        for k, name in enumerate(self.cohort_columns):
+            values = first_cohorts if k == 0 else cohort_values(
+                data[name], name, self.never_treated_code)
+            per_unit = constant_within_unit(values, rows.unit_codes, rows.n_units, rows.units,
+                                            name, "cohort")
+            exposures.append(cohorts_on_time_grid(per_unit, times, name, self.time_column))
+        matrix = np.column_stack(exposures)
+        check_exposure_order(matrix, self.cohort_columns, rows.units)
+        return exposures[0], matrix  # the kept units' rows are taken in _set_units
+
+    def _unit_weights_and_clusters(self, data: pd.DataFrame, rows: _RowIndex):
+        """Each unit's weight (ones without a weights column) and cluster code and labels
+        (None without a cluster column)."""
+        unit_weights = np.ones(rows.n_units)
+        if self.weights_column is not None:
+            w_rows = numeric_column(data[self.weights_column], self.weights_column, "weights")
+            positive_weights(w_rows, self.weights_column, rows.unit_series)
+            unit_weights = constant_within_unit(w_rows, rows.unit_codes, rows.n_units,
+                                                rows.units, self.weights_column, "weights")
+        if self.cluster_column is None:
+            return unit_weights, None, None
+        codes, labels = cluster_codes(data[self.cluster_column], self.cluster_column,
+                                      rows.unit_series)
+        unit_cluster = constant_within_unit(codes.astype(np.float64), rows.unit_codes,
+                                            rows.n_units, rows.units, self.cluster_column,
+                                            "cluster").astype(np.int64)
+        return unit_weights, unit_cluster, labels
+
+    def _row_values(self, data: pd.DataFrame, rows: _RowIndex):
+        """Each outcome's and covariate's values per row, numeric and finite."""
+        outcome_rows = {}
+        for name in self.outcomes:
+            values = numeric_column(data[name], name, "outcome")
+            finite_outcome(values, name, rows.unit_codes, rows.time_codes, rows.units, rows.times,
+                           self.unit_column, self.time_column)
+            outcome_rows[name] = values
+        covariate_rows = {}
+        for name in self.covariates:
+            values = numeric_column(data[name], name, "covariate")
+            finite_covariate(values, name, rows.unit_codes, rows.units)
+            covariate_rows[name] = values
+        return outcome_rows, covariate_rows
+
+    def _lay_out(self, rows: _RowIndex, outcome_rows, covariate_rows, balance) -> np.ndarray:
+        """Store the rows as the panel's kind wants them and return the kept units' codes:
+        cross-sections and panels kept with holes in long form, a balanced panel (after
+        ``balance``'s treatment of missing cells) as units x times matrices."""
+        n_units, n_times = rows.n_units, len(rows.times)
+        if rows.counts is None:
+            self.kind = "cross_sections"
+            self._store_rows(rows.unit_codes, rows.time_codes, outcome_rows, covariate_rows,
+                             np.ones(n_units, dtype=bool))
+            return np.arange(n_units)
+        present = (rows.counts == 1).reshape(n_units, n_times)
         keep = present.all(axis=1)
         if not keep.all():
-            missing = np.argwhere(~present)
-            n_missing = int(missing.shape[0])
-            incomplete = int((~keep).sum())
-            first = [(python_scalar(units[u]), python_scalar(times[t])) for u, t in missing[:_MAX_LISTED]]
-            if balance == "error":
-                raise PanelError(
-                    f"The panel is unbalanced: {n_missing} (unit, time) cells are missing across "
-                    f"{incomplete} of {n_units} units, first ({unit!r}, {time!r}) = "
-                    f"{_listing(first)}. Pass balance='keep' to estimate with every observed "
-                    "row (as R did's allow_unbalanced_panel=TRUE), or "
-                    "balance='drop_incomplete_units' to drop those units."
-                )
-            if balance == "keep":
+            if self._handle_missing_cells(rows, present, keep, balance) == "keep":
                 self.kind = "unbalanced"
-                self._store_rows(unit_codes, time_codes, outcome_rows, covariate_rows, None)
-                self._set_units(units, unit_cohort, unit_weights, unit_cluster,
-                                cluster_labels, np.arange(n_units))
-                return
-            warnings.warn(
-                f"Dropped {incomplete} of {n_units} units that are not observed at every one of "
-                f"the {n_times} times ({n_missing} missing cells), e.g. units "
-                f"{_listing([python_scalar(units[u]) for u in np.flatnonzero(~keep)])}.",
-                DataDroppedWarning,
-                stacklevel=2,
-            )
-            if not keep.any():
-                raise PanelError("No unit is observed at every time: the balanced panel is empty.")
-
+                self._store_rows(rows.unit_codes, rows.time_codes, outcome_rows, covariate_rows,
+                                 None)
+                return np.arange(n_units)
         self.kind = "balanced"
         kept = np.flatnonzero(keep)
+        self._store_dense(rows, keep, kept, outcome_rows, covariate_rows)
+        return kept
+
+    def _handle_missing_cells(self, rows: _RowIndex, present, keep, balance) -> str:
+        """Missing (unit, time) cells under ``balance``: raise ("error"), keep them, or warn
+        that the incomplete units are dropped (refusing a panel left empty)."""
+        n_units, n_times = rows.n_units, len(rows.times)
+        units, times = rows.units, rows.times
+        missing = np.argwhere(~present)
+        n_missing = int(missing.shape[0])
+        incomplete = int((~keep).sum())
+        first = [(python_scalar(units[u]), python_scalar(times[t]))
+                 for u, t in missing[:_MAX_LISTED]]
+        if balance == "error":
+            raise PanelError(
+                f"The panel is unbalanced: {n_missing} (unit, time) cells are missing across "
+                f"{incomplete} of {n_units} units, first ({self.unit_column!r}, "
+                f"{self.time_column!r}) = {_listing(first)}. Pass balance='keep' to estimate "
+                "with every observed row (as R did's allow_unbalanced_panel=TRUE), or "
+                "balance='drop_incomplete_units' to drop those units."
+            )
+        if balance == "keep":
+            return balance
+        warnings.warn(
+            f"Dropped {incomplete} of {n_units} units that are not observed at every one of "
+            f"the {n_times} times ({n_missing} missing cells), e.g. units "
+            f"{_listing([python_scalar(units[u]) for u in np.flatnonzero(~keep)])}.",
+            DataDroppedWarning,
+            stacklevel=4,
+        )
+        if not keep.any():
+            raise PanelError("No unit is observed at every time: the balanced panel is empty.")
+        return balance
+
+    def _store_dense(self, rows: _RowIndex, keep, kept, outcome_rows, covariate_rows) -> None:
+        """The kept units' outcomes and covariates as read-only units x times matrices."""
+        n_units, n_times = rows.n_units, len(rows.times)
         if kept.size == n_units:  # balanced: every row lands in its own cell
-            rows = slice(None)
-            dense_index = cell
+            taken = slice(None)
+            dense_index = rows.unit_codes.astype(np.int64) * n_times + rows.time_codes
         else:
             remap = np.full(n_units, -1, dtype=np.int64)
             remap[kept] = np.arange(kept.size)
-            rows = keep[unit_codes]
-            dense_index = remap[unit_codes[rows]] * n_times + time_codes[rows]
+            taken = keep[rows.unit_codes]
+            dense_index = remap[rows.unit_codes[taken]] * n_times + rows.time_codes[taken]
         in_order = bool(np.all(dense_index[1:] > dense_index[:-1]))
-        self._outcomes = {}
-        for name, values in outcome_rows.items():
-            if in_order and kept.size == n_units:
+
+        def dense(values, copy_in_order):
+            if copy_in_order and in_order and kept.size == n_units:
                 matrix = values.copy()
             else:
                 matrix = np.empty(kept.size * n_times)
-                matrix[dense_index] = values[rows]
+                matrix[dense_index] = values[taken]
             matrix = matrix.reshape(kept.size, n_times)
             matrix.flags.writeable = False
-            self._outcomes[name] = matrix
-        self._covariates = {}
-        for name, values in covariate_rows.items():
-            matrix = np.empty(kept.size * n_times)
-            matrix[dense_index] = values[rows]
-            matrix = matrix.reshape(kept.size, n_times)
-            matrix.flags.writeable = False
-            self._covariates[name] = matrix
+            return matrix
+
+        self._outcomes = {name: dense(v, True) for name, v in outcome_rows.items()}
+        self._covariates = {name: dense(v, False) for name, v in covariate_rows.items()}
         self._rows = None
-        self._set_units(units, unit_cohort, unit_weights, unit_cluster, cluster_labels, kept)
 
     def _set_units(self, units, unit_cohort, unit_weights, unit_cluster, cluster_labels,
                    kept) -> None:
@@ -409,115 +402,6 @@ class Panel:
         )
         self._outcomes = {name: None for name in outcome_rows}
         self._covariates = {}
-
-    # ----------------------------------------------------------------- checks
-    @staticmethod
-    def _check_columns(data: pd.DataFrame, roles: dict) -> None:
-        available = [str(c) for c in data.columns]
-        for role, col in roles.items():
-            try:
-                hash(col)
-            except TypeError:
-                raise PanelError(f"The {role} column must be one column's name; got {col!r}. "
-                                 f"The DataFrame has columns {available}.") from None
-        missing = [(role, col) for role, col in roles.items() if col not in data.columns]
-        if missing:
-            parts = []
-            for role, col in missing:
-                lowered = {c.lower(): c for c in available}
-                close = difflib.get_close_matches(str(col).lower(), list(lowered), n=1)
-                hint = f" (did you mean {lowered[close[0]]!r}?)" if close else ""
-                parts.append(f"{role} column {col!r}{hint}")
-            raise PanelError(
-                "Missing columns: " + "; ".join(parts) + f". The DataFrame has columns {available}."
-            )
-
-    @staticmethod
-    def _numeric_column(series: pd.Series, name: str, role: str) -> np.ndarray:
-        import pandas as pd
-
-        if pd.api.types.is_bool_dtype(series.dtype):
-            return series.to_numpy(dtype=np.float64)
-        if not pd.api.types.is_numeric_dtype(series.dtype):
-            examples = _listing(pd.unique(series.dropna())[:3], 3)
-            raise PanelError(
-                f"Column {name!r} ({role}) must be numeric; it has dtype {series.dtype} "
-                f"(values such as {examples})."
-            )
-        return series.to_numpy(dtype=np.float64, na_value=np.nan)
-
-    def _numeric_times(self, series: pd.Series, name: str) -> np.ndarray:
-        values = self._numeric_column(series, name, "time")
-        bad = ~np.isfinite(values)
-        if bad.any():
-            raise PanelError(f"Column {name!r} (time) has {int(bad.sum())} missing or infinite values.")
-        return values
-
-    def _cohort_rows(self, series: pd.Series, name: str, code) -> np.ndarray:
-        values = self._numeric_column(series, name, "cohort")
-        if np.isneginf(values).any():
-            raise PanelError(f"Column {name!r} (cohort) has -inf values; never-treated is NaN or inf.")
-        never = np.isnan(values)
-        if code is not None:
-            never |= values == code
-        values = values.copy()
-        values[never] = np.inf
-        return values
-
-    @staticmethod
-    def _cohorts_on_time_grid(cohorts, times, cohort_name, time_name) -> np.ndarray:
-        """Put cohorts on the time grid: snap rounding noise, refuse cohorts between times.
-
-        A cohort within ``1e-9`` of the smallest gap between times from a time (for example
-        ``0.1 + 0.2`` against the time ``0.3``) is that time. A cohort inside the span of the
-        times that is no time at all is refused: the cohort is the first period of treatment,
-        so it must be one of the observed times. Cohorts before the first or after the last
-        time are left to the estimators (dropped, or never treated within the panel).
-        """
-        finite = np.isfinite(cohorts)
-        if not finite.any():
-            return cohorts
-        gaps = np.diff(times)
-        scale = gaps.min() if gaps.size else max(1.0, abs(float(times[0])))
-        tol = 1e-9 * scale
-        values = cohorts[finite]
-        idx = np.clip(np.searchsorted(times, values), 1, max(times.size - 1, 1))
-        lower = times[np.maximum(idx - 1, 0)]
-        upper = times[np.minimum(idx, times.size - 1)]
-        nearest = np.where(np.abs(values - lower) <= np.abs(upper - values), lower, upper)
-        close = np.abs(values - nearest) <= tol
-        inside = (values > times[0]) & (values < times[-1])
-        off = inside & ~close
-        if off.any():
-            bad = np.unique(values[off])
-            raise PanelError(
-                f"Column {cohort_name!r} (cohort) has {bad.size} values that are not times of "
-                f"column {time_name!r}: {_listing(bad)}. The cohort is the first period of "
-                "treatment, so it must be one of the observed times (for memorisation: the "
-                "first checkpoint after the instance's batch); round or map it to the grid."
-            )
-        out = cohorts.copy()
-        out[finite] = np.where(close, nearest, values)
-        return out
-
-    @staticmethod
-    def _constant_within_unit(rows, unit_codes, n_units, units, column, role) -> np.ndarray:
-        import pandas as pd
-
-        if rows.size == n_units and isinstance(units, pd.RangeIndex) and units.name == "row":
-            return np.array(rows, dtype=np.float64)  # cross-sections: a row is a unit
-        low = np.full(n_units, np.inf)
-        high = np.full(n_units, -np.inf)
-        np.minimum.at(low, unit_codes, rows)
-        np.maximum.at(high, unit_codes, rows)
-        differs = low != high
-        if differs.any():
-            bad_units = np.flatnonzero(differs)
-            raise PanelError(
-                f"Column {column!r} ({role}) must be constant within a unit; it changes over time "
-                f"for {bad_units.size} units: {_listing([python_scalar(units[u]) for u in bad_units])}."
-            )
-        return low
 
     # ------------------------------------------------------------ dense views
     @property
@@ -553,11 +437,15 @@ class Panel:
             noun = ("repeated cross-sections" if self.kind == "cross_sections"
                     else f"a panel with holes ({self.n_units * self.n_times - self.n_rows} "
                          "missing (unit, time) cells)")
+            remedy = ("for the others a panel of the same units at every time is needed "
+                      "(Panel(..., unit=...) with balance='drop_incomplete_units'); repeated "
+                      "cross-sections have no units to drop"
+                      if self.kind == "cross_sections" else
+                      "for the others build the Panel with balance='drop_incomplete_units'")
             raise PanelError(
                 f"{what} needs a balanced panel, but this is {noun}. The group-time "
                 "estimators (DiDEstimator, DifferenceEstimator) read such panels through "
-                "observed_rows(); for the others build the Panel with "
-                "balance='drop_incomplete_units'."
+                f"observed_rows(); {remedy}."
             )
 
     def observed_rows(self, name: str | None = None):

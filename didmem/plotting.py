@@ -7,13 +7,15 @@ figure when ``ax`` is None) and returns the Axes.
 
 from __future__ import annotations
 
+import textwrap
+
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ._outcomes import outcome_label, outcome_unit
-from ._validation import Satisfies, validate_params
+from ._validation import Boolean, Integral, Interval, OneOf, Satisfies, validate_params
 from .errors import ParameterError, optional_import
 from .results.profiles import profile_correlation
 
@@ -64,10 +66,66 @@ def _ticks(ax, axis: str, labels: Sequence, max_ticks: int = 10) -> None:
         ax.set_yticks(pos, text)
 
 
+def _is_axes(value) -> bool:
+    return value is None or (hasattr(value, "figure") and hasattr(value, "plot"))
+
+
+def _is_color(value) -> bool:
+    colors = optional_import("matplotlib.colors", "plot")
+    return isinstance(value, (str, tuple)) and colors.is_color_like(value)
+
+
+def _is_cmap(value) -> bool:
+    matplotlib = optional_import("matplotlib", "plot")
+    colors = optional_import("matplotlib.colors", "plot")
+    return isinstance(value, colors.Colormap) or (isinstance(value, str)
+                                                  and value in matplotlib.colormaps)
+
+
+_AX = Satisfies(_is_axes, "None or a matplotlib Axes")
+_COLOR = Satisfies(_is_color, "a matplotlib colour, such as 'C0' or '#1f5a96'")
+_CMAP = Satisfies(_is_cmap, "the name of a matplotlib colour map, such as 'RdBu_r'")
+_COLUMN = Satisfies(lambda v: isinstance(v, str) and v != "",
+                    "the name of a column of the result's to_frame(), such as 'estimate'")
+_TIME = Interval(allow_none=True)
+_PROFILE = {"significant_only": Boolean(), "post_only": Boolean(), "value": _COLUMN,
+            "cmap": _CMAP}
+
+
+def _column(frame, value: str, func: str):
+    if value not in frame.columns or not pd.api.types.is_numeric_dtype(frame[value]):
+        numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])]
+        raise ParameterError(f"The 'value' parameter of {func} must be a numeric column of "
+                             f"the result's to_frame(), one of {numeric}. Got {value!r}.")
+
+
+def _result(value, func: str, param: str = "result"):
+    """A fitted or saved result; anything else is refused by name, a results file's path
+    with how to read it (plotting reads results only: it cannot import their reader, whose
+    results import plotting to draw themselves)."""
+    import os
+
+    if hasattr(value, "to_frame") and hasattr(value, "aggregate"):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        raise ParameterError(
+            f"The {param!r} parameter of {func} takes a fitted or saved result, not the path "
+            f"{os.fspath(value)!r}; read the file first: {func}(didmem.load_result(path)), or "
+            "didmem.load_result(path).plot(kind)."
+        )
+    raise ParameterError(
+        f"The {param!r} parameter of {func} must be a fitted or saved result (such as a "
+        "GroupTimeResult, from DiDEstimator().fit or didmem.load_result). Got "
+        f"{type(value).__name__}."
+    )
+
+
 def _band_label(agg) -> str:
     return f"{agg.band} {'band' if agg.band == 'simultaneous' else 'intervals'}"
 
 
+@validate_params({**_PROFILE, "ax": _AX, "end_of_epoch": _TIME, "colorbar": Boolean()},
+                 owner="plot_profile")
 def plot_profile(result, *, ax=None, significant_only: bool = True, post_only: bool = True,
                  end_of_epoch: float | None = None, value: str = "estimate", cmap: str = "RdBu_r",
                  colorbar: bool = True):
@@ -76,6 +134,7 @@ def plot_profile(result, *, ax=None, significant_only: bool = True, post_only: b
     Parameters
     ----------
     result : GroupTimeResult
+        A fitted result, or a saved one read with :func:`didmem.load_result`.
     ax : matplotlib.axes.Axes, optional
     significant_only : bool
         Mask the cells whose band covers zero (drawn as the background), as in the paper.
@@ -94,7 +153,9 @@ def plot_profile(result, *, ax=None, significant_only: bool = True, post_only: b
     matplotlib.axes.Axes
         The image is ``ax.images[0]``; its masked entries are the hidden cells.
     """
+    result = _result(result, "plot_profile")
     full = result.to_frame()
+    _column(full, value, "plot_profile")
     frame = full
     hide = np.zeros(len(frame), dtype=bool)
     if significant_only:
@@ -119,8 +180,12 @@ def plot_profile(result, *, ax=None, significant_only: bool = True, post_only: b
     exposure = _exposure(result)
     ax.set_ylabel("treatment step g" if exposure == 1 else f"step g of exposure {exposure}")
     shown = "cells whose band excludes zero" if significant_only else "all cells"
-    ax.set_title(("" if exposure == 1 else f"Exposure {exposure}: ")
-                 + f"Memorisation profile of {result.outcome} ({shown})", fontsize=10)
+    # two lines, so that a long outcome name or an exposure never pushes the title off the
+    # figure (the heatmap's figure is narrow): what it is, then which cells are drawn
+    what = (("" if exposure == 1 else f"Exposure {exposure}: ")
+            + f"memorisation profile of {result.outcome}")
+    width = max(20, int(ax.figure.get_figwidth() * 72 / (0.62 * 10)))  # characters at 10 pt
+    ax.set_title(textwrap.fill(what, width) + f"\n({shown})", fontsize=10)
     if end_of_epoch is not None:
         pos = np.interp(end_of_epoch, times, np.arange(times.size))
         ax.axvline(pos, color="k", linestyle="--", linewidth=1, label="end of epoch")
@@ -135,15 +200,17 @@ def _exposure(result) -> int:
     return int(dict(result.params).get("exposure", 1))
 
 
+@validate_params(_PROFILE, owner="plot_exposure_profiles")
 def plot_exposure_profiles(results, *, significant_only: bool = True, post_only: bool = True,
                            cmap: str = "RdBu_r", value: str = "estimate"):
     """Memorisation profiles of several exposures side by side, on one colour scale.
 
     Parameters
     ----------
-    results : sequence or mapping of results
+    results : result, or sequence or mapping of results
         Fitted or saved results, e.g. of ``DiDEstimator(exposure=1)`` and ``exposure=2`` on
-        one panel (see :doc:`/repeated_exposure`); drawn in the order given.
+        one panel (see :doc:`/repeated_exposure`); drawn in the order given. One result
+        draws one heatmap.
     significant_only, post_only, cmap, value
         As in :func:`plot_profile`.
 
@@ -152,9 +219,21 @@ def plot_exposure_profiles(results, *, significant_only: bool = True, post_only:
     numpy.ndarray of matplotlib.axes.Axes
         One heatmap per result; their colour scale is symmetric around zero and shared.
     """
-    results = list(results.values()) if isinstance(results, Mapping) else list(results)
+    import os
+
+    if isinstance(results, (str, os.PathLike)) or hasattr(results, "to_frame"):
+        results = [results]  # one result (a path is refused below, by name)
+    elif isinstance(results, Mapping):
+        results = list(results.values())
+    elif isinstance(results, (list, tuple)):
+        results = list(results)
+    else:
+        raise ParameterError(
+            "The 'results' parameter of plot_exposure_profiles must be a result, a results "
+            f"file, or a list or mapping of them. Got {type(results).__name__}.")
     if not results:
         raise ParameterError("plot_exposure_profiles needs at least one result.")
+    results = [_result(r, "plot_exposure_profiles", "results") for r in results]
     plt = _pyplot()
     fig, axes = plt.subplots(1, len(results), figsize=(4.8 * len(results), 4.2),
                              layout="constrained", squeeze=False)
@@ -186,6 +265,7 @@ def _schedule(lr_schedule):
 
 def _band_and_line(result, kind, ax, color, label, xlabel):
     """An aggregation's estimates as a line over its band, on a zero line."""
+    result = _result(result, f"plot_{kind}")
     agg = result.aggregate(kind)
     t = agg.to_frame()
     key = t[agg.key_name]
@@ -199,6 +279,7 @@ def _band_and_line(result, kind, ax, color, label, xlabel):
     return ax
 
 
+@validate_params({"ax": _AX, "color": _COLOR}, owner="plot_instantaneous")
 def plot_instantaneous(result, *, ax=None, lr_schedule=None, color: str = BAND_COLOR):
     """Instantaneous memorisation tau(g, g) against the treatment step, with its band.
 
@@ -234,6 +315,7 @@ def plot_instantaneous(result, *, ax=None, lr_schedule=None, color: str = BAND_C
     return ax
 
 
+@validate_params({"ax": _AX, "color": _COLOR}, owner="plot_persistent")
 def plot_persistent(result, *, ax=None, color: str = BAND_COLOR):
     """Persistent memorisation by event time c - g > 0, with its band.
 
@@ -246,7 +328,7 @@ def plot_persistent(result, *, ax=None, color: str = BAND_COLOR):
     """
     ax = _band_and_line(result, "persistent", ax, color, "persistent tau by c - g",
                         "training steps after treatment, c - g")
-    times = np.sort(result.to_frame()["time"].unique())
+    times = np.sort(_result(result, "plot_persistent").to_frame()["time"].unique())
     steps = np.diff(times)
     if steps.size and steps[0] > 0 and np.allclose(steps, steps[0]):
         every = float(steps[0])
@@ -258,6 +340,7 @@ def plot_persistent(result, *, ax=None, color: str = BAND_COLOR):
     return ax
 
 
+@validate_params({"ax": _AX, "color": _COLOR, "time": _TIME}, owner="plot_residual")
 def plot_residual(result, *, ax=None, color: str = BAND_COLOR, time: float | None = None):
     """Residual memorisation tau(g, T) per treatment step; significance by colour strength.
 
@@ -276,6 +359,7 @@ def plot_residual(result, *, ax=None, color: str = BAND_COLOR, time: float | Non
     matplotlib.axes.Axes
         One bar per cohort in ``ax.patches``.
     """
+    result = _result(result, "plot_residual")
     agg = result.aggregate("residual") if time is None else result.aggregate("residual", time=time)
     t = agg.to_frame()
     ax = _axes(ax)
@@ -322,6 +406,11 @@ def _distinct_parts(names: list) -> list:
     return parts if all(parts) and len(set(parts)) == len(parts) else names
 
 
+@validate_params({"ax": _AX, "cmap": _CMAP, "annotate": OneOf(True, False, None),
+                  "labels": Satisfies(lambda v: v is None or (
+                      not isinstance(v, (str, bytes)) and all(isinstance(x, str) for x in v)),
+                      "None or a list of names (strings)")},
+                 owner="plot_profile_correlation")
 def plot_profile_correlation(corr, *results, ax=None, annotate: bool | None = None,
                              cmap: str = "viridis", labels: Sequence[str] | None = None):
     """Heatmap of the correlation of profiles across models (the paper's Figure 6).
@@ -378,6 +467,8 @@ def plot_profile_correlation(corr, *results, ax=None, annotate: bool | None = No
     return ax
 
 
+@validate_params({"ax": _AX, "color": _COLOR, "max_cells": Integral(1),
+                  "by": OneOf("auto", "cell", "event_time")}, owner="plot_pretrends")
 def plot_pretrends(result, *, ax=None, by: str = "auto", max_cells: int = 300,
                    color: str = "#7570b3"):
     """Parallel-trends diagnostics: the pre-treatment cells (c < g) with their band.
@@ -409,9 +500,7 @@ def plot_pretrends(result, *, ax=None, by: str = "auto", max_cells: int = 300,
     cohort (tens or more, against ~100 units per cohort) R's Wald test's estimated covariance
     is nearly singular and it rejects far too often. See the user guide.
     """
-    if by not in ("auto", "cell", "event_time"):
-        raise ParameterError("The 'by' parameter of plot_pretrends must be one of "
-                             f"{{'auto', 'cell', 'event_time'}}. Got {by!r}.")
+    result = _result(result, "plot_pretrends")
     frame = result.to_frame()
     pre = frame[~frame["post"]]
     if by == "auto":
@@ -479,7 +568,8 @@ def _kind(name: str, *attributes: str, made_by: str) -> Satisfies:
 
 
 @validate_params({"plan": _kind("DesignPlan", "table", "recommend",
-                                made_by="didmem.plan_design")})
+                                made_by="didmem.plan_design"),
+                  "power": Interval(0, 1, closed="neither"), "ax": _AX})
 def plot_plan(plan, *, power: float = 0.8, ax=None):
     """Power and scoring cost against instances per cohort, with the recommended design.
 
@@ -530,7 +620,8 @@ def plot_plan(plan, *, power: float = 0.8, ax=None):
 
 
 @validate_params({"result": _kind("DoseResponseResult", "table", "at",
-                                  made_by="didmem.dose_response")})
+                                  made_by="didmem.dose_response"),
+                  "time": _TIME, "ax": _AX, "color": _COLOR})
 def plot_dose_response(result, *, time=None, ax=None, color: str = BAND_COLOR):
     """The cumulative effect of ``d`` exposures against none, by dose, with its band.
 
@@ -566,7 +657,8 @@ def plot_dose_response(result, *, time=None, ax=None, color: str = BAND_COLOR):
 
 
 @validate_params({"sensitivity": _kind("SensitivityResult", "intervals", "breakdown",
-                                       made_by="didmem.sensitivity")})
+                                       made_by="didmem.sensitivity"),
+                  "ax": _AX, "color": _COLOR})
 def plot_sensitivity(sensitivity, *, ax=None, color: str = BAND_COLOR):
     """Robust confidence intervals against ``M`` (or ``Mbar``), the original interval first.
 
@@ -624,6 +716,6 @@ def plot_result(result, kind: str = "profile", **options):
     ``options`` (``ax=``, ``lr_schedule=``, ...) go to the plotting function; returns the
     matplotlib Axes. This is what ``result.plot(kind)`` calls.
     """
-    if kind not in PLOTS:
+    if not isinstance(kind, str) or kind not in PLOTS:
         raise ParameterError(f"Unknown figure {kind!r}; choose from {sorted(PLOTS)}.")
-    return PLOTS[kind](result, **options)
+    return PLOTS[kind](_result(result, "plot_result"), **options)

@@ -25,11 +25,14 @@ html_title = "didmem"
 nitpicky = False
 
 # The gallery: every examples/plot_*.py runs at each build (each in seconds), so none can go
-# stale; figures are rendered with the Agg backend.
+# stale; figures are rendered with the Agg backend. It lists only the scripts it runs: the
+# other scripts of examples/ train lab models for minutes and are named in examples/README.rst
+# (run them with python; tests/lab and the docs test run them under -m slow).
 sphinx_gallery_conf = {
     "examples_dirs": "../examples",
     "gallery_dirs": "auto_examples",
     "filename_pattern": r"/plot_",
+    "ignore_pattern": r"^(?!plot_).*\.py$",  # matched against the file name alone
     "matplotlib_animations": False,
     "download_all_examples": False,
     "remove_config_comments": True,

@@ -23,13 +23,15 @@ post-treatment cells). Run::
 
     python examples/compare_estimators.py --out lab-compare --figure compare.png
 
-It takes about a minute on a 2-core CPU (see benchmarks/RESULTS.md).
+On this project's 2-core machine it took 42 s (21 s at a lower load; 2026-11-22,
+benchmarks/RESULTS.md); a first-time user measured 4 minutes (issue 40): it trains lab
+models, so its time varies with the machine and its load.
 
 One run is one draw of each estimator's error. With ``--replicate N`` the example instead
 runs the lab over ``N`` seeds per condition (same distribution; two domains with
 validation drawn 90% from the first; the bent ``validation_shift=0.5``) and prints, per
 estimator, the mean error with its Monte Carlo standard error, the RMSE, the correlation
-and the band's coverage (:func:`didmem.lab.replicate`; about 6 s per run)::
+and the band's coverage (:func:`didmem.lab.replicate`; 6 s per run on this project's machine, 2026-11-22)::
 
     python examples/compare_estimators.py --out lab-compare --replicate 10
 """

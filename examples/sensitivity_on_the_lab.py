@@ -14,7 +14,8 @@ the exact truth. Run::
 
     python examples/sensitivity_on_the_lab.py --out lab-sensitivity
 
-It takes about 40 s on a 2-core CPU and writes ``sensitivity.csv`` and one figure per
+It took 39.5 s on this project's 2-core machine at a load of about 1 (2026-11-23,
+benchmarks/RESULTS.md) and writes ``sensitivity.csv`` and one figure per
 run into ``--out``.
 """
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from didmem import ParameterError, cohort_from_sequence_index
 from didmem.backends import FrameBackend
-from didmem.backends.pythia import treatment_checkpoint
+from didmem.orders.pythia import treatment_checkpoint
 from didmem.cohorts import (
     PAPER_LAST_STEP,
     cohort_from_step,

@@ -8,7 +8,8 @@ import pytest
 
 API = Path(__file__).resolve().parents[1] / "docs" / "api.rst"
 MODULES = [("didmem", ""), ("didmem.backends", ""), ("didmem.lab", ""), ("didmem.plotting", ""),
-           ("didmem.report", ""), ("didmem.backends.pythia", "pythia."), ("didmem.cohorts", ""),
+           ("didmem.report", ""), ("didmem.orders", ""), ("didmem.orders.pythia", "pythia."),
+           ("didmem.cohorts", ""),
            ("didmem.study", ""), ("didmem.study.designs", "")]
 SUBMODULES = {"datasets", "montecarlo", "plotting", "report"}  # listed function by function
 

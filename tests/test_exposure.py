@@ -11,7 +11,7 @@ import pytest
 import didmem
 from didmem.datasets import simulate_exposures
 from didmem.inference._prepared import did_cells, prepare_design
-from didmem.estimators._exposure_kernel import exposure_cells_numpy
+from didmem.inference.exposure_kernel import exposure_cells_numpy
 from didmem.panel_exposures import exposure_view, subset_units
 
 
@@ -233,7 +233,7 @@ def test_profiles_per_exposure_side_by_side(two_exposures, tmp_path):
 def test_grouped_bootstrap_equals_the_stored_influence_route(multiplier):
     """The fast path (grouped sums per history, no per-unit psi) gives the draws, variances
     and band of the explicit influence functions, on a panel with several histories."""
-    from didmem.inference.bootstrap import bootstrap_influence
+    from didmem.inference.influence import bootstrap_influence
 
     df, _ = simulate_exposures(n_first=5, units_per_cohort=40, n_never_treated=30,
                                gaps=(1, 2, 3, 5), seed=11)
@@ -247,7 +247,7 @@ def test_grouped_bootstrap_equals_the_stored_influence_route(multiplier):
                         .sum() for c, k in enumerate(inf.cells.k)])
     np.testing.assert_allclose(inf.treated_variance(), treated, rtol=1e-12, atol=1e-300)
     # the cells' statistics from sums by history equal the unit-by-unit kernel's
-    from didmem.estimators._exposure_influence import exposure_cells, grouped_cells
+    from didmem.inference.exposure import exposure_cells, grouped_cells
 
     kernel, _ = exposure_cells(inf.design, inf.cells, inf.hist, inf.n_hist, store=False)
     grouped = grouped_cells(inf.design, inf.cells, inf.hist, inf.n_hist)

@@ -11,7 +11,7 @@ import pytest
 import didmem
 from didmem.errors import EstimationError, PanelError
 from didmem.inference._prepared import did_cells
-from didmem.estimators._holes import prepare_holes_design
+from didmem.inference._prepared import prepare_design as prepare_holes_design
 from didmem.inference.holes import HolesInfluence, hole_cells
 
 
@@ -203,7 +203,7 @@ def test_cross_section_estimators_without_covariates_are_the_four_means(kind, es
     cell) give the four means' ATT and the moment route's influence functions."""
     import dataclasses
 
-    from didmem.estimators._holes_covariates import covariate_hole_cells
+    from didmem.inference.covariates_holes import covariate_hole_cells
 
     df = _holed(_frame(), 0.15)
     unit = "unit" if kind == "unbalanced" else None

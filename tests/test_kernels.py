@@ -9,7 +9,8 @@ import didmem
 from didmem.results.aggregations import build_aggregation
 from didmem.inference._prepared import did_cells, level_cells, prepare_design
 from didmem.inference import kernels, reference
-from didmem.inference.bootstrap import bootstrap_cells, draw_multipliers
+from didmem.inference.bootstrap import draw_multipliers
+from didmem.inference.grouped import bootstrap_cells
 from didmem.inference.linear import cell_covariance, combination_draws, combination_variance
 
 from .conftest import staggered_frame

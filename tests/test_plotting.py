@@ -170,3 +170,47 @@ def test_correlation_figure_grows_with_models_and_takes_labels(res, res2):
     assert len(ax.texts) == 144
     with pytest.raises(didmem.ParameterError, match="one name per model: 12; got 2"):
         plotting.plot_profile_correlation(corr, labels=["a", "b"])
+
+
+def test_a_results_file_path_is_refused_with_how_to_read_it(res, tmp_path):
+    """plot_profile("results.parquet") failed with AttributeError: 'str' object has no
+    attribute 'to_frame'. Plotting cannot read files (results import plotting to draw
+    themselves), so the path is refused by name, saying how to read it."""
+    pytest.importorskip("pyarrow")
+    path = res.save(tmp_path / "results.parquet")
+    for name, draw in plotting.PLOTS.items():
+        with pytest.raises(didmem.ParameterError) as err:
+            draw(str(path))
+        assert f"not the path {str(path)!r}" in str(err.value)
+        assert "didmem.load_result(path)" in str(err.value)
+        assert len(draw(didmem.load_result(path)).figure.axes) >= 1
+
+
+def test_exposure_profiles_take_one_result(res, tmp_path):
+    """plot_exposure_profiles(result) with one result draws one heatmap (it raised
+    TypeError: 'GroupTimeResult' object is not iterable)."""
+    axes = plotting.plot_exposure_profiles(res)
+    assert len(axes) == 1 and axes[0].images
+    pytest.importorskip("pyarrow")
+    saved = didmem.load_result(res.save(tmp_path / "one.parquet"))
+    assert len(plotting.plot_exposure_profiles(saved)) == 1
+    assert len(plotting.plot_exposure_profiles({"a": res, "b": saved})) == 2
+
+
+@pytest.mark.parametrize("draw", [plotting.plot_profile, plotting.plot_instantaneous,
+                                  plotting.plot_persistent, plotting.plot_residual,
+                                  plotting.plot_pretrends, plotting.plot_exposure_profiles,
+                                  plotting.plot_result])
+@pytest.mark.parametrize("bad", [None, 3, [1, 2], {"a": 1}, np.zeros(3)])
+def test_plots_refuse_what_is_not_a_result_by_name(draw, bad):
+    if draw is plotting.plot_exposure_profiles and isinstance(bad, (list, dict)):
+        bad = [bad]  # a list or mapping is its container: what is in it must be a result
+    with pytest.raises(didmem.ParameterError, match=rf"parameter of {draw.__name__}|"
+                       r"parameter of plot_exposure_profiles|parameter of plot_result"):
+        draw(bad)
+
+
+def test_a_path_in_a_list_of_exposures_is_named(tmp_path):
+    with pytest.raises(didmem.ParameterError, match="'results' parameter of "
+                       "plot_exposure_profiles takes .* not the path .*nowhere.parquet"):
+        plotting.plot_exposure_profiles([tmp_path / "nowhere.parquet"])

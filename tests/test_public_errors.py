@@ -21,7 +21,7 @@ BUILTIN_ERRORS = {name for name, obj in vars(builtins).items()
 
 #: (file relative to the repository, exception): why a built-in class is right there.
 ALLOWED = {
-    ("didmem/backends/indexed.py", "IndexError"):
+    ("didmem/orders/indexed.py", "IndexError"):
         "Python's sequence protocol: iterating an MMapIndexedDataset stops at IndexError",
     ("didmem/cli/_fields.py", "ValueError"):
         "a programming error found when the CLI is built (a dataclass field without a "

@@ -38,12 +38,13 @@ def test_finding_says_how_many_cohorts_how_large_and_comes_first(simulated):
     inst = res.aggregate("instantaneous").to_frame()
     found = int((inst["significant"] & (inst["estimate"] > 0)).sum())
     finding = _section(text, "<h3>Finding</h3>", "</div>")
-    assert f"Instantaneous memorisation is found in {found} of {len(inst)} cohorts" in finding
+    assert (f"Instantaneous memorisation is significant in {found} of {len(inst)} cohorts"
+            in finding)
     overall = res.aggregate("instantaneous").overall.estimate
     assert f"On average it is {didmem.report._html.fmt(overall)} units of y" in finding
     res_agg = res.aggregate("residual").to_frame()
     kept = int((res_agg["significant"] & (res_agg["estimate"] > 0)).sum())
-    assert f"it remains in {kept} of {len(res_agg)} cohorts" in finding
+    assert f"it is significant in {kept} of {len(res_agg)} cohorts" in finding
     test = res.pretrend_test()
     assert f"p = {test.pvalue:.3g}" in finding and f"Its power is {test.power:.2f}" in finding
     assert "cannot be ruled out" in finding
@@ -60,13 +61,12 @@ def test_persistence_in_training_steps_and_checkpoints(simulated):
     res, _ = simulated
     per = res.aggregate("persistent").to_frame()
     sig = (per["significant"] & (per["estimate"] > 0)).to_numpy()
-    run = len(sig) if sig.all() else int(np.argmin(sig))
     finding = _section(render_report(res, figures=[]), "<h3>Finding</h3>", "</div>")
-    if run:
-        e = per["event_time"].iloc[run - 1]
-        assert f"It persists for {e:.0f} training steps ({int(e / 20)} checkpoint" in finding
-    else:
-        assert "It does not persist significantly" in finding
+    assert (f"Persistent memorisation is significant at {int(sig.sum())} of {len(per)} later "
+            "event times") in finding
+    if sig.any():
+        e = per["event_time"][sig].iloc[-1]
+        assert f"at {e:.0f} training steps ({int(e / 20)} checkpoint" in finding
 
 
 @pytest.mark.parametrize("n_obs", [None, 400])

@@ -5,6 +5,8 @@ estimated one: the property holds only when the truth takes the estimator's coho
 (R did's pg), which differ from the cells' treated counts under sampling weights and holes.
 """
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -51,7 +53,11 @@ def test_truth_equal_to_estimates_aggregates_to_the_estimate(make, counts_differ
     assert (gap > 1e-6) if counts_differ else (gap < 1e-12)
 
 
-def test_saved_result_has_no_cohort_weights(tmp_path):
+def test_saved_result_keeps_the_cohort_weights(tmp_path):
+    """A saved result sets the same truth beside its aggregations as the fitted one (results
+    format 3 keeps the weights; a file of format 2 has none, and falls back to the counts)."""
     result = didmem.DiDEstimator(n_bootstrap=0).fit(_weighted_panel())
     loaded = didmem.load_result(result.save(tmp_path / "r.parquet"))
-    assert cohort_weights(loaded) is None
+    assert cohort_weights(loaded) == cohort_weights(result)
+    older = Path(__file__).parent / "data" / "results_files" / "results_format2.parquet"
+    assert cohort_weights(didmem.load_result(older)) is None

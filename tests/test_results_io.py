@@ -1,6 +1,7 @@
 """Results files: save, load, and the same answers without the panel."""
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -82,7 +83,7 @@ def test_covariances_round_trip_exactly_in_binary(res, tmp_path):
 
     path = res.save(tmp_path / "res.parquet")
     meta = json.loads(pq.read_schema(path).metadata[b"didmem"])
-    assert meta["format_version"] == didmem.results.FORMAT_VERSION == 2
+    assert meta["format_version"] == didmem.results.FORMAT_VERSION == 3
     doc = meta["aggregations"]["dynamic"]["covariance"]
     assert set(doc) == {"shape", "float64_base64"}  # not a list of float reprs
     loaded = didmem.load_result(path)
@@ -91,27 +92,57 @@ def test_covariances_round_trip_exactly_in_binary(res, tmp_path):
                                       res.aggregate(kind).covariance)
 
 
-def test_format_1_files_with_covariance_lists_still_load(res, tmp_path):
+FORMAT_2 = Path(__file__).parent / "data" / "results_files" / "results_format2.parquet"
+
+
+def _format_2_fit():
+    """The fit saved in FORMAT_2 (tests/data/results_files/make_format2.py), refitted today."""
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=3, units_per_cohort=15,
+                                           n_never_treated=20, n_times=5, seed=7)
+    panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
+    return didmem.DiDEstimator(n_bootstrap=49, random_state=0).fit(panel)
+
+
+def test_format_2_files_still_load():
+    """A file written by the didmem of commit b0828df (results format 2) reads as it did:
+    its numbers are today's fit's, its settings hold the inference line it stored."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    assert json.loads(pq.read_schema(FORMAT_2).metadata[b"didmem"])["format_version"] == 2
+    loaded = didmem.load_result(FORMAT_2)
+    fitted = _format_2_fit()
+    pd.testing.assert_frame_equal(loaded.to_frame(), fitted.to_frame(), rtol=1e-10)
+    for kind in didmem.results.KINDS:
+        pd.testing.assert_frame_equal(loaded.aggregate(kind).to_frame(),
+                                      fitted.aggregate(kind).to_frame(), rtol=1e-10)
+    assert loaded.settings.inference_line == fitted.settings.inference_line
+    assert loaded.settings.cohort_shares == {}  # not kept before format 3
+    assert loaded.summary().splitlines()[0] == fitted.summary().splitlines()[0]
+
+
+def test_format_1_files_with_covariance_lists_still_load(tmp_path):
     """Files written before the binary covariances (results format 1) read as before."""
     import json
 
     import pyarrow.parquet as pq
 
-    path = res.save(tmp_path / "res.parquet")
-    table = pq.read_table(path)
+    table = pq.read_table(FORMAT_2)
     meta = json.loads(table.schema.metadata[b"didmem"])
     meta["format_version"] = 1
+    saved = didmem.load_result(FORMAT_2)
     for doc in meta["aggregations"].values():
         if doc["covariance"] is not None:
-            doc["covariance"] = res.aggregate(doc["kind"]).covariance.tolist()
+            doc["covariance"] = saved.aggregate(doc["kind"]).covariance.tolist()
     old = tmp_path / "old.parquet"
     pq.write_table(table.replace_schema_metadata(
         {**table.schema.metadata, b"didmem": json.dumps(meta).encode()}), old)
     loaded = didmem.load_result(old)
     np.testing.assert_array_equal(loaded.aggregate("dynamic").covariance,
-                                  res.aggregate("dynamic").covariance)
+                                  saved.aggregate("dynamic").covariance)
     pd.testing.assert_frame_equal(loaded.aggregate("group").to_frame(),
-                                  res.aggregate("group").to_frame())
+                                  saved.aggregate("group").to_frame())
 
 
 def test_compute_saved_in_two_threads_equals_in_turn():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from didmem.backends.pythia import PYTHIA_STEPS
+from didmem.orders.pythia import PYTHIA_STEPS
 from didmem.suites import SUITES, get_suite, read_checkpoint_grid
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check didmem's module graph and its parameter defaults.
 
-Three checks, all static (the package is parsed with :mod:`ast`, never imported):
+Four checks, all static (the package is parsed with :mod:`ast`, never imported):
 
 1. **Import cycles.** Every ``import``/``from ... import`` statement in ``didmem/`` counts,
    including those inside functions and methods; only ``if TYPE_CHECKING:`` blocks are left
@@ -11,16 +11,27 @@ Three checks, all static (the package is parsed with :mod:`ast`, never imported)
    its own submodules are ordinary edges, so ``pkg/__init__ -> pkg/x -> pkg/__init__`` is a
    cycle like any other; the implicit import of parent packages is not counted (every
    module would otherwise sit in a cycle with ``didmem/__init__``). Strongly connected
-   components of more than one module are reported, with one concrete cycle.
+   components of more than one module are reported, with one concrete cycle. Loads by name
+   (see 3) are left out of this check only: they run when their function runs.
 2. **Defaults written twice.** A keyword default of a class's ``__init__`` (or of a
    dataclass field) must not be repeated in the same module as a literal of a
    ``"name": value`` entry of a dict or a ``default=`` keyword for the same name: the
    signature is the one place a default lives (read it with :func:`inspect.signature`).
 
-3. **Layers.** :data:`LAYERS` lists didmem's layers from the bottom up; a module may import
-   from its own layer and the layers below, never from a higher one (imports inside
-   functions count, as for cycles). A module that no layer names is reported too, so a new
-   module is placed on purpose. ``docs/architecture.rst`` draws the same table.
+3. **Layers and wings.** :data:`LAYERS` is didmem's architecture as rules: each layer names
+   its modules (by prefix) and the layers it builds on; a module may import from its own layer
+   and from every layer its layer builds on, directly or through others, never from any
+   other. The estimation wing (panel -> inference -> results -> estimators -> analyses ->
+   report) and the scoring wing (backends, orders -> runners) share only the foundation and
+   the panel layer; ``study`` and ``lab`` join them; the faces sit on top. Loads by name
+   count as imports: ``importlib.import_module("didmem.x")`` (any string constant naming a
+   module of the package, in a module that calls ``import_module``) and the lazy tables of
+   ``didmem._lazy.attach(__name__, TABLE)``. A load by name against the rules is allowed
+   only where :data:`LOADS_BY_NAME` lists it with its reason. A module that no layer holds,
+   and a prefix that names no module, are reported too, so a new module is placed on purpose.
+   :func:`architecture_rst` renders the table for ``docs/architecture.rst``; the page holds
+   it verbatim (``tests/test_check_imports.py`` checks that, and that every path the page
+   names exists); ``python tools/check_imports.py --write-docs`` rewrites it.
 4. **Choice lists written twice.** The values a parameter may take are declared once, in a
    ``OneOf(...)`` constraint (literal strings, or ``*NAME`` of a module-level tuple of
    strings); a list or tuple literal of two or more strings with the same values anywhere
@@ -28,37 +39,81 @@ Three checks, all static (the package is parsed with :mod:`ast`, never imported)
    reported: take the values from the declaration (:func:`didmem._validation.choices_of`).
 
 Usage: ``python tools/check_imports.py [package_dir]``; exits 1 and prints each finding when
-something is wrong.
+something is wrong. ``python tools/check_imports.py --write-docs`` rewrites the generated
+table of ``docs/architecture.rst`` from :data:`LAYERS`.
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 import sys
 from pathlib import Path
 
 
-#: didmem's layers, bottom first: (name, module prefixes). A module belongs to the layer of
-#: its longest matching prefix; the bare package name matches only the package's
-#: ``__init__`` (a face), so a new top-level module must be placed here on purpose (some
-#: entries name modules other branches add: _lazy, _outcomes, panel_exposures, suites, study).
-LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+#: didmem's layers, bottom first: (name, module prefixes, the layers it builds on, what it
+#: holds). A module belongs to the layer of its longest matching prefix; the bare package name
+#: matches only the package's ``__init__`` (a face), so a new top-level module must be placed
+#: here on purpose. A layer may import from itself and from every layer it builds on,
+#: transitively; nothing else. The two wings share only ``foundation`` and ``panel``.
+LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
     ("foundation", ("didmem._version", "didmem.errors", "didmem._messages", "didmem._arrays",
                     "didmem._validation", "didmem._lazy", "didmem._outcomes",
-                    "didmem._progress")),
-    ("panel", ("didmem.panel", "didmem.panel_exposures", "didmem.cohorts", "didmem.suites",
-               "didmem.datasets")),
-    ("inference", ("didmem.inference",)),
+                    "didmem._progress"), (),
+     "the exceptions, the one validation module, messages, array helpers, lazy imports, "
+     "the progress line"),
+    ("panel", ("didmem.panel", "didmem.panel_checks", "didmem.panel_exposures",
+               "didmem.cohorts", "didmem.suites", "didmem.datasets"), ("foundation",),
+     "the validated long table and its dense views; the cohort rules; the suites' published "
+     "facts; simulated panels"),
+    # the estimation wing
+    ("inference", ("didmem.inference",), ("panel",),
+     "R's pre-processing, the influence of the cells, kernels, the bootstrap, bands, pre-tests"),
     # every result's .plot() draws through didmem.plotting, which reads results only
-    ("results", ("didmem.results", "didmem.plotting")),
-    ("estimators", ("didmem.estimators",)),
-    ("analyses", ("didmem.honest", "didmem.planning", "didmem.montecarlo")),
-    ("report", ("didmem.report",)),
-    ("backends", ("didmem.backends", "didmem.runners")),
-    ("study", ("didmem.study",)),
-    ("lab", ("didmem.lab",)),
-    ("faces", ("didmem.cli", "didmem")),
+    ("results", ("didmem.results", "didmem.plotting"), ("inference",),
+     "immutable results that hold their inference; their resolved settings "
+     "(``didmem/results/_settings.py``), kept by saving and loading so that a saved result reads as "
+     "the fitted one; comparison; truth scoring, written once (``didmem/results/_truth.py``); "
+     "figures"),
+    ("estimators", ("didmem.estimators",), ("results",),
+     "what is estimated: one estimator per module, one small contract"),
+    ("analyses", ("didmem.honest", "didmem.planning", "didmem.montecarlo"), ("estimators",),
+     "what takes results or runs estimators: sensitivity, power analysis, Monte Carlo"),
+    ("report", ("didmem.report",), ("analyses",),
+     "the HTML report of results, their figures and sensitivity"),
+    # the scoring wing
+    ("orders", ("didmem.orders",), ("panel",),
+     "the suites' published training orders read into exposures per instance"),
+    ("backends", ("didmem.backends",), ("panel",),
+     "outcome backends that score checkpoints (torch and transformers imported lazily)"),
+    ("runners", ("didmem.runners",), ("backends",),
+     "execution of a scoring plan: local and Ray"),
+    # where the wings meet
+    ("study", ("didmem.study",), ("report", "orders", "runners"),
+     "the one owner of a study: its configuration, designs, score -> estimate -> report"),
+    ("lab", ("didmem.lab",), ("study",),
+     "tiny language models trained here, with their counterfactual truth"),
+    ("faces", ("didmem.cli", "didmem"), ("lab",),
+     "the command line (one module per subcommand) and the public names of didmem"),
 )
+
+#: The two wings: layers that never import from each other (the checker derives this from
+#: :data:`LAYERS`; the table is here so that the rule reads as the design states it).
+WINGS: dict[str, tuple[str, ...]] = {
+    "estimation": ("inference", "results", "estimators", "analyses", "report"),
+    "scoring": ("orders", "backends", "runners"),
+}
+
+#: Loads by name that point where an import may not, each allowed on purpose: (module,
+#: loaded module) -> why. A saved file names its kind; the results layer reads the kinds that
+#: analyses write by loading their class when such a file is read (a static import would
+#: be a cycle). Any other such load is reported, and so is an entry that no longer matches.
+LOADS_BY_NAME: dict[tuple[str, str], str] = {
+    ("didmem.results.saving", "didmem.honest.result"):
+        "load_result reads a saved sensitivity file with its class",
+    ("didmem.results.saving", "didmem.planning"):
+        "load_result reads a saved design plan with its class",
+}
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -125,11 +180,84 @@ def imports_of(path: Path, name: str, modules: set[str]) -> set[str]:
     return found
 
 
-def import_graph(root: Path) -> dict[str, set[str]]:
-    """Edges of the package's import graph: module -> modules it imports."""
+def _module_tables(tree: ast.AST) -> dict[str, dict]:
+    """Module-level ``NAME = {"key": "value", ...}`` dict literals of string values."""
+    tables = {}
+    for node in getattr(tree, "body", ()):
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+            else getattr(node, "target", None) if isinstance(node, ast.AnnAssign) else None
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and isinstance(value, ast.Dict):
+            ok, table = _literal(value)
+            if ok and all(isinstance(v, str) for v in table.values()):
+                tables[target.id] = table
+    return tables
+
+
+def loads_by_name(path: Path, name: str, modules: set[str],
+                  files: dict[str, Path] | None = None) -> set[str]:
+    """Modules of the package that the module ``name`` loads by name at run time.
+
+    Two shapes: a string constant that names a module of the package (``"didmem.x.y"``) in a
+    module that calls ``import_module`` or ``__import__``, and the lazy table of
+    ``attach(__name__, TABLE)`` (``didmem._lazy``), whose values are modules relative to the
+    package: ``TABLE`` a dict literal of this module, or ``mod.TABLE`` of a module it imports
+    (``files`` maps module names to their files, to read it).
+    """
+    tree = ast.parse(path.read_text(), filename=str(path))
+    is_package = path.name == "__init__.py"
+    package = name if is_package else name.rpartition(".")[0]
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+
+    def called(func: ast.AST, *names: str) -> bool:
+        return getattr(func, "attr", None) in names or getattr(func, "id", None) in names
+
+    found: set[str] = set()
+    if any(called(c.func, "import_module", "__import__") for c in calls):
+        found |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                  and isinstance(n.value, str) and n.value in modules and n.value != name}
+    local = _module_tables(tree)
+    for call in calls:
+        if not (called(call.func, "attach") and len(call.args) == 2
+                and getattr(call.args[0], "id", None) == "__name__"):
+            continue
+        table = call.args[1]
+        if isinstance(table, ast.Name):
+            values = local.get(table.id, {}).values()
+        elif isinstance(table, ast.Attribute) and isinstance(table.value, ast.Name) and files:
+            owner = f"{package}.{table.value.id}"
+            owner_tree = ast.parse(files[owner].read_text()) if owner in files else None
+            values = _module_tables(owner_tree).get(table.attr, {}).values() if owner_tree else ()
+        else:
+            values = ()
+        found |= {f"{name}.{v}" for v in values if f"{name}.{v}" in modules}
+    return found
+
+
+def import_graph(root: Path, by_name: dict[str, set[str]] | None = None) -> dict[str, set[str]]:
+    """Edges of the package's import graph: module -> modules it imports or loads by name.
+
+    ``by_name``, when given, is filled with the edges that are loads by name only (for the
+    messages and :data:`LOADS_BY_NAME`).
+    """
     files = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
     modules = set(files)
-    return {name: imports_of(path, name, modules) for name, path in files.items()}
+    graph = {}
+    for name, path in files.items():
+        static = imports_of(path, name, modules)
+        dynamic = loads_by_name(path, name, modules, files) - static
+        graph[name] = static | dynamic
+        if by_name is not None and dynamic:
+            by_name[name] = dynamic
+    return graph
+
+
+def without_loads_by_name(graph: dict[str, set[str]],
+                          by_name: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph of import statements only (what the cycle check reads): a load by name
+    runs when its function runs, after both modules are imported, as in a registry that
+    loads its entries by name (``backends._spec``); the layer check reads every edge."""
+    return {m: targets - by_name.get(m, set()) for m, targets in graph.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -203,20 +331,68 @@ def _shortest_cycle(graph: dict[str, set[str]], component: list[str]) -> list[st
     return component
 
 
-def layer_of(module: str, layers=LAYERS) -> int | None:
-    """Index of the layer that holds ``module`` (its longest matching prefix), else None."""
+def layer_of(module: str, layers=LAYERS) -> str | None:
+    """Name of the layer that holds ``module`` (its longest matching prefix), else None."""
     best, best_len = None, -1
-    for index, (_, prefixes) in enumerate(layers):
+    for name, prefixes, *_ in layers:
         for prefix in prefixes:
             below = "." in prefix and module.startswith(prefix + ".")
             if (module == prefix or below) and len(prefix) > best_len:
-                best, best_len = index, len(prefix)
+                best, best_len = name, len(prefix)
     return best
 
 
-def layer_violations(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
-    """Imports from a higher layer, and modules that no layer holds."""
-    problems = []
+def reachable(layers=LAYERS) -> dict[str, set[str]]:
+    """Each layer -> the layers it may import from: itself and what it builds on, transitively."""
+    builds_on = {name: set(below) for name, _, below, *_ in layers}
+    reach = {}
+    for name in builds_on:
+        seen, todo = {name}, list(builds_on[name])
+        while todo:
+            layer = todo.pop()
+            if layer not in seen:
+                seen.add(layer)
+                todo.extend(builds_on.get(layer, ()))
+        reach[name] = seen
+    return reach
+
+
+def table_problems(layers=LAYERS, wings=WINGS, modules: set[str] | None = None) -> list[str]:
+    """Faults of the table itself: an unknown layer built on, a cycle of layers, two wings
+    that reach each other, a prefix that names no module (``modules``, when given)."""
+    names = [name for name, *_ in layers]
+    problems = [f"layer {name!r} builds on {below!r}, which is no layer"
+                for name, _, builds_on, *_ in layers for below in builds_on if below not in names]
+    reach = reachable(layers)
+    problems += [f"layer {name!r} builds on itself through "
+                 f"{sorted(reach[name] & set(names) - {name})}"
+                 for name, _, builds_on, *_ in layers
+                 if any(name in reach.get(b, ()) for b in builds_on)]
+    for (wing_a, members_a), (wing_b, members_b) in itertools.combinations(wings.items(), 2):
+        problems += [f"the {wing_a} wing's layer {a!r} and the {wing_b} wing's layer {b!r} "
+                     f"reach each other" for a in members_a for b in members_b
+                     if b in reach.get(a, ()) or a in reach.get(b, ())]
+    if modules is not None:
+        problems += [f"LAYERS names {prefix}, which is no module of the package"
+                     for _, prefixes, *_ in layers for prefix in prefixes
+                     if not any(m == prefix or m.startswith(prefix + ".") for m in modules)]
+    return problems
+
+
+def layer_violations(graph: dict[str, set[str]], layers=LAYERS,
+                     by_name: dict[str, set[str]] | None = None,
+                     allowed: dict[tuple[str, str], str] | None = None) -> list[str]:
+    """Imports (and loads by name) against the rules, and modules that no layer holds.
+
+    ``by_name`` marks the edges that are loads by name; ``allowed`` (default
+    :data:`LOADS_BY_NAME` when ``layers`` is :data:`LAYERS`) lists those allowed on purpose;
+    an allowed entry that matches no such load is reported too.
+    """
+    by_name = by_name or {}
+    if allowed is None:
+        allowed = LOADS_BY_NAME if layers is LAYERS else {}
+    reach = reachable(layers)
+    problems, used = [], set()
     for module in sorted(graph):
         here = layer_of(module, layers)
         if here is None:
@@ -224,10 +400,73 @@ def layer_violations(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
             continue
         for target in sorted(graph[module]):
             there = layer_of(target, layers)
-            if there is not None and there > here:
-                problems.append(f"{module} (layer {layers[here][0]!r}) imports {target} "
-                                f"(higher layer {layers[there][0]!r})")
+            if there is None or there in reach[here]:
+                continue
+            dynamic = target in by_name.get(module, ())
+            if dynamic and (module, target) in allowed:
+                used.add((module, target))
+                continue
+            how = "loads by name" if dynamic else "imports"
+            problems.append(f"{module} (layer {here!r}) {how} {target} (layer {there!r}, "
+                            f"which {here!r} does not build on)")
+    problems += [f"LOADS_BY_NAME allows {a} -> {b}, which is no load against the rules"
+                 for a, b in sorted(set(allowed) - used)]
     return problems
+
+
+#: The lines that enclose the table in ``docs/architecture.rst``.
+DOCS_BEGIN = ".. BEGIN LAYERS (generated by tools/check_imports.py --write-docs; do not edit)"
+DOCS_END = ".. END LAYERS"
+
+
+def _path_of(prefix: str, root: Path) -> str:
+    """The file or folder of a module prefix, relative to the package's parent."""
+    relative = Path(*prefix.split("."))
+    if prefix == root.name:
+        return f"{root.name}/__init__.py"
+    if (root.parent / relative).is_dir():
+        return f"{relative.as_posix()}/"
+    return f"{relative.as_posix()}.py"
+
+
+def architecture_rst(root: Path, layers=LAYERS, wings=WINGS) -> str:
+    """The layer table as reStructuredText, for ``docs/architecture.rst``: one item per layer
+    with its paths, what it holds and the layers it builds on, bottom first."""
+    wing_of = {layer: wing for wing, members in wings.items() for layer in members}
+    lines = [DOCS_BEGIN, ""]
+    for number, (name, prefixes, builds_on, what) in enumerate(layers):
+        paths = ", ".join(f"``{_path_of(p, root)}``" for p in prefixes)
+        wing = f" ({wing_of[name]} wing)" if name in wing_of else ""
+        below = ", ".join(f"*{b}*" for b in builds_on) or "nothing"
+        item = (f"{number}. **{name}**{wing}: {paths}. {what[0].upper()}{what[1:]}. "
+                f"Builds on: {below}.")
+        words, line = item.split(" "), ""
+        for word in words:  # wrap at 95 columns, items indented under their number
+            if line and len(line) + 1 + len(word) > 95:
+                lines.append(line)
+                line = " " * (len(str(number)) + 2) + word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    lines += ["", DOCS_END]
+    return "\n".join(lines)
+
+
+def generated_block(text: str) -> str | None:
+    """The generated table of a page (its enclosing lines included), or None."""
+    if DOCS_BEGIN not in text or DOCS_END not in text:
+        return None
+    start = text.index(DOCS_BEGIN)
+    return text[start:text.index(DOCS_END, start) + len(DOCS_END)]
+
+
+def write_docs(root: Path, page: Path) -> None:
+    """Replace the generated table of ``page`` with :func:`architecture_rst`."""
+    text = page.read_text()
+    block = generated_block(text)
+    if block is None:
+        raise SystemExit(f"{page} has no {DOCS_BEGIN!r} ... {DOCS_END!r} block")
+    page.write_text(text.replace(block, architecture_rst(root)))
 
 
 def _literal(node: ast.AST):
@@ -365,14 +604,21 @@ def repeated_choices(path: Path, tree: ast.AST,
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) > 1 and argv[1] == "--write-docs":
+        repo = Path(__file__).resolve().parent.parent
+        write_docs(repo / "didmem", repo / "docs" / "architecture.rst")
+        return 0
     root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parent.parent / "didmem"
-    graph = import_graph(root)
+    by_name: dict[str, set[str]] = {}
+    graph = import_graph(root, by_name)
+    static = without_loads_by_name(graph, by_name)
     problems = []
-    for component in cycles(graph):
-        path = " -> ".join(_shortest_cycle(graph, component))
+    for component in cycles(static):
+        path = " -> ".join(_shortest_cycle(static, component))
         problems.append(f"import cycle among {', '.join(component)}: {path}")
     if root.name == "didmem":
-        problems.extend(layer_violations(graph))
+        problems.extend(table_problems(modules=set(graph)))
+        problems.extend(layer_violations(graph, by_name=by_name))
     files = sorted(root.rglob("*.py"))
     defaults: dict[str, object] = {}
     function_defaults: dict[str, object] = {}
@@ -391,7 +637,8 @@ def main(argv: list[str]) -> int:
     if problems:
         print(f"{len(problems)} problem(s) in {root}")
         return 1
-    print(f"{root}: {len(graph)} modules, no import cycle, no import from a higher layer, "
+    print(f"{root}: {len(graph)} modules, no import cycle, "
+          "every import and load by name within the layers' rules, every module placed, "
           "no default or choice list written twice")
     return 0
 

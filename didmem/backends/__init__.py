@@ -4,8 +4,8 @@ Every backend implements :class:`OutcomeBackend`. :class:`FrameBackend` reads pr
 tables (including the paper's published layout), :class:`CallableBackend` wraps a user
 function, and :class:`TransformersBackend` scores causal-LM checkpoints with torch and
 transformers, which are imported only when it is used (``pip install 'didmem[lm]'``).
-:mod:`didmem.backends.pythia` and :mod:`didmem.backends.indexed` read and sample the Pythia
-suite's training data.
+The suites' training orders (which instance was trained when) are read by
+:mod:`didmem.orders`; backends only score.
 """
 
 from .._lazy import attach
@@ -25,8 +25,6 @@ _WHERE = {
     "InstanceError": "_instances",
     "CheckpointError": "_instances",
     "DeviceMemoryError": "_instances",
-    "MMapIndexedDataset": "indexed",
-    "write_indexed_dataset": "indexed",
     "instance_covariates": "covariates",
     "add_instance_covariates": "covariates",
 }

@@ -18,9 +18,11 @@ def load_model(source: tuple, label: str, checkpoint, *, device, dtype, weights=
                cache=None):
     """Load one checkpoint: no remote code, no code from pickles, SDPA attention, eval mode.
 
-    Safetensors weights load memory-mapped. Pickle weights are first checked with torch's
-    restricted unpickler (no tensor data read), then read by transformers with
-    ``weights_only=True``; with ``cache`` they are converted once to safetensors there.
+    The caller has checked local weight files (``TransformersBackend.check_weights``: every
+    tensor inside its own record, bounded sizes, the config's shapes) without reading a
+    weight. Safetensors weights load memory-mapped; pickle weights are read by transformers
+    with ``weights_only=True`` (memory-mapped from a zip archive); with ``cache`` they are
+    converted once to safetensors there.
 
     Parameters
     ----------
@@ -40,15 +42,13 @@ def load_model(source: tuple, label: str, checkpoint, *, device, dtype, weights=
     """
     import pickle
 
-    from ._weights import (PICKLE, SAFETENSORS, cached_safetensors, check_pickle_weights,
-                           refusal)
+    from ._weights import PICKLE, SAFETENSORS, cached_safetensors, refusal
 
     transformers = optional_import("transformers", "lm")
     name, revision = source
     fmt, files = weights
     where = f"Checkpoint {checkpoint} ({label!r})"
     if fmt == PICKLE:
-        check_pickle_weights(files, where)
         if cache is not None:
             name, fmt = str(cached_safetensors(name, files, cache, where)), SAFETENSORS
     try:

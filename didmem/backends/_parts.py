@@ -87,11 +87,28 @@ class PartStore:
         manifest = json.loads(json.dumps({"format": _FORMAT, **manifest}, sort_keys=True))
         path = self.directory / _MANIFEST
         if path.exists():
-            old = json.loads(path.read_text())
+            old = self._read_manifest(path)
             self._check_compatible(old, manifest)
             manifest["sources"] = {**old.get("sources", {}), **manifest.get("sources", {})}
         self.manifest = manifest
         self._write_json(path, manifest)
+
+    def _read_manifest(self, path: Path) -> dict:
+        """The manifest of the earlier run in the directory, or an error naming the file."""
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+            problem = None if isinstance(old, dict) and isinstance(old.get("sources", {}), dict) \
+                else f"it holds a JSON {type(old).__name__}, not a manifest's object"
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            problem = " ".join(str(exc).split()) or type(exc).__name__
+        if problem is not None:
+            raise OutputFileError(
+                f"The manifest {str(path)!r} of an earlier run in this output directory cannot "
+                f"be read ({problem}): it was cut short or changed outside didmem. Delete the "
+                "directory's manifest.json and parts (or use a new output directory) and run "
+                "again."
+            )
+        return old
 
     def _check_compatible(self, old: dict, new: dict) -> None:
         keys = sorted((set(old) | set(new)) - {"sources"})

@@ -35,12 +35,22 @@ _OTHER_PICKLES = ("*.pt", "*.pth", "*.ckpt")
 def _shards(directory: Path, index_name: str, where: str) -> list:
     index = directory / index_name
     try:
-        weight_map = json.loads(index.read_text())["weight_map"]
-        names = sorted(set(weight_map.values()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CheckpointError(
-            f"{where}: {index} is not a weight index (a JSON object with a 'weight_map'): {exc}"
+            f"{where}: {index} is not a weight index (a JSON object with a 'weight_map'): "
+            f"{type(exc).__name__}: {exc}"
         ) from None
+    bad = ([] if isinstance(weight_map, dict) else [("weight_map", weight_map)]) or [
+        (k, v) for k, v in weight_map.items()
+        if not isinstance(v, str) or Path(v).name != v or v in ("", ".", "..")]
+    if bad:
+        key, value = bad[0]
+        raise CheckpointError(
+            f"{where}: {index} is not a weight index: its 'weight_map' must map parameter "
+            f"names to file names in the directory; {key!r} maps to {value!r}."
+        )
+    names = sorted(set(weight_map.values()))
     missing = [n for n in names if not (directory / n).is_file()]
     if missing:
         raise CheckpointError(
@@ -94,13 +104,21 @@ def weight_files(directory, where: str) -> tuple:
 
 
 def refusal(exc: BaseException) -> str:
-    """What a restricted-unpickler error says, in a few words on one line."""
+    """What a restricted-unpickler error says, in a few words on one line.
+
+    torch's message goes on to advise loading with ``weights_only=False``, which would run the
+    file's code; that advice is never passed on.
+    """
     text = str(exc)
     found = re.search(r"[Uu]nsupported (?:global: )?GLOBAL ([\w.]+)", text)
     if found:
         return f"its pickle calls {found.group(1)}, which is not a tensor or a plain container"
-    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
-    return first[:200]
+    found = re.search(r"WeightsUnpickler error:\s*([^\n]+)", text)
+    if found:
+        return f"its pickle is refused by torch's restricted unpickler ({found.group(1)[:160]})"
+    lines = [line.strip() for line in text.splitlines() if line.strip()
+             and not re.search(r"weights.only|can still be loaded|trust", line, re.I)]
+    return (lines[0] if lines else type(exc).__name__)[:200]
 
 
 def load_pickle_state_dict(file, where: str, *, map_location="cpu") -> dict:
@@ -156,9 +174,11 @@ def _is_zip(file: Path) -> bool:
 
 
 def check_pickle_weights(files, where: str) -> None:
-    """Check every pickle weight file with the restricted unpickler, reading no tensor data."""
-    for file in files:
-        load_pickle_state_dict(file, where, map_location="meta")
+    """Check every pickle weight file's records and pickle (:mod:`._weight_records`), reading
+    no tensor data and running none of its code."""
+    from ._weight_records import check_weight_files
+
+    check_weight_files(PICKLE, files, where)
 
 
 def _cache_key(directory: Path, files) -> str:

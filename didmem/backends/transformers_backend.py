@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,9 @@ _ARCH_KEYS = (
     "max_position_embeddings",
 )
 _DTYPES = ("auto", "float32", "bfloat16", "float16", "float64")
+# torch's device types that can run a model's forward pass ("meta" holds no values)
+_DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "hpu", "npu", "mtia", "xla", "privateuseone")
+_DEVICE = re.compile(rf"(?:{'|'.join(_DEVICE_TYPES)})(?::\d+)?")
 
 
 class TransformersBackend(OutcomeBackend):
@@ -88,9 +92,15 @@ class TransformersBackend(OutcomeBackend):
     are preferred; pickle weights (``pytorch_model.bin``, or its shards with
     ``pytorch_model.bin.index.json``: the format of Pythia's revisions as first uploaded) are
     read only through torch's restricted unpickler (``weights_only=True``), which rebuilds
-    tensors and refuses any other callable. A local pickle is checked that way before
-    transformers reads it, so one that would run code is refused with a
-    :class:`~didmem.backends.CheckpointError` naming the file, and nothing in it runs.
+    tensors and refuses any other callable. Before any weight is read, every local weight
+    file is checked (:meth:`check_weights`): a pickle's pickle is read by stand-ins that
+    call nothing, every tensor must lie inside its own storage record, records must be stored
+    uncompressed inside the file, sizes, strides and offsets must be possible, a safetensors
+    header must be bounded JSON whose spans are exactly its tensors' bytes, and every shape
+    must be the one the config gives; a file that breaks any of these (or would run code) is
+    refused with a :class:`~didmem.backends.CheckpointError` naming the file, the record and
+    the reason, and nothing in it runs (pickles in torch's legacy format, before torch 1.6,
+    too: their records are found by walking their headers).
 
     **When values are bitwise equal.** A work item is scored in batches of ``batch_size``
     instances from its first instance, each right-padded to its longest sequence. The matrix
@@ -176,10 +186,11 @@ class TransformersBackend(OutcomeBackend):
                 f"path) or None. Got {type(weights_cache).__name__}."
             )
         self.weights_cache = None if weights_cache is None else os.fspath(weights_cache)
-        if device is not None and not isinstance(device, str):
+        if device is not None and not (isinstance(device, str) and _DEVICE.fullmatch(device)):
             raise ParameterError(
-                "The 'device' parameter of TransformersBackend must be a string such as 'cpu' "
-                f"or 'cuda:0', or None. Got {type(device).__name__}."
+                "The 'device' parameter of TransformersBackend must be a torch device such as "
+                f"'cpu', 'cuda' or 'cuda:0' (a type of {list(_DEVICE_TYPES)} with an optional "
+                f"':index'), or None. Got {device!r}."
             )
         self.device_name = device
         if eos_token_id is not None:
@@ -336,7 +347,49 @@ class TransformersBackend(OutcomeBackend):
             raise CheckpointError(f"The directory of {where} does not exist.")
         if not (path / "config.json").is_file():
             raise CheckpointError(f"The directory of {where} has no config.json.")
-        return weight_files(path, where.capitalize())
+        return weight_files(path, where[0].upper() + where[1:])
+
+    def _model_shapes(self) -> tuple:
+        """The shape of every parameter of the model the configs describe, and its base-model
+        prefix; built on torch's meta device, so no memory is allocated."""
+        if getattr(self, "_shapes", None) is None:
+            torch = optional_import("torch", "lm")
+            transformers = optional_import("transformers", "lm")
+            if self._config is None:
+                self.configs()
+            try:
+                with torch.device("meta"):
+                    model = transformers.AutoModelForCausalLM.from_config(
+                        self._config, trust_remote_code=False)
+            except (ValueError, TypeError, KeyError, RuntimeError) as exc:
+                first = self._checkpoints[0]
+                raise CheckpointError(
+                    f"The config of checkpoint {first} ({self.checkpoint_source(first)!r}) "
+                    f"does not describe a causal language model that transformers can build: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from None
+            shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+            self._shapes = (shapes, getattr(model, "base_model_prefix", "") or "")
+        return self._shapes
+
+    def check_weights(self, checkpoint) -> tuple:
+        """Check a local checkpoint's weight files against their records and the config's
+        shapes, reading no weight; return their format and files (``(None, [])`` for a hub
+        revision).
+
+        Raises
+        ------
+        CheckpointError
+            Naming the file, the record and the reason (see :mod:`._weight_records`).
+        """
+        from ._weight_records import check_weight_files
+
+        fmt, files = self._locate(checkpoint)
+        if fmt is not None:
+            shapes, prefix = self._model_shapes()
+            where = f"Checkpoint {checkpoint} ({self.checkpoint_source(checkpoint)!r})"
+            check_weight_files(fmt, files, where, shapes, prefix)
+        return fmt, files
 
     def _load_config(self, checkpoint):
         transformers = optional_import("transformers", "lm")
@@ -388,6 +441,8 @@ class TransformersBackend(OutcomeBackend):
         if instances.token_ids is None:
             raise InstanceError("TransformersBackend needs token_ids; got only unit ids.")
         self.configs()
+        for checkpoint in self._checkpoints:
+            self.check_weights(checkpoint)
         cfg = self._config
         lengths = instances.lengths
         first = self._checkpoints[0]
@@ -433,7 +488,7 @@ class TransformersBackend(OutcomeBackend):
         """Load the checkpoint's weights onto the device."""
         from ._loading import load_model
 
-        weights = self._locate(checkpoint)
+        weights = self.check_weights(checkpoint)
         self._model = load_model(
             self._sources[checkpoint],
             self.checkpoint_source(checkpoint),

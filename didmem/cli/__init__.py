@@ -114,6 +114,43 @@ def _flags(parser, command: str) -> dict:
     return {}
 
 
+_OUT_IS = {"demo": "directory", "lab": "directory", "plan": "directory", "run": "directory",
+           "score": "directory", "estimate": "file", "plot": "file", "report": "file",
+           "sensitivity": "file"}
+"""What each subcommand's ``--out`` names."""
+
+
+def _check_out(command: str, out) -> None:
+    """Refuse an ``--out`` that cannot be what the command writes, before any work."""
+    from pathlib import Path
+
+    from ..errors import ParameterError
+
+    kind = _OUT_IS.get(command)
+    if out is None or kind is None:
+        return
+    path = Path(out)
+    blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        raise ParameterError(f"The option --out {out!r} lies under {str(blocked)!r}, which is a "
+                             "file, not a directory; choose another path.")
+    if kind == "directory" and path.exists() and not path.is_dir():
+        raise ParameterError(f"The option --out names the existing file {out!r}; didmem "
+                             f"{command} writes a directory there (created if missing). Choose "
+                             "another path, or move the file away.")
+    if kind == "file" and path.is_dir():
+        raise ParameterError(f"The option --out names the directory {out!r}; didmem {command} "
+                             f"writes a file. Give a file's path, such as "
+                             f"{str(path / ('results.parquet' if command == 'estimate' else 'out'))!r}.")
+
+
+def _os_message(exc: OSError) -> str:
+    """An operating-system error on one line, naming the file."""
+    names = " -> ".join(repr(str(n)) for n in (exc.filename, exc.filename2) if n is not None)
+    reason = exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
+    return f"{reason}: {names}" if names else reason
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """Warnings on the command line: one line, without the package's file and source line."""
     text = " ".join(str(message).split())
@@ -130,11 +167,15 @@ def main(argv=None) -> int:
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         try:
+            _check_out(args.command, getattr(args, "out", None))
             return args.func(args)
         except (DidmemError, FileNotFoundError, KeyError) as exc:
             message = _cli_message(args.command, exc, _flags(parser, args.command))
             print(f"didmem {args.command}: error: {message}",
                   file=sys.stderr)
+            return 2
+        except OSError as exc:  # the disk's or the system's: a full disk, a read-only path
+            print(f"didmem {args.command}: error: {_os_message(exc)}", file=sys.stderr)
             return 2
 
 

@@ -32,10 +32,9 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     """Run ``didmem demo`` with parsed arguments; return the exit status."""
-    import numpy as np
-
     import didmem
     from didmem.lab import run as run_lab
+    from didmem.results._truth import cells_with_truth, score_cells, true_aggregate
 
     t0 = time.perf_counter()
     out = Path(args.out)
@@ -47,18 +46,16 @@ def run(args) -> int:
           f"  trained and scored in {time.perf_counter() - t0:.1f} s", flush=True)
     panel = didmem.Panel(lab.panel, unit="unit", time="time", cohort="cohort", outcome=metric)
     res = didmem.DiDEstimator(n_bootstrap=args.n_bootstrap, random_state=args.seed).fit(panel)
-    truth = lab.truth[lab.truth["metric"] == metric][["cohort", "time", "tau"]]
-    frame = res.to_frame().merge(truth, on=["cohort", "time"], how="left")
+    frame = cells_with_truth(res, lab.truth)  # the truth of the metric and exposure fitted
     cells_path = out / "cells.csv"
     frame.to_csv(cells_path, index=False)
     inst = res.aggregate("instantaneous").to_frame()
-    true_inst = truth[truth["cohort"] == truth["time"]].set_index("cohort")["tau"]
-    inst["true_tau"] = true_inst.reindex(inst["cohort"]).to_numpy()
+    inst["true_tau"] = true_aggregate(frame, "instantaneous", "cohort").reindex(
+        inst["cohort"]).to_numpy()
     inst_path = out / "instantaneous.csv"
     inst.to_csv(inst_path, index=False)
     post = frame[frame["post"]]
-    rmse = float(np.sqrt(np.mean((post["estimate"] - post["tau"]) ** 2)))
-    covered = (post["ci_lower"] <= post["tau"]) & (post["tau"] <= post["ci_upper"])
+    score = score_cells(post)
     print(f"\n{panel!r}")
     print(res.summary())
     print(f"\nsignificant post-treatment cells: {int(post['significant'].sum())} of {len(post)}")
@@ -66,10 +63,10 @@ def run(args) -> int:
           "from the exact counterfactual runs:")
     inst["cohort"] = [f"{g:g}" for g in inst["cohort"]]  # training steps, not decimals
     print(inst.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    print(f"truth vs estimate: RMSE {rmse:.4f} over {len(post)} post-treatment cells; the band "
-          f"covers the exact truth in {int(covered.sum())} of them")
+    print(f"truth vs estimate: RMSE {score.rmse:.4f} over {score.n_cells} post-treatment "
+          f"cells; the band covers the exact truth in {score.covered} of them")
     written = [cells_path, inst_path, res.save(out / "results.parquet")]
-    written += _figures(res, lab.config, out, truth)
+    written += _figures(res, lab.config, out, lab.truth)
     print("\nwrote:\n" + "\n".join(f"  {p}" for p in written))
     print(f"open {written[-1]} in a browser to see the report ({time.perf_counter() - t0:.1f} s)")
     return 0

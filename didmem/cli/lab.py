@@ -12,7 +12,8 @@ DESCRIPTION = (
     "Generate a seeded corpus, train a tiny GPT-NeoX once over it with a recorded data order, "
     "train for every cohort a run without only its analysed instances (and a twin without all "
     "of them), score them with the transformers backend, and write DIR/panel.parquet and "
-    "DIR/truth.parquet (the exact tau(g, c)). With --replicate N, repeat over N seeds and "
+    "DIR/truth.parquet (tau(g, c), the direct effect: the exact run's total effect less its "
+    "drift on the untreated). With --replicate N, repeat over N seeds and "
     "score estimators against the truth."
 )
 

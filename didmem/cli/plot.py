@@ -32,6 +32,9 @@ def add_arguments(parser) -> None:
                                          "comma-separated, one per file (default: file stems)")
 
 
+_DPI = (36, 1200)
+
+
 def run(args) -> int:
     """Run ``didmem plot`` with parsed arguments; return the exit status."""
     from .. import plotting
@@ -43,8 +46,10 @@ def run(args) -> int:
     elif len(args.results) != 1:
         raise ParameterError(f"--kind {args.kind} draws one results file; got "
                              f"{len(args.results)}.")
-    if args.dpi <= 0:
-        raise ParameterError(f"--dpi must be a positive number of dots per inch; got {args.dpi}.")
+    if not _DPI[0] <= args.dpi <= _DPI[1]:
+        raise ParameterError(f"--dpi must be dots per inch in [{_DPI[0]}, {_DPI[1]}] (fonts "
+                             "cannot be drawn below, and an image above takes gigabytes); got "
+                             f"{args.dpi}.")
     labels = parse_labels(args.labels, args.results)
     if labels is not None and args.kind != "correlation":
         raise ParameterError("--labels names the models of --kind correlation; "

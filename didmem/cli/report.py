@@ -44,6 +44,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     """Run ``didmem report`` with parsed arguments; return the exit status."""
     from ..report import write_report
+    from ..results._truth import check_truth_frame
 
     sensitivity = None
     if (args.sensitivity is None) != (args.sensitivity_m is None):
@@ -61,6 +62,7 @@ def run(args) -> int:
         if not Path(args.truth).exists():
             raise MissingFileError(f"No truth file at {args.truth!r} (--truth).")
         truth = read_panel_frame(Path(args.truth))
+        check_truth_frame(truth, f"The truth file {args.truth!r} (--truth)")
     results = load_results(args.results)
     use_agg_backend()
     named = dict(zip(labels or result_names(args.results), results))

@@ -96,11 +96,16 @@ def run(args) -> int:
             f"{args.results!r} was estimated with base_period={base!r}; the sensitivity "
             "analysis needs a universal base period: re-run 'didmem estimate ... "
             "--base-period universal'.")
-    s = didmem.sensitivity(res.aggregate("dynamic"), restriction=args.restriction, m=ms,
-                           event_time=target, alpha=args.alpha, method=args.method,
-                           grid_points=args.grid_points, simulations=args.simulations,
-                           seed=args.seed, bias=args.bias,
-                           monotonicity=args.monotonicity)
+    try:
+        s = didmem.sensitivity(res.aggregate("dynamic"), restriction=args.restriction, m=ms,
+                               event_time=target, alpha=args.alpha, method=args.method,
+                               grid_points=args.grid_points, simulations=args.simulations,
+                               seed=args.seed, bias=args.bias,
+                               monotonicity=args.monotonicity)
+    except ParameterError as exc:  # the library names event_time, which --average set
+        if args.average is not None and str(exc).startswith("event_time "):
+            raise ParameterError(f"--average {args.average!r}: {exc}") from None
+        raise
     table = s.to_frame()
     bound = "M" if s.restriction == "smoothness" else "Mbar"
     shape = f" with {s.variant}" if s.variant else ""

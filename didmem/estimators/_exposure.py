@@ -8,10 +8,10 @@ treated unit's *history*, its earlier exposure cohorts (de Chaisemartin & D'Haul
 comparison of switchers with not-yet-switchers of the same baseline): where an earlier
 exposure's effect still changes over time, units with another history drift differently and
 bias the comparison. The estimate pools the histories of a cohort by their treated weight
-(:mod:`._exposure_kernel`); its influence functions (:mod:`._exposure_influence`) go to the
-generic inference route, so the
-bootstrap, the band, the small-sample correction, aggregations and pre-tests are the first
-exposure's.
+(:mod:`didmem.inference.exposure_kernel`); its influence functions
+(:class:`~didmem.inference.exposure.ExposureInfluence`) go to the fit's one inference, so
+the bootstrap, the band, the small-sample correction (with the history-matched controls),
+aggregations and pre-tests are the first exposure's.
 
 A history none of whose units is without a ``k``-th exposure in the panel has no control at
 the last checkpoint: it is dropped, with a :class:`~didmem.DataDroppedWarning` naming it.
@@ -19,7 +19,6 @@ the last checkpoint: it is dropped, with a :class:`~didmem.DataDroppedWarning` n
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 
 import numpy as np
@@ -27,13 +26,11 @@ import pandas as pd
 
 from .._messages import listing as _listing
 from ..errors import DataDroppedWarning, EstimationError, ParameterError
+from ..inference._prepared import _fmt, did_cells, prepare_design
 from ..inference.cell_inference import CellInference
-from ..inference.small_sample import (SmallSampleCells, cluster_correction, treated_variance,
-                                      welch_correction)
+from ..inference.exposure import exposure_influence
 from ..panel_exposures import exposure_view, subset_units
 from ..results.exposure import ExposureResult
-from ..inference._prepared import _fmt, did_cells, prepare_design
-from ._exposure_influence import ExposureInfluence, exposure_cells, grouped_cells, never_only
 
 __all__ = ["fit_exposure"]
 
@@ -82,40 +79,20 @@ def _warn_dropped(table, owner, k):
         DataDroppedWarning, stacklevel=5)
 
 
-def _influence(design, cells, hist, n_hist):
-    if never_only(design, cells):  # sums by history: O(cells x histories), not x units
-        att, mu1, mu0, w1, w0, n_control, missing, var, treated_var = grouped_cells(
-            design, cells, hist, n_hist)
-    else:
-        (att, mu1, mu0, w1, w0, n_control, missing, var, treated_var), _ = exposure_cells(
-            design, cells, hist, n_hist, store=False)
+def _check_matched(influence, design, cells):
+    """Refuse cells with a treated history without a control of the same history."""
+    missing = influence.missing
     if missing.any():  # guarded by the dropping of histories; a layout error if reached
         c = int(np.flatnonzero(missing)[0])
         raise EstimationError(
             f"{int((missing > 0).sum())} cells have a treated history without a control of "
             f"the same history, e.g. cohort {_fmt(design.cohorts[cells.k[c]])} at time "
             f"{_fmt(design.times[cells.t[c]])}.")
-    influence = ExposureInfluence(design, cells, hist, n_hist, att, var, treated_var)
-    stats = {"mu1": mu1, "mu0": mu0, "w1": w1, "w0": w0}
-    return att, influence, stats, n_control
 
 
-def _welch(design, cells, stats, variance, influence, n_control) -> SmallSampleCells:
-    """Welch's correction with the history-matched control counts."""
-    if design.clusters is not None:
-        corrected, df = cluster_correction(variance, design.n_clusters)
-    else:
-        treated = treated_variance(design, cells, stats, influence)
-        n_treated = np.diff(design.starts)[cells.k]
-        corrected, df = welch_correction(treated, variance - treated, n_treated, n_control)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        factor = np.where(variance > 0, corrected / variance, 1.0)
-    df = np.where(variance > 0, df, np.nan)
-    return SmallSampleCells(variance=corrected, df=df, factor=factor)
-
-
-def fit_exposure(panel, params, owner: str) -> ExposureResult:
-    """Fit the ``params["exposure"]``-th exposure's cells (see the module notes)."""
+def fit_exposure(panel, params, owner: str, *, not_yet: bool, settings) -> ExposureResult:
+    """Fit the ``params["exposure"]``-th exposure's cells (see the module notes), with the
+    control group and inference settings the group-time pipeline resolved."""
     k = params["exposure"]
     if panel.covariates:
         raise ParameterError(
@@ -144,7 +121,6 @@ def fit_exposure(panel, params, owner: str) -> ExposureResult:
     keep = used[view.history]
     rows = view.rows[keep]
     sub = subset_units(panel, rows, view.cohorts[keep])
-    not_yet = params["control_group"] == "not_yet_treated"
     design = prepare_design(sub, params["outcome"], need_never_treated=not not_yet,
                             anticipation=params["anticipation"],
                             lower_is_better=params["lower_is_better"], owner=owner)
@@ -153,23 +129,10 @@ def fit_exposure(panel, params, owner: str) -> ExposureResult:
     hist = np.ascontiguousarray(hist.ravel(), dtype=np.int64)
     cells = did_cells(design, base_period=params["base_period"], not_yet=not_yet,
                       anticipation=params["anticipation"])
-    att, influence, stats, n_control = _influence(design, cells, hist, int(hist.max()) + 1)
-    var = influence.variance(design.clusters, design.n_clusters)
-    var[cells.ref == 1] = np.nan
-    small = params["small_sample"]
-    inference = CellInference.draw(
-        design, cells, stats, influence, alpha=params["alpha"], cband=params["cband"],
-        n_bootstrap=params["n_bootstrap"],
-        multiplier=params["multiplier"] or ("normal" if small else "rademacher"),
-        random_state=params["random_state"], small_sample=False, variance=var, owner=owner)
-    if small:
-        inference = dataclasses.replace(
-            inference, correction=_welch(design, cells, stats, var, influence, n_control))
-    analytic, band = inference.cell_band(var)
-    return ExposureResult(
-        estimator=owner, params=params, outcome=panel.resolve_outcome(params["outcome"]),
-        lower_is_better=params["lower_is_better"], inference=inference, estimates=att,
-        std_errors=band.std_errors, analytic_std_errors=analytic,
-        critical_value=band.critical_value, band=band.kind,
-        cell_critical_values=band.cell_critical_values, exposure=k, history=params["history"],
-        histories=table, matched_controls=n_control)
+    influence = exposure_influence(design, cells, hist, int(hist.max()) + 1)
+    _check_matched(influence, design, cells)
+    return ExposureResult.from_inference(
+        CellInference.draw(influence, settings), estimator=owner, params=params,
+        outcome=panel.resolve_outcome(params["outcome"]),
+        lower_is_better=params["lower_is_better"], exposure=k, history=params["history"],
+        histories=table, matched_controls=influence.n_control)

@@ -28,92 +28,51 @@ INFERENCE_CONSTRAINTS = {
 
 
 class GroupTimeEstimator(BaseEstimator):
-    """Shared pipeline: prepare the design, lay out cells, estimate, infer."""
+    """Shared pipeline: prepare the design, lay out cells, estimate, infer.
 
-    _needs_never_treated_default = True
+    What is estimated is the subclass's (its cells, :meth:`_cells`); how is
+    :mod:`didmem.inference`'s: R's pre-processing (:func:`~didmem.inference._prepared.
+    prepare_design`), the route's influence functions (:func:`~didmem.inference.routes.
+    cell_influence`), their inference (:class:`~didmem.inference.cell_inference.
+    CellInference`), and one builder of the result (:meth:`~didmem.results.cells.
+    GroupTimeResult.from_inference`).
+    """
 
-    def _cells(self, design, params):  # pragma: no cover - interface
+    def _cells(self, design, params, not_yet: bool):  # pragma: no cover - interface
         raise NotImplementedError
 
     def _fit(self, panel, params) -> GroupTimeResult:
-        import numpy as np
-
-        from ..inference import kernels
-        from ..inference.cell_inference import CellInference
-        from ..results.cells import GroupTimeResult
-        from ._covariates import covariate_cells
         from ..inference._prepared import prepare_design
-        from ..inference.holes import HolesInfluence, hole_cells
-        from ._holes import check_hole_cells, prepare_holes_design
-        from ._holes_covariates import covariate_hole_cells
+        from ..inference.cell_inference import CellInference, InferenceSettings
+        from ..inference.routes import cell_influence, uses_grouped_moments
+        from ..results.cells import GroupTimeResult
 
         name = type(self).__name__
         not_yet = params.get("control_group") == "not_yet_treated"
-        use_covariates = "est_method" in params and bool(panel.covariates)
-        if panel.has_holes:
-            design = prepare_holes_design(
-                panel, params["outcome"], need_never_treated=not not_yet,
-                anticipation=params.get("anticipation", 0),
-                lower_is_better=params["lower_is_better"], owner=name,
-                use_covariates=use_covariates)
-            cells = self._cells(design, params)
-            att, coefficients, stats = hole_cells(design.holes, design.w, design.starts, cells,
-                                                  design.times.size)
-            check_hole_cells(design, cells, stats, name)
-            if use_covariates:  # per-cell cross-section estimators, the generic route
-                att, influence = covariate_hole_cells(design, cells, params["est_method"],
-                                                      panel.covariates, name)
-            else:
-                influence = HolesInfluence.build(design.holes, design.w, design.starts, cells,
-                                                 design.times.size, coefficients)
-            var = influence.variance(design.clusters, design.n_clusters)
-            var[cells.ref == 1] = np.nan
-            return self._result(panel, params, name, design, cells, att, var, stats, influence)
+        est_method = params.get("est_method") if panel.covariates else None
+        settings = InferenceSettings.from_params(params, name)
+        if params.get("exposure", 1) > 1:
+            from ._exposure import fit_exposure
+
+            return fit_exposure(panel, params, name, not_yet=not_yet, settings=settings)
         design = prepare_design(
             panel, params["outcome"], need_never_treated=not not_yet,
             anticipation=params.get("anticipation", 0), lower_is_better=params["lower_is_better"],
-            owner=name, use_covariates=use_covariates,
-        )
-        cells = self._cells(design, params)
-        # the bootstrap's multipliers are drawn on the other core while the cells are computed
-        # (numba's first-call set-up, above all, runs on one)
-        multipliers = None if use_covariates else CellInference.start_multipliers(
-            design, n_bootstrap=params["n_bootstrap"], multiplier=params["multiplier"],
-            random_state=params["random_state"], small_sample=params["small_sample"])
+            owner=name, use_covariates=est_method is not None)
+        cells = self._cells(design, params, not_yet)
+        # on the balanced route without covariates the bootstrap's multipliers are drawn on
+        # the other core while the cells are computed (numba's first-call set-up, above all,
+        # runs on one)
+        multipliers = (CellInference.start_multipliers(design, settings)
+                       if uses_grouped_moments(design, est_method) else None)
         try:
-            clusters = (design.clusters if design.clusters is not None
-                        else np.zeros(1, dtype=np.int64))
-            att, var, mu1, mu0, w1, w0 = kernels.cell_statistics(
-                design.y, design.w, design.starts, *cells.kernel_args(), clusters,
-                design.n_clusters)
-            stats = {"mu1": mu1, "mu0": mu0, "w1": w1, "w0": w0}
-            influence = None
-            if use_covariates:  # the per-cell path and the generic inference route
-                att, influence = covariate_cells(design, cells, params["est_method"],
-                                                 panel.covariates, name)
-                var = influence.variance(design.clusters, design.n_clusters)
-                var[cells.ref == 1] = np.nan
-            return self._result(panel, params, name, design, cells, att, var, stats, influence,
-                                multipliers)
+            influence = cell_influence(design, cells, est_method=est_method,
+                                       covariate_names=panel.covariates, owner=name)
+            inference = CellInference.draw(influence, settings, multipliers)
         finally:
             if multipliers is not None:
                 multipliers.close()
-
-    def _result(self, panel, params, name, design, cells, att, var, stats, influence,
-                multipliers=None):
-        from ..inference.cell_inference import CellInference
-        from ..results.cells import GroupTimeResult
-
-        inference = CellInference.draw(
-            design, cells, stats, influence, alpha=params["alpha"], cband=params["cband"],
-            n_bootstrap=params["n_bootstrap"], multiplier=params["multiplier"],
-            random_state=params["random_state"], small_sample=params["small_sample"],
-            variance=var, owner=name, multipliers=multipliers)
-        analytic, band = inference.cell_band(var)
-        return GroupTimeResult(
-            estimator=name, params=params, outcome=panel.resolve_outcome(params["outcome"]),
-            lower_is_better=params["lower_is_better"], inference=inference, estimates=att,
-            std_errors=band.std_errors, analytic_std_errors=analytic,
-            critical_value=band.critical_value, band=band.kind,
-            cell_critical_values=band.cell_critical_values,
-        )
+        return GroupTimeResult.from_inference(
+            inference, estimator=name, params=params,
+            outcome=panel.resolve_outcome(params["outcome"]),
+            lower_is_better=params["lower_is_better"])

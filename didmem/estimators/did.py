@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._choices import EST_METHODS
+from ..inference._choices import EST_METHODS
 from ._grouptime import INFERENCE_CONSTRAINTS, GroupTimeEstimator
 from .base import Integral, Interval, OneOf
 
@@ -137,16 +137,8 @@ class DiDEstimator(GroupTimeEstimator):
                          lower_is_better=lower_is_better, small_sample=small_sample,
                          exposure=exposure, history=history)
 
-    def _fit(self, panel, params):
-        if params["exposure"] > 1:
-            from ._exposure import fit_exposure
-
-            return fit_exposure(panel, params, type(self).__name__)
-        return super()._fit(panel, params)
-
-    def _cells(self, design, params):
+    def _cells(self, design, params, not_yet):
         from ..inference._prepared import did_cells
 
-        return did_cells(design, base_period=params["base_period"],
-                         not_yet=params["control_group"] == "not_yet_treated",
+        return did_cells(design, base_period=params["base_period"], not_yet=not_yet,
                          anticipation=params["anticipation"])

@@ -51,8 +51,7 @@ class DifferenceEstimator(GroupTimeEstimator):
                          cband=cband, random_state=random_state, outcome=outcome,
                          lower_is_better=lower_is_better, small_sample=small_sample)
 
-    def _cells(self, design, params):
+    def _cells(self, design, params, not_yet):
         from ..inference._prepared import level_cells
 
-        return level_cells(design, not_yet=params["control_group"] == "not_yet_treated",
-                           anticipation=params["anticipation"])
+        return level_cells(design, not_yet=not_yet, anticipation=params["anticipation"])

@@ -11,7 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .._validation import (Integral, Interval, OneOf, Satisfies, finite_number,
+from .._validation import (Alpha, Integral, OneOf, Satisfies, finite_number,
                            validate_params)
 from ._choices import BIAS, METHODS, MONOTONICITY, RESTRICTIONS
 from .result import SensitivityResult
@@ -53,7 +53,7 @@ _CONSTRAINTS = {
                             "a post-treatment event time, a list of distinct event times (their "
                             "average) or a mapping from event times to finite weights, not all "
                             "zero"),
-    "alpha": Interval(0, 1, closed="neither", allow_none=True),
+    "alpha": Alpha(allow_none=True),
     "method": OneOf(*METHODS),
     "grid_points": Integral(10),
     "simulations": Integral(10),

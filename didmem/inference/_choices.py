@@ -6,3 +6,5 @@ MULTIPLIERS = ("rademacher", "mammen", "normal")
 PRETREND_METHODS = ("event", "max_t", "wald")
 """Pre-tests of parallel trends (:mod:`didmem.inference.pretrend_cells`)."""
 DEFAULT_PRETREND = "event"
+EST_METHODS = ("dr", "ipw", "reg")
+"""R did's ``est_method`` choices (:mod:`didmem.inference.covariates`)."""

@@ -1,11 +1,13 @@
-"""The multiplier bootstrap on grouped sums.
+"""The multiplier bootstrap: its weights, drawn in chunks, and the one loop over them.
 
 A draw of the multiplier bootstrap for a cell is ``sum_i U_i psi_i`` with i.i.d. weights
 ``U_i`` of mean 0 and variance 1 (one weight per cluster when clustering, shared by the
-cluster's units: the bootstrap of cluster sums). Because every influence function here is
-linear in block-wise sums of ``U_i w_i y_i`` and ``U_i w_i``, one pass over the data per
-batch of draws gives every cell, and every aggregation of cells, without forming the dense
-units x cells matrix: O(draws x units x times) work in matrix products.
+cluster's units: the bootstrap of cluster sums). :func:`multiplier_bootstrap` is the one
+loop over the chunks of weights (:class:`MultiplierChunks`); each route of the fit turns a
+chunk into the cells' draws with its own kernel
+(:meth:`~didmem.inference.influence.CellInfluence.chunk_drawer`): on a balanced panel
+without covariates, one pass of grouped sums per chunk gives every cell without forming the
+dense units x cells matrix.
 """
 
 from __future__ import annotations
@@ -21,8 +23,7 @@ from ..errors import ParameterError
 from . import kernels
 
 __all__ = ["MULTIPLIERS", "BootstrapDraws", "MultiplierChunks", "draw_multipliers",
-           "resolve_multiplier",
-           "design_multipliers", "bootstrap_cells", "bootstrap_influence"]
+           "resolve_multiplier", "design_multipliers", "multiplier_bootstrap"]
 
 from ._choices import MULTIPLIERS  # noqa: E402  (declared where the estimators read it cheaply)
 _CHUNK_ELEMENTS = 1_000_000  # multipliers held at once (8 MB)
@@ -130,10 +131,14 @@ class MultiplierChunks:
         Draws per chunk.
     ahead : int
         Chunks drawn ahead by the helper thread (0: drawn in turn, no thread).
+    source : callable, optional
+        ``source(rng, m)`` draws a chunk of ``m`` draws in a route's own form (random words
+        read by a fused kernel, Gaussian block sums), yielded as it is; by default the
+        ``m x n_weights`` weights of :func:`draw_multipliers`.
     """
 
     def __init__(self, rng, n_draws: int, n_weights: int, kind: str, *, chunk: int,
-                 ahead: int = 0):
+                 ahead: int = 0, source=None):
         if kind not in MULTIPLIERS:  # before the helper starts
             raise _unknown_kind(kind)
         for name, value, low in (("n_draws", n_draws, 0), ("n_weights", n_weights, 1),
@@ -144,6 +149,7 @@ class MultiplierChunks:
         self.n_draws, self.n_weights, self.kind = int(n_draws), int(n_weights), kind
         self.chunk = int(chunk)
         self._rng = rng
+        self._source = source
         self._sizes = [min(self.chunk, self.n_draws - r) for r in range(0, self.n_draws,
                                                                          self.chunk)]
         self._queue = self._thread = None
@@ -157,10 +163,15 @@ class MultiplierChunks:
     def _produce(self) -> None:
         try:
             for m in self._sizes:
-                if not self._put(_raw_multipliers(self._rng, m, self.n_weights, self.kind)):
+                if not self._put(self._draw(m)):
                     return
         except BaseException as error:  # noqa: BLE001 - handed to the consumer
             self._put(_Failure(error))
+
+    def _draw(self, m: int):
+        if self._source is not None:
+            return self._source(self._rng, m)
+        return _raw_multipliers(self._rng, m, self.n_weights, self.kind)
 
     def _put(self, item) -> bool:
         while not self._stop.is_set():
@@ -175,12 +186,13 @@ class MultiplierChunks:
         row0 = 0
         for m in self._sizes:
             if self._queue is None:
-                raw = _raw_multipliers(self._rng, m, self.n_weights, self.kind)
+                raw = self._draw(m)
             else:
                 raw = self._queue.get()
                 if isinstance(raw, _Failure):
                     raise raw.error
-            yield row0, _weights_from_raw(raw, m, self.n_weights, self.kind)
+            yield row0, (raw if self._source is not None
+                         else _weights_from_raw(raw, m, self.n_weights, self.kind))
             row0 += m
 
     def close(self) -> None:
@@ -213,90 +225,22 @@ def design_multipliers(design, n_draws: int, multiplier: str, rng, *,
                             ahead=PREFETCH_CHUNKS if ahead is None else ahead)
 
 
-def bootstrap_cells(design, cells, stats, *, n_draws: int, multiplier: str, rng,
-                    multipliers: MultiplierChunks | None = None) -> BootstrapDraws:
-    """Draw the multiplier bootstrap of every cell (see :func:`_bootstrap_cells`).
+def multiplier_bootstrap(drawer, multipliers: MultiplierChunks, n_cells: int,
+                         n_blocks: int) -> BootstrapDraws:
+    """The multiplier bootstrap of every cell: the one loop over the chunks of weights.
 
+    ``drawer()`` returns a route's kernel of one chunk
+    (:meth:`~didmem.inference.influence.CellInfluence.chunk_drawer`), which writes the
+    chunk's draws of the cells and the grouped weight sums that the aggregations need.
     The grouped sums are many small matrix products: a single BLAS thread runs them
     fastest, and leaves the cores to the numba kernels instead of spinning against them.
-    The multipliers are drawn a few chunks ahead on the other core (:class:`MultiplierChunks`;
-    ``multipliers`` gives ones already started, e.g. before the fit's first numba call).
+    ``multipliers`` is closed at the end (its helper thread stopped), also on an error.
     """
-    if multipliers is None:
-        multipliers = design_multipliers(design, n_draws, multiplier, rng)
-    with multipliers, threadpool_limits(limits=1, user_api="blas"):
-        return _bootstrap_cells(design, cells, stats, multipliers)
-
-
-def _bootstrap_cells(design, cells, stats, multipliers: MultiplierChunks) -> BootstrapDraws:
-    """Draw the multiplier bootstrap of every cell.
-
-    Parameters
-    ----------
-    design : didmem.inference._prepared.PreparedDesign
-    cells : didmem.inference._prepared.Cells
-    stats : mapping with arrays ``mu1, mu0, w1, w0`` from the cell statistics kernel.
-    multipliers : MultiplierChunks
-        The bootstrap's weights (:func:`design_multipliers` on ``design``): its draws and kind.
-    """
-    n, n_t = design.y.shape
-    n_blocks = design.starts.size - 1
-    clustered = design.clusters is not None
-    # columns: w*y (times), w, 1 -> one matrix product per block gives every grouped sum
-    features = np.empty((n, n_t + 2))
-    features[:, :n_t] = design.y * design.w[:, None]
-    features[:, n_t] = design.w
-    features[:, n_t + 1] = 1.0
     n_draws = multipliers.n_draws
-    out = np.empty((n_draws, cells.size))
-    block_weights = np.empty((n_draws, n_blocks))
-    total = np.empty(n_draws)
-    never_only = bool(np.all(cells.cs == n_blocks - 1))
-    sums = np.empty((n_blocks, multipliers.chunk, n_t + 2))
-    for row0, weights in multipliers:
-        m = weights.shape[0]
-        if clustered:
-            weights = weights[:, design.clusters]
-        part = sums[:, :m]
-        for k in range(n_blocks):
-            lo, hi = design.starts[k], design.starts[k + 1]
-            np.matmul(weights[:, lo:hi], features[lo:hi], out=part[k])
-        by_draw = np.ascontiguousarray(part.transpose(1, 0, 2))
-        if never_only:  # controls are the never-treated block alone: no suffix sums needed
-            suffix = by_draw
-        else:
-            suffix = np.ascontiguousarray(np.cumsum(by_draw[:, ::-1], axis=1)[:, ::-1])
-        kernels.cell_draws(
-            by_draw, suffix, *cells.kernel_args(),
-            stats["mu1"], stats["mu0"], stats["w1"], stats["w0"], out, row0,
-        )
-        block_weights[row0:row0 + m] = by_draw[:, :, n_t]
-        total[row0:row0 + m] = by_draw[:, :, n_t + 1].sum(axis=1)
-    return BootstrapDraws(out, block_weights, total, multipliers.kind)
-
-
-def bootstrap_influence(design, influence, *, n_draws: int, multiplier: str,
-                        rng) -> BootstrapDraws:
-    """Draw the multiplier bootstrap from explicit influence functions (the generic route).
-
-    Draw ``r`` of every cell is ``sum_i U_ri psi_ic``: one matrix product per block of
-    ``U`` (draws x units) with the block's stored ``psi`` (see
-    :class:`~didmem.inference.influence.CellInfluence`); the grouped weight sums that the
-    aggregations need come from the same ``U``.
-    """
-    clustered = design.clusters is not None
-    n_blocks = design.starts.size - 1
-    out = np.empty((n_draws, influence.n_cells))
-    block_weights = np.empty((n_draws, n_blocks))
-    total = np.empty(n_draws)
-    with design_multipliers(design, n_draws, multiplier, rng) as multipliers:
-        for row0, weights in multipliers:
-            m = weights.shape[0]
-            if clustered:
-                weights = weights[:, design.clusters]
-            out[row0:row0 + m] = influence.draws(weights)
-            for k in range(n_blocks):
-                lo, hi = design.starts[k], design.starts[k + 1]
-                block_weights[row0:row0 + m, k] = weights[:, lo:hi] @ design.w[lo:hi]
-            total[row0:row0 + m] = weights.sum(axis=1)
-    return BootstrapDraws(out, block_weights, total, multiplier)
+    out = BootstrapDraws(np.empty((n_draws, n_cells)), np.empty((n_draws, n_blocks)),
+                         np.empty(n_draws), multipliers.kind)
+    with multipliers, threadpool_limits(limits=1, user_api="blas"):
+        draw = drawer()
+        for row0, chunk in multipliers:
+            draw(row0, chunk, out)
+    return out

@@ -27,17 +27,16 @@ from .._arrays import PicklableProxies, readonly
 from ..errors import InferenceWarning, ParameterError
 from . import pretrend_wald
 from .bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
-from .bootstrap import (BootstrapDraws, MultiplierChunks, bootstrap_cells, bootstrap_influence,
-                        design_multipliers, resolve_multiplier)
-from .linear import (cell_covariance, combination_covariance, combination_draws,
-                     combination_moments)
+from .bootstrap import BootstrapDraws, MultiplierChunks, design_multipliers, resolve_multiplier
+from .influence import cell_counts
+from .linear import combination_draws
 from .pretrend import PretrendTest
 from .pretrend_cells import (DEFAULT_PRETREND, PRETREND_METHODS, event_time_test,
                              max_t_cells_test)
-from .small_sample import (SmallSampleCells, block_welch, cell_counts, cluster_correction,
-                           normal_level, small_sample_cells, t_critical_values)
+from .small_sample import (SmallSampleCells, block_welch, cluster_correction, normal_level,
+                           small_sample_cells, t_critical_values)
 
-__all__ = ["CellInference", "Band", "Combination", "PretrendTest", "PRETREND_METHODS",
+__all__ = ["CellInference", "InferenceSettings", "Band", "Combination", "PretrendTest", "PRETREND_METHODS",
            "DEFAULT_PRETREND", "cell_counts",
            "normal_quantile"]
 
@@ -71,107 +70,145 @@ class Combination:
     overall_critical_value: float = float("nan")  # always given by CellInference.combination
 
 
+@dataclass(frozen=True)
+class InferenceSettings:
+    """A fit's inference settings, resolved once from the estimator's parameters.
+
+    Attributes
+    ----------
+    n_draws : int
+        Multiplier-bootstrap draws (the estimator's ``n_bootstrap``; 0: analytic).
+    multiplier : str
+        The weights' distribution, resolved (:func:`~didmem.inference.bootstrap.
+        resolve_multiplier`: Gaussian with the small-sample correction, Rademacher without).
+    random_state
+        Seed of the bootstrap (None, an int, or a Generator: the caller's).
+    alpha : float
+    cband : bool or None
+    small_sample : bool
+    owner : str
+        The estimator's name, for messages.
+    """
+
+    n_draws: int
+    multiplier: str
+    random_state: Any
+    alpha: float
+    cband: bool | None
+    small_sample: bool
+    owner: str = "estimator"
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], owner: str) -> "InferenceSettings":
+        """From the validated parameters of a group-time estimator."""
+        return cls(n_draws=params["n_bootstrap"],
+                   multiplier=resolve_multiplier(params["multiplier"], params["small_sample"]),
+                   random_state=params["random_state"], alpha=params["alpha"],
+                   cband=params["cband"], small_sample=params["small_sample"], owner=owner)
+
+
 @dataclass(frozen=True, eq=False)
 class CellInference(PicklableProxies):
     """Inference of the group-time cells of one fit.
 
     Parameters
     ----------
-    design, cells, stats
-        The prepared panel, the cell layout and the cells' grouped statistics (``mu1``,
-        ``mu0``, ``w1``, ``w0``): what the analytic covariances and the bootstrap sums need.
-    influence : CellInfluence or None
-        Per-unit influence functions of the cells (covariate route), else None.
+    influence : CellInfluence
+        The cells' influence functions, in the form of the fit's route
+        (:mod:`didmem.inference.influence`): estimates, variances, the small-sample groups,
+        the bootstrap kernel and the combinations' covariances. Its ``design`` (the
+        prepared panel), ``cells`` (the cell layout) and ``stats`` (the cells' grouped
+        statistics, read-only here) are this object's too.
     alpha : float
         One minus the coverage of intervals and bands.
     cband : bool or None
         Ask for a simultaneous (sup-t) band over the cells.
     bootstrap : BootstrapDraws or None
         The multiplier-bootstrap draws (None: analytic standard errors, pointwise bands).
+    correction : SmallSampleCells or None
+        The small-sample correction of the cells (None under R's rule).
+    multiplier_choice : str
+        The multiplier a bootstrap of this fit uses (also for fresh draws of a pre-test).
+    variance : ndarray
+        The cells' uncorrected analytic variances (NaN at reference cells).
     """
 
-    design: Any = field(repr=False)
-    cells: Any = field(repr=False)
-    stats: Mapping[str, np.ndarray] = field(repr=False)
     influence: Any = field(repr=False)
     alpha: float
     cband: bool | None
     bootstrap: BootstrapDraws | None = field(default=None, repr=False)
     correction: SmallSampleCells | None = field(default=None, repr=False)
     multiplier_choice: str = "rademacher"
-
-    _proxies = ("stats",)
+    variance: np.ndarray | None = field(default=None, repr=False)
 
     _proxies = ("stats",)
 
     def __post_init__(self):
-        frozen = {name: readonly(value) for name, value in self.stats.items()}
-        object.__setattr__(self, "stats", MappingProxyType(frozen))
+        frozen = {name: readonly(value) for name, value in self.influence.stats.items()}
+        self.__dict__["stats"] = MappingProxyType(frozen)
+        if self.variance is not None:
+            object.__setattr__(self, "variance", readonly(self.variance))
+
+    @property
+    def design(self):
+        """The prepared panel the cells were estimated on."""
+        return self.influence.design
+
+    @property
+    def cells(self):
+        """The layout of the (cohort, time) cells."""
+        return self.influence.cells
 
     @classmethod
-    def draw(cls, design, cells, stats, influence, *, alpha: float, cband: bool | None,
-             n_bootstrap: int, multiplier: str | None, random_state,
-             small_sample: bool = False, variance: np.ndarray | None = None,
-             owner: str = "estimator",
+    def draw(cls, influence, settings: InferenceSettings,
              multipliers: MultiplierChunks | None = None) -> "CellInference":
-        """Draw the bootstrap (when ``n_bootstrap > 0``) and return the fit's inference.
-
-        ``small_sample`` computes the Welch correction of the cells' ``variance`` (their
-        uncorrected influence-function variances); ``multiplier=None`` means Gaussian weights
-        with the correction (the sup-t value its t adjustment needs) and Rademacher (R's)
-        without.
+        """The fit's inference: the cells' analytic variances, the small-sample correction
+        (with ``settings.small_sample``) and the bootstrap (``settings.n_draws > 0``), all
+        from ``influence``.
 
         ``multipliers`` (from :meth:`start_multipliers`) are the bootstrap's weights already
-        being drawn; used on the balanced route without covariates (``influence`` None).
+        being drawn in ``influence``'s chunks.
 
         ``cband=None`` means a simultaneous band whenever there are draws; ``cband=True``
-        warns (:class:`~didmem.InferenceWarning`, naming ``owner``) when the band cannot be
+        warns (:class:`~didmem.InferenceWarning`, naming the owner) when the band cannot be
         simultaneous: without draws, or with two periods.
         """
-        if cband and n_bootstrap == 0:
+        design, owner = influence.design, settings.owner
+        if settings.cband and settings.n_draws == 0:
             warnings.warn(
                 f"{owner}: cband=True needs bootstrap draws for the simultaneous band, but "
                 "n_bootstrap=0: the intervals are pointwise. Pass n_bootstrap > 0, or leave "
                 "cband=None.", InferenceWarning, stacklevel=4)
-        elif cband and design.times.size <= 2:
+        elif settings.cband and design.times.size <= 2:
             warnings.warn(
                 f"{owner}: cband=True, but the panel has only two periods (after "
                 "pre-processing), so there is no band over periods to make simultaneous: "
                 "the intervals are pointwise, as in R did.", InferenceWarning, stacklevel=4)
-        multiplier = resolve_multiplier(multiplier, small_sample)
-        correction = None
-        if small_sample:
-            correction = small_sample_cells(design, cells, stats, variance, influence)
+        variance = influence.variance(design.clusters, design.n_clusters)
+        variance[influence.cells.ref == 1] = np.nan
+        correction = small_sample_cells(influence, variance) if settings.small_sample else None
         boot = None
-        if n_bootstrap > 0:
-            rng = np.random.default_rng(random_state)
-            if hasattr(influence, "bootstrap"):  # panels with holes: grouped feature sums
-                boot = influence.bootstrap(n_bootstrap, multiplier, rng, design.clusters,
-                                           design.n_clusters)
-            elif influence is None:
-                boot = bootstrap_cells(design, cells, stats, n_draws=n_bootstrap,
-                                       multiplier=multiplier, rng=rng, multipliers=multipliers)
-            else:
-                boot = bootstrap_influence(design, influence, n_draws=n_bootstrap,
-                                           multiplier=multiplier, rng=rng)
-        return cls(design=design, cells=cells, stats=stats, influence=influence, alpha=alpha,
-                   cband=cband, bootstrap=boot, correction=correction,
-                   multiplier_choice=multiplier)
+        if settings.n_draws > 0:
+            boot = influence.bootstrap(settings.n_draws, settings.multiplier,
+                                       np.random.default_rng(settings.random_state),
+                                       design.clusters, design.n_clusters,
+                                       multipliers=multipliers)
+        return cls(influence=influence, alpha=settings.alpha, cband=settings.cband,
+                   bootstrap=boot, correction=correction,
+                   multiplier_choice=settings.multiplier, variance=variance)
 
     @staticmethod
-    def start_multipliers(design, *, n_bootstrap: int, multiplier: str | None, random_state,
-                          small_sample: bool) -> MultiplierChunks | None:
+    def start_multipliers(design, settings: InferenceSettings) -> MultiplierChunks | None:
         """Start drawing the multipliers of :meth:`draw`'s bootstrap on ``design`` (the
         balanced route without covariates) in a helper thread, so that they are drawn while
         the fit computes its cells; pass them to :meth:`draw` and close them when the fit
         ends. None without draws, and for a ``random_state`` that is a Generator (it is the
         caller's: a fit that fails stays one that drew nothing from it).
         """
-        if n_bootstrap == 0 or isinstance(random_state, np.random.Generator):
+        if settings.n_draws == 0 or isinstance(settings.random_state, np.random.Generator):
             return None
-        return design_multipliers(design, n_bootstrap,
-                                  resolve_multiplier(multiplier, small_sample),
-                                  np.random.default_rng(random_state))
+        return design_multipliers(design, settings.n_draws, settings.multiplier,
+                                  np.random.default_rng(settings.random_state))
 
     # ------------------------------------------------------------ settings
     @property
@@ -253,8 +290,8 @@ class CellInference(PicklableProxies):
             return self._combination(weights, omega, simultaneous=simultaneous)
 
     def _combination(self, weights, omega, *, simultaneous: bool) -> Combination:
-        cov, parts = combination_moments(self.design, self.cells, self.stats, weights, omega,
-                                         self.influence, blocks=self.correction is not None)
+        cov, parts = self.influence.combination_moments(weights, omega,
+                                                        blocks=self.correction is not None)
         se = analytic_se(np.diag(cov).copy())
         draws = None
         if self.bootstrap is not None:
@@ -302,12 +339,11 @@ class CellInference(PicklableProxies):
         clusters that of the cluster sums of ``psi``, as R ``did`` 2.5.1 forms the ``V`` of
         its standard errors and Wald pre-test when it clusters without the bootstrap."""
         if self.design.clusters is None:
-            return cell_covariance(self.design, self.cells, self.stats, which, self.influence)
+            return self.influence.pretest_covariance(which)
         pick = sparse.csr_matrix((np.ones(which.size), (np.arange(which.size), which)),
                                  shape=(which.size, self.cells.k.size))
-        return combination_covariance(self.design, self.cells, self.stats, pick,
-                                      np.zeros((which.size, self.design.n_cohorts)),
-                                      self.influence)
+        return self.influence.combination_moments(
+            pick, np.zeros((which.size, self.design.n_cohorts)), blocks=False)[0]
 
     def pretest(self, estimates: np.ndarray, which: np.ndarray, *,
                 n_before: int | None = None) -> tuple[float, int, float, str]:

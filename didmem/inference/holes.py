@@ -31,42 +31,20 @@ dense matrix for the tests.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["HoleRows", "HolesInfluence", "hole_cells", "reference_psi"]
+from ..errors import EstimationError
+from ._prepared import HoleRows, _fmt
+from .bootstrap import MultiplierChunks
+from .influence import CellInfluence
+
+__all__ = ["HoleRows", "HolesInfluence", "hole_cells", "check_hole_cells", "reference_psi"]
 
 _DENSE_LIMIT = 40_000_000  # features held as a dense units x P matrix up to 320 MB
-
-
-@dataclass(frozen=True)
-class HoleRows:
-    """Observed rows of a design with holes, sorted by unit (in block order) and time.
-
-    Attributes
-    ----------
-    unit, time : ndarray of int64
-        Row's unit (design row) and time index.
-    y : ndarray
-        Outcome, sign-oriented and centred on each time's observed mean (which leaves
-        every estimate and influence function unchanged).
-    unit_start : ndarray (n_units + 1,)
-        Rows of unit ``i`` are ``unit_start[i]:unit_start[i+1]``.
-    x : ndarray (rows x covariates) or None
-        Each row's covariates, where the fit uses them.
-    """
-
-    unit: np.ndarray
-    time: np.ndarray
-    y: np.ndarray
-    unit_start: np.ndarray
-    x: np.ndarray | None = None
-
-    @property
-    def size(self) -> int:
-        return int(self.unit.size)
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -386,14 +364,40 @@ def hole_cells(rows: HoleRows, w, starts, cells, n_times: int):
     return att, (idx, np.ascontiguousarray(tau), np.ascontiguousarray(kappa)), stats
 
 
+def check_hole_cells(design, cells, stats, owner: str) -> None:
+    """Refuse cells that miss one of their four groups of rows (R returns NA for them)."""
+    live = cells.ref == 0
+    has_base = cells.b >= 0
+    groups = [("the cohort", "t", stats["w1t"]), ("the cohort", "b", stats["w1b"]),
+              ("the controls", "t", stats["w0t"]), ("the controls", "b", stats["w0b"])]
+    problems = []
+    for who, when, weight in groups:
+        bad = live & ~(weight > 0)
+        if when == "b":
+            bad &= has_base
+        for c in np.flatnonzero(bad)[:3]:
+            at = cells.t[c] if when == "t" else cells.b[c]
+            problems.append(f"{who} at time {_fmt(design.times[at])} in cell (cohort "
+                            f"{_fmt(design.cohorts[cells.k[c]])}, time "
+                            f"{_fmt(design.times[cells.t[c]])})")
+        if bad.any() and len(problems) >= 3:
+            break
+    if problems:
+        raise EstimationError(
+            f"{owner}: some cells have no observed rows in one of their four groups, e.g. "
+            + "; ".join(problems[:3]) + ". Each cell compares the cohort's and the controls' "
+            "rows at its time and its base period, so each needs at least one of each. "
+            "Panel.describe_holes() shows the rows per (cohort, time).")
+
+
 @dataclass(frozen=True, eq=False)
-class HolesInfluence:
+class HolesInfluence(CellInfluence):
     """The cells' influence functions on a design with holes, held as coefficients.
 
-    It offers what the generic inference route asks of
-    :class:`~didmem.inference.influence.CellInfluence` (variances, draws, covariances,
-    the treated part of the variances) and the aggregations' covariances, computed from
-    per-block sums of the row features (see the module notes).
+    The :class:`~didmem.inference.influence.CellInfluence` of panels with holes and of
+    repeated cross-sections without covariates: variances, draws, covariances, the
+    small-sample groups and the aggregations' covariances, all from per-block sums of the
+    row features (see the module notes).
     """
 
     rows: HoleRows
@@ -409,9 +413,16 @@ class HolesInfluence:
     gram: np.ndarray
     gram_suffix: np.ndarray
     features: np.ndarray | None  # dense units x P, or None (read the rows)
+    design: Any = field(default=None, repr=False)
+    cells: Any = field(default=None, repr=False)
+    att: np.ndarray | None = field(default=None, repr=False)
+    stats: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def build(cls, rows: HoleRows, w, starts, cells, n_times, coefficients):
+    def build(cls, rows: HoleRows, w, starts, cells, n_times, coefficients, *, design=None,
+              att=None, stats=None):
+        """From the rows and the coefficients of :func:`hole_cells` (``att`` and ``stats``
+        are its estimates and statistics, ``design`` the prepared panel, for a fit)."""
         idx, tau, kappa = coefficients
         n_units = w.size
         n_blocks = starts.size - 1
@@ -435,7 +446,12 @@ class HolesInfluence:
         suffix[:-1] = np.cumsum(gram[::-1], axis=0)[::-1]
         return cls(rows=rows, w=w, starts=starts, n_times=n_times, k=cells.k, cs=cells.cs,
                    ref=cells.ref, idx=idx, tau=tau, kappa=kappa, gram=gram,
-                   gram_suffix=suffix, features=features)
+                   gram_suffix=suffix, features=features, design=design, cells=cells,
+                   att=att, stats={} if stats is None else stats)
+
+    @property
+    def estimates(self) -> np.ndarray:
+        return self.att
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -472,68 +488,85 @@ class HolesInfluence:
         return _sparse_sums(weights, self.rows.unit_start, self.rows.time, wy, self.w,
                             self._block(), self.n_blocks, self.n_times)
 
-    def bootstrap(self, n_draws: int, multiplier: str, rng, clusters=None, n_clusters: int = 0):
-        """The multiplier bootstrap of every cell from grouped feature sums.
+    def _chunk_mode(self, multiplier: str, n_clusters: int) -> str:
+        """How a chunk of draws is made (see :meth:`multiplier_chunks`)."""
+        if n_clusters:
+            return "clusters"
+        if multiplier == "normal":
+            return "gram_roots"
+        if multiplier == "rademacher" and self.features is None:
+            return "fused"
+        return "units"
+
+    def multiplier_chunks(self, n_draws: int, multiplier: str, rng, n_clusters: int = 0):
+        """The bootstrap's chunks, in the form its kernel reads fastest.
 
         Rademacher and Mammen weights are drawn per unit (per cluster with clusters), as on
-        a balanced panel. Gaussian weights without clusters need no weight per unit at all:
-        given the data, a block's sum ``sum_i U_i z_i`` is exactly normal with covariance
-        the block's Gram matrix, so it is drawn as ``xi @ sqrt(G_j)``: the same distribution
-        in O(draws x blocks x P**2), whatever the number of rows.
+        a balanced panel; Rademacher weights on sparse rows as random words that the fused
+        kernel reads bit by bit (:func:`_rademacher_sums`, 64 draws per pass). Gaussian
+        weights without clusters need no weight per unit at all: given the data, a block's
+        sum ``sum_i U_i z_i`` is exactly normal with covariance the block's Gram matrix, so
+        it is drawn as ``xi @ sqrt(G_j)``: the same distribution in O(draws x blocks x
+        P**2), whatever the number of rows.
         """
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1, user_api="blas"):  # many small products, as on
-            return self._bootstrap(n_draws, multiplier, rng, clusters, n_clusters)  # balanced
-
-    def _bootstrap(self, n_draws, multiplier, rng, clusters, n_clusters):
-        from .bootstrap import BootstrapDraws, draw_multipliers
-
         n = self.w.size
         n_blocks, p = self.n_blocks, self.n_features
-        out = np.empty((n_draws, self.n_cells))
-        block_weights = np.empty((n_draws, n_blocks))
-        total = np.empty(n_draws)
-        roots = None
-        csums = None
-        if n_clusters:
+        n_weights = n_clusters or n
+        mode = self._chunk_mode(multiplier, n_clusters)
+        chunk = max(1, min(n_draws, 2_000_000 // max(n_weights, 1),
+                           200_000_000 // (8 * n_blocks * p)))
+        source = None
+        if mode == "gram_roots":
+            chunk = max(1, min(n_draws, 200_000_000 // (8 * n_blocks * p)))
+
+            def source(rng, m):
+                return rng.standard_normal((n_blocks, m, p))
+        elif mode == "fused":  # 64 draws per pass; one buffer of grouped sums, reused
+            chunk = min(n_draws, max(64, 40_000_000 // (8 * n_blocks * p) // 64 * 64))
+            words = (n + 63) // 64
+
+            def source(rng, m):
+                return np.asarray(rng.bit_generator.random_raw(m * words), dtype=np.uint64)
+        return MultiplierChunks(rng, n_draws, n_weights, multiplier, chunk=chunk,
+                                source=source)
+
+    def chunk_drawer(self, multipliers, clusters, n_clusters: int) -> Callable:
+        """Per chunk: the grouped feature sums (draws x blocks x P) in the chunk's form,
+        then every cell's draw from them (:func:`_cell_draws`)."""
+        n_t, n_blocks, p = self.n_times, self.n_blocks, self.n_features
+        mode = self._chunk_mode(multipliers.kind, n_clusters)
+        if mode == "clusters":
             csums = self.cluster_sums(clusters, n_clusters).reshape(n_clusters, -1)
-        elif multiplier == "normal":
+        elif mode == "gram_roots":
             roots = np.empty((n_blocks, p, p))
             for j in range(n_blocks):
                 vals, vecs = np.linalg.eigh(self.gram[j])
                 roots[j] = (vecs * np.sqrt(np.clip(vals, 0.0, None))).T
-        n_weights = n_clusters or n
-        chunk = max(1, min(n_draws, 2_000_000 // max(n_weights, 1),
-                           200_000_000 // (8 * n_blocks * p)))
-        fused = multiplier == "rademacher" and self.features is None and not n_clusters
-        if roots is not None:
-            chunk = max(1, min(n_draws, 200_000_000 // (8 * n_blocks * p)))
-        elif fused:  # 64 draws per pass; one buffer of grouped sums, reused
-            chunk = min(n_draws, max(64, 40_000_000 // (8 * n_blocks * p) // 64 * 64))
-            buffer = np.empty((chunk, n_blocks, p))
+        elif mode == "fused":
+            buffer = np.empty((multipliers.chunk, n_blocks, p))
         wy = self.w[self.rows.unit] * self.rows.y
         unweighted = bool(np.all(self.w == 1.0))
-        for row0 in range(0, n_draws, chunk):
-            m = min(chunk, n_draws - row0)
-            if roots is not None:
-                xi = rng.standard_normal((n_blocks, m, p))
-                sums = np.ascontiguousarray(np.matmul(xi, roots).transpose(1, 0, 2))
-            elif csums is not None:
-                u = draw_multipliers(rng, m, n_clusters, multiplier)
-                sums = (u @ csums).reshape(m, n_blocks, p)
-            elif fused:
-                raw = rng.bit_generator.random_raw(m * ((n + 63) // 64))
-                sums = _rademacher_sums(np.asarray(raw, dtype=np.uint64), m,
-                                        self.rows.unit_start, self.rows.time, wy, self.w,
-                                        not unweighted, self.starts, self.n_times, buffer)
+
+        def draw(row0, chunk, out):
+            if mode == "gram_roots":
+                m = chunk.shape[1]
+                sums = np.ascontiguousarray(np.matmul(chunk, roots).transpose(1, 0, 2))
+            elif mode == "clusters":
+                m = chunk.shape[0]
+                sums = (chunk @ csums).reshape(m, n_blocks, p)
+            elif mode == "fused":
+                m = min(multipliers.chunk, multipliers.n_draws - row0)
+                sums = _rademacher_sums(chunk, m, self.rows.unit_start, self.rows.time, wy,
+                                        self.w, not unweighted, self.starts, n_t, buffer)
             else:
-                sums = self.feature_sums(draw_multipliers(rng, m, n, multiplier))
-            _cell_draws(sums, self.k, self.cs, self.ref, self.idx, self.tau, self.kappa, out,
-                        row0)
-            block_weights[row0:row0 + m] = sums[:, :, 2 * self.n_times]
-            total[row0:row0 + m] = sums[:, :, 2 * self.n_times + 1].sum(axis=1)
-        return BootstrapDraws(out, block_weights, total, multiplier)
+                m = chunk.shape[0]
+                sums = self.feature_sums(chunk)
+            _cell_draws(sums, self.k, self.cs, self.ref, self.idx, self.tau, self.kappa,
+                        out.cells, row0)
+            out.block_weights[row0:row0 + m] = sums[:, :, 2 * n_t]
+            out.total[row0:row0 + m] = sums[:, :, 2 * n_t + 1].sum(axis=1)
+
+        return draw
 
     def cluster_sums(self, clusters: np.ndarray, n_clusters: int) -> np.ndarray:
         """``sum_{i in cluster} z_i`` per cluster and block (clusters x blocks x P)."""
@@ -613,6 +646,12 @@ class HolesInfluence:
         n[3][~has_base] = 0.0
         return parts, n
 
+    def welch_groups(self) -> tuple[np.ndarray, np.ndarray]:
+        """Cross-sections: the four means (cohort and controls, at ``t`` and at ``b``;
+        :meth:`welch_parts`); a panel with holes: the cohort and the controls."""
+        split = self.welch_parts()
+        return split if split is not None else super().welch_groups()
+
     def treated_variance(self) -> np.ndarray:
         """The treated cohort's part ``sum_{i in g} psi_i**2`` of every cell's variance."""
         out = np.zeros(self.n_cells)
@@ -637,6 +676,17 @@ class HolesInfluence:
         coef[:, :n_cohorts, 2 * n_t] += omega / n_units
         coef[:, :, 2 * n_t + 1] -= (omega @ pg)[:, None] / n_units
         return coef
+
+    def combination_moments(self, weights, omega, *, blocks: bool = True):
+        """The combinations' covariance and block parts from per-block moments, without a
+        units x rows matrix (see :meth:`CellInfluence.combination_moments`)."""
+        design = self.design
+        coef = self.combination_coefficients(weights, omega, design.n_units,
+                                             design.cohort_shares)
+        covariance = self.combination_covariance(coef, design.clusters, design.n_clusters)
+        parts = (self.combination_block_variances(coef)
+                 if blocks and design.clusters is None else None)
+        return covariance, parts
 
     def combination_covariance(self, coef, clusters=None, n_clusters: int = 0) -> np.ndarray:
         """``psi' psi`` (rows x rows) of combinations with coefficients ``coef``."""

@@ -12,8 +12,6 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from .bands import DEGENERATE
-from .bootstrap import bootstrap_cells, bootstrap_influence
-from .linear import combination_covariance
 from ._choices import DEFAULT_PRETREND, PRETREND_METHODS
 from .pretrend import PretrendTest, linear_drift, max_t_test, wald_power, wald_test
 
@@ -47,8 +45,7 @@ def event_time_test(inf, estimates, std_errors, which, weights, omega) -> Pretre
         return PretrendTest("event", np.nan, np.nan, note="no pre-treatment cells to test")
     est = np.where(np.isfinite(estimates), np.asarray(estimates), 0.0)
     with threadpool_limits(limits=1, user_api="blas"):  # many small products: one thread
-        cov = combination_covariance(inf.design, inf.cells, inf.stats, weights, omega,
-                                     inf.influence)
+        cov = inf.influence.combination_moments(weights, omega, blocks=False)[0]
     corrected = inf.correction is not None
     if corrected:  # per-unit plug-in covariance -> unbiased scale
         n = _n_obs(inf)
@@ -73,13 +70,8 @@ def _draws(inf, random_state):
     if inf.bootstrap is not None:
         return inf.bootstrap.cells
     rng = np.random.default_rng(random_state)
-    if inf.influence is None:
-        boot = bootstrap_cells(inf.design, inf.cells, inf.stats, n_draws=PRETEST_DRAWS,
-                               multiplier=inf.multiplier_choice, rng=rng)
-    else:
-        boot = bootstrap_influence(inf.design, inf.influence, n_draws=PRETEST_DRAWS,
-                                   multiplier=inf.multiplier_choice, rng=rng)
-    return boot.cells
+    return inf.influence.bootstrap(PRETEST_DRAWS, inf.multiplier_choice, rng,
+                                   inf.design.clusters, inf.design.n_clusters).cells
 
 
 def max_t_cells_test(inf, estimates, analytic_std_errors, which, random_state) -> PretrendTest:

@@ -60,7 +60,7 @@ def _coefficients(n_z: int, t, b, mu, scale) -> np.ndarray:
 
 def applies(design, cells, which: np.ndarray, influence) -> bool:
     """Whether the cells ``which`` have the structure :func:`structured_wald` uses."""
-    return (influence is None and design.clusters is None  # clustered: the dense route
+    return (influence.cohort_moments and design.clusters is None  # clustered: dense route
             and which.size >= STRUCTURED_MIN_CELLS
             and bool(np.all(cells.cs[which] == design.n_cohorts))
             and bool(np.all(cells.k[which] < design.n_cohorts)))

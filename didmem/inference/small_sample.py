@@ -55,33 +55,14 @@ class SmallSampleCells:
 
 
 def treated_variance(design, cells, stats, influence=None) -> np.ndarray:
-    """The treated cohort's part ``sum_{i in g} psi_i**2`` of every cell's variance.
+    """The treated cohort's part ``sum_{i in g} psi_i**2`` of every cell's variance: that of
+    ``influence`` (a :class:`~didmem.inference.influence.CellInfluence`), by default the
+    balanced route's from the cells' statistics (reference cells get 0)."""
+    if influence is None:
+        from .grouped import GroupedInfluence
 
-    On the grouped route ``psi_i = w_i (d_i - mu_1) / W_1`` with ``d_i`` the unit's outcome
-    change from the base period (its level where there is none); on the generic route
-    (``influence`` given) the stored influence values of the cohort's block. Reference cells
-    get 0.
-    """
-    out = np.zeros(cells.size)
-    if hasattr(influence, "treated_variance"):  # panels with holes: from the block moments
-        return influence.treated_variance()
-    if influence is not None:
-        for j, (cols, vals) in enumerate(zip(influence.cols, influence.values)):
-            mine = cells.k[cols] == j
-            if mine.any():
-                out[cols[mine]] = np.einsum("ij,ij->i", vals[mine], vals[mine])
-        return out
-    for k in range(design.n_cohorts):
-        sel = np.flatnonzero((cells.k == k) & (cells.ref == 0))
-        if sel.size == 0:
-            continue
-        lo, hi = design.starts[k], design.starts[k + 1]
-        y = design.y[lo:hi]
-        base = np.where(cells.b[sel] >= 0, y[:, np.maximum(cells.b[sel], 0)], 0.0)
-        change = y[:, cells.t[sel]] - base
-        psi = design.w[lo:hi, None] * (change - stats["mu1"][sel]) / stats["w1"][sel]
-        out[sel] = np.einsum("ij,ij->j", psi, psi)
-    return out
+        influence = GroupedInfluence(design, cells, stats)
+    return influence.treated_variance()
 
 
 def _factor(n: np.ndarray) -> np.ndarray:
@@ -208,39 +189,26 @@ def normal_level(critical_value: float) -> float:
     return float(ndtr(critical_value))
 
 
-def cell_counts(design, cells) -> tuple[np.ndarray, np.ndarray]:
-    """``(n_treated, n_control)`` of every cell: its cohort's units, and the units of its
-    control blocks (from block ``cs`` on) less its own cohort's when that is among them."""
-    counts = np.diff(design.starts)
-    tail = np.cumsum(counts[::-1])[::-1]
-    n_treated = counts[cells.k]
-    return n_treated, tail[cells.cs] - np.where(cells.k >= cells.cs, n_treated, 0)
-
-
-def small_sample_cells(design, cells, stats, variance, influence=None) -> SmallSampleCells:
+def small_sample_cells(influence, variance) -> SmallSampleCells:
     """Welch (or, with clusters, CR1) correction of every cell's variance.
 
     Parameters
     ----------
-    design, cells, stats
-        The fit's design, cell layout and cell statistics (see :mod:`didmem.estimators`).
+    influence : CellInfluence
+        The fit's influence functions: their design (its clusters) and, without clusters,
+        the independent groups of each cell's variance with their contributing units
+        (:meth:`~didmem.inference.influence.CellInfluence.welch_groups`).
     variance : ndarray
-        The uncorrected influence-function variances ``sum_i psi_i**2``.
-    influence : CellInfluence, optional
-        The stored influence functions (covariates).
+        The uncorrected influence-function variances ``sum_i psi_i**2`` (NaN at reference
+        cells, which stay NaN).
     """
     variance = np.asarray(variance, dtype=np.float64)
+    design = influence.design
     if design.clusters is not None:
         corrected, df = cluster_correction(variance, design.n_clusters)
     else:
-        n_treated, n_control = cell_counts(design, cells)
-        split = influence.welch_parts() if hasattr(influence, "welch_parts") else None
-        if split is not None:  # cross-sections: four independent means, Welch over the four
-            corrected, df = group_welch(*split)
-        else:
-            treated = treated_variance(design, cells, stats, influence)
-            corrected, df = welch_correction(treated, variance - treated, n_treated,
-                                             n_control)
+        corrected, df = group_welch(*influence.welch_groups())
+        corrected = np.where(np.isnan(variance), np.nan, corrected)
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = np.where(variance > 0, corrected / variance, 1.0)
     df = np.where(variance > 0, df, np.nan)

@@ -130,6 +130,11 @@ class LabConfig:
         the twin's value (``exact`` is False there). ``"all"`` (the default) runs every
         cohort, ``"auto"`` up to three, near 30%, 60% and 90% of training (see
         :attr:`exact_cohort_steps`); ``()`` none (the truth is then the twin's).
+    truth_draws : int
+        Extra exact runs per exact cohort, each replacing the cohort's analysed instances
+        with another draw of fresh instances (``1``, the default; ``0``: none). The spread of
+        the direct truth over the draws is the truth's own noise: ``tau_se`` in
+        ``truth.parquet``, every draw's truth in ``truth_draws.parquet``.
     n_subset_models : int
         Models trained on random subsets for the architectural estimator (``0``: none). Must
         be even: each analysed instance is IN for exactly half of them.
@@ -187,6 +192,7 @@ class LabConfig:
     grad_clip: float = 1.0
     # ground truth and subsets
     exact_cohorts: tuple | str = "all"
+    truth_draws: int = 1
     n_subset_models: int = 0
     # scoring and execution
     metrics: tuple = DEFAULT_METRICS
@@ -202,7 +208,8 @@ class LabConfig:
             "n_heads", "intermediate_size", "max_positions", "score_batch_size", "threads",
             "extractable_suffix", "n_domains", "exposures")},
         **{name: Integral(0) for name in (
-            "secret_digits", "warmup_steps", "n_subset_models", "seed", "burn_in")},
+            "secret_digits", "warmup_steps", "n_subset_models", "seed", "burn_in",
+            "truth_draws")},
         "domain_contrast": Interval(0, 1, closed="left"),
         "validation_mix": Interval(0, 1, allow_none=True),
         "duplicate_copies": Integral(2),

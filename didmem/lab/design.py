@@ -27,7 +27,7 @@ __all__ = ["LabDesign", "build_design", "STREAMS"]
 
 #: Names of the independent random streams spawned from the master seed, in spawn order.
 STREAMS = ("language", "train", "validation", "replacement", "placement", "duplicates",
-           "init", "subsets", "repeats")
+           "init", "subsets", "repeats", "truth_draws")
 
 
 def _streams(seed: int) -> dict:
@@ -76,6 +76,11 @@ class LabDesign:
         For each repeat, the index of its instance among the analysed ones.
     repeat_exposures : numpy.ndarray
         For each repeat, which exposure (2, 3, ...) it is.
+    other_replacements : numpy.ndarray
+        ``truth_draws x n_analysed_total`` instance ids: in draw ``j``, the replacement of
+        each analysed instance in the extra exact run of its cohort (another cohort's
+        replacement of the same domain, never trained on by the main run; see
+        :meth:`exact_order`); -1 in cohorts without an exact run.
     """
 
     config: object
@@ -95,6 +100,7 @@ class LabDesign:
     repeat_positions: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     repeat_analysed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     repeat_exposures: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    other_replacements: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
 
     @property
     def position_cohorts(self) -> np.ndarray:
@@ -104,19 +110,23 @@ class LabDesign:
             np.arange(cfg.n_positions), cfg.batch_size, cfg.checkpoint_every
         )
 
-    def order_with(self, replace: np.ndarray) -> np.ndarray:
+    def order_with(self, replace: np.ndarray, replacements: np.ndarray | None = None) -> np.ndarray:
         """The data order with the analysed instances flagged in ``replace`` swapped out.
 
         Parameters
         ----------
         replace : numpy.ndarray of bool
             One flag per analysed instance (aligned with ``analysed_positions``).
+        replacements : numpy.ndarray, optional
+            The instance that replaces each analysed instance (default
+            ``replacement_ids``).
         """
+        new = self.replacement_ids if replacements is None else np.asarray(replacements)
         order = self.order.copy()
         replace = np.asarray(replace, dtype=bool)
-        order[self.analysed_positions[replace]] = self.replacement_ids[replace]
+        order[self.analysed_positions[replace]] = new[replace]
         again = replace[self.repeat_analysed]
-        order[self.repeat_positions[again]] = self.replacement_ids[self.repeat_analysed[again]]
+        order[self.repeat_positions[again]] = new[self.repeat_analysed[again]]
         return order
 
     @property
@@ -163,9 +173,15 @@ class LabDesign:
         """Order of the twin run: every analysed instance replaced."""
         return self.order_with(np.ones(len(self.analysed_ids), dtype=bool))
 
-    def exact_order(self, cohort: int) -> np.ndarray:
-        """Order of the exact run for ``cohort``: only that cohort's analysed instances replaced."""
-        return self.order_with(self.analysed_cohorts == cohort)
+    def exact_order(self, cohort: int, draw: int = 0) -> np.ndarray:
+        """Order of the exact run for ``cohort``: only that cohort's analysed instances replaced.
+
+        ``draw = 0`` replaces them with their own replacements; ``draw = j >= 1`` with the
+        ``j``-th other draw of fresh instances (:attr:`other_replacements`), for the extra
+        exact runs that measure the truth's own noise.
+        """
+        replacements = None if draw == 0 else self.other_replacements[draw - 1]
+        return self.order_with(self.analysed_cohorts == cohort, replacements)
 
     def subset_order(self, model: int) -> np.ndarray:
         """Order of subset model ``model``: the analysed instances that are OUT replaced."""
@@ -332,6 +348,8 @@ def build_design(config) -> LabDesign:
             membership[:, i] = base[sub_rng.permutation(m)]
     subset_seeds = sub_rng.integers(0, 2**31 - 1, size=m, dtype=np.int64)
     init_seed = int(rngs["init"].integers(0, 2**31 - 1))
+    other = _other_replacements(cfg, analysed_cohorts, replacement_ids, domains,
+                                rngs["truth_draws"])
 
     return LabDesign(
         config=cfg,
@@ -351,4 +369,28 @@ def build_design(config) -> LabDesign:
         repeat_positions=repeat_pos,
         repeat_analysed=repeat_analysed,
         repeat_exposures=repeat_exposures,
+        other_replacements=other,
     )
+
+
+def _other_replacements(cfg, cohorts: np.ndarray, replacement_ids: np.ndarray,
+                        domains: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """For each of ``cfg.truth_draws`` draws, another fresh replacement of every analysed
+    instance of a cohort with an exact run: one of the other cohorts' replacements of the same domain, drawn without
+    repetition within the cohort (those instances are never in the main run's order, so
+    they are as fresh as the instance's own replacement)."""
+    out = np.full((cfg.truth_draws, len(cohorts)), -1, dtype=np.int64)
+    rep_domain = domains[replacement_ids]
+    for j in range(cfg.truth_draws):
+        for g in cfg.exact_cohort_steps:
+            for d in np.unique(rep_domain[cohorts == g]):
+                mine = np.flatnonzero((cohorts == g) & (rep_domain == d))
+                pool = replacement_ids[(cohorts != g) & (rep_domain == d)]
+                if pool.size < mine.size:
+                    raise ParameterError(
+                        f"truth_draws={cfg.truth_draws} needs other cohorts' replacements to "
+                        f"stand in for cohort {int(g)}'s {mine.size} analysed instances of "
+                        f"domain {int(d)}, but only {pool.size} exist; set truth_draws=0 or "
+                        "use more cohorts.")
+                out[j, mine] = rng.choice(pool, size=mine.size, replace=False)
+    return out

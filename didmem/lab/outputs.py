@@ -15,18 +15,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import ParameterError
+from ..errors import OutputFileError, ParameterError
 
 __all__ = ["LabDirectory", "MANIFEST", "IN_PROGRESS", "FORMAT_VERSION"]
 
 MANIFEST = "manifest.json"
 IN_PROGRESS = ".lab-in-progress"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: Every entry a run may write (the manifest last).
 ENTRIES = (
     "checkpoints", "twin", "exact", "subsets", "data_order.parquet", "instances.parquet",
     "sample.parquet", "panel.parquet", "truth.parquet", "truth_units.parquet",
-    "twin_scores.parquet", "exact_check.parquet", "membership.parquet",
+    "truth_draws.parquet", "twin_scores.parquet", "exact_check.parquet", "membership.parquet",
     "subset_scores.parquet", "losses.parquet",
     "study.toml", "study_instances.parquet", "study_order.parquet",
     IN_PROGRESS, MANIFEST,
@@ -59,9 +59,18 @@ class LabDirectory:
         if not path.is_file():
             return None
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            return None
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+            problem = None if isinstance(manifest, dict) and isinstance(
+                manifest.get("settings"), dict) else "it is not an object with the run's settings"
+        except (UnicodeDecodeError, ValueError) as exc:
+            problem = " ".join(str(exc).split())
+        if problem is not None:
+            raise OutputFileError(
+                f"The lab run's manifest {str(path)!r} cannot be read ({problem}): the run was "
+                "cut short or the file changed. Run it again with overwrite=True (--overwrite), "
+                "or choose another directory."
+            )
+        return manifest
 
     def is_complete_run_of(self, settings: dict) -> bool:
         """Whether a complete run with exactly ``settings`` is here, its files intact."""

@@ -7,6 +7,7 @@ directory.
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import time as _time
 from dataclasses import dataclass, field
@@ -16,6 +17,8 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress as progress_line
+from .._validation import (Boolean, Instance, OneOf, Satisfies, constraints_of,
+                           validate_params)
 from .._version import __version__
 from ..errors import ParameterError
 from .config import LabConfig, demo_config, quick_config
@@ -23,7 +26,8 @@ from .design import STREAMS, build_design
 from .outputs import FORMAT_VERSION, LabDirectory
 from .scoring import backend_settings, score_run
 from .study_files import study_tables, study_toml
-from .truth import cohort_truth, combine_effects, exact_check, instance_effects
+from .truth import (cohort_truth, combine_effects, direct_effects, draw_noise, exact_check,
+                    instance_effects, mean_effect, not_yet_treated_effect)
 
 __all__ = ["run", "LabResult", "load"]
 
@@ -42,13 +46,19 @@ class LabResult:
         ``panel.parquet``: ``unit``, ``time``, ``cohort`` (NaN for validation), ``domain``
         and the metrics.
     truth : pandas.DataFrame
-        ``truth.parquet``: ``cohort``, ``time``, ``metric``, ``tau`` (exact where the cohort
-        has an exact run, by default every cohort), ``tau_twin``, ``exact``, ``sd``,
-        ``n_units``. With ``exposures > 1`` an ``exposure`` column comes first: exposure 1's
+        ``truth.parquet``: ``cohort``, ``time``, ``metric``, ``tau`` (the direct effect,
+        ``tau_total - spillover``: what DiD with never-treated controls estimates; exact
+        where the cohort has an exact run, by default every cohort), ``tau_twin`` (the
+        twin's direct effect), ``exact``, ``sd``, ``n_units``, ``tau_total`` (the exact
+        run's total effect), ``spillover`` (its mean effect on the never-treated
+        instances), ``tau_nyt`` and ``spillover_nyt`` (the same with the not-yet-treated
+        comparison's controls) and ``tau_se`` (the truth's own noise over replacement
+        draws). With ``exposures > 1`` an ``exposure`` column comes first: exposure 1's
         rows are the effect of every exposure of the cohort's instances (what the first
         exposure's estimator identifies: its exact runs and the twin replace the instances
-        at all their positions), exposure ``k``'s the exact effect of the ``k``-th
-        exposure at its cohort (``tau_twin`` NaN).
+        at all their positions), exposure ``k``'s the direct effect of the ``k``-th
+        exposure at its cohort against its history-matched controls (``tau_twin``,
+        ``tau_nyt``, ``spillover_nyt`` and ``tau_se`` NaN).
     exact : pandas.DataFrame
         ``exact_check.parquet``: twin truth against the exact per-cohort truth (may be empty).
     timings : dict
@@ -70,26 +80,43 @@ class LabResult:
         """Directory of the main run's ``step{N}`` checkpoints."""
         return self.out_dir / "checkpoints"
 
-    def instantaneous(self, metric: str = "mean_token_loglik") -> pd.DataFrame:
-        """The true instantaneous effect τ(g, g) per cohort, with its instance-level z-score.
+    def instantaneous(self, metric: str = "mean_token_loglik",
+                      exposure: int = 1) -> pd.DataFrame:
+        """The true instantaneous effect τ(g, g) per cohort of one exposure, with its
+        instance-level z-score.
 
         ``z = tau / (sd / sqrt(n_units))`` says how clearly the cohort's mean effect stands
-        out from the spread of its instances' effects.
+        out from the spread of its instances' effects. ``exposure`` picks the ``k``-th
+        exposure's cohorts and truth in a run with repeats (``exposures > 1``).
         """
         truth = self.truth
-        if "exposure" in truth:  # repeated exposure: the first exposure's truth
-            truth = truth[truth["exposure"] == 1]
+        if "exposure" in truth:  # repeated exposure: the rows of the exposure asked for
+            if not (truth["exposure"] == exposure).any():
+                raise ParameterError(f"This lab run has the exposures "
+                                     f"{sorted(truth['exposure'].unique().tolist())}; got "
+                                     f"exposure={exposure!r}.")
+            truth = truth[truth["exposure"] == exposure]
+        elif exposure != 1:
+            raise ParameterError(f"This lab run has one exposure (exposures = 1); got "
+                                 f"exposure={exposure!r}.")
         t = truth[(truth["metric"] == metric) & (truth["time"] == truth["cohort"])]
         out = t[["cohort", "tau", "sd", "n_units"]].reset_index(drop=True)
         out["z"] = out["tau"] / (out["sd"] / np.sqrt(out["n_units"]))
         return out
 
     def summary(self, metric: str = "mean_token_loglik") -> str:
-        """A short text report: instantaneous truth per cohort and the exact check."""
-        lines = [f"didmem lab run in {self.out_dir}", f"metric: {metric}",
-                 "cohort   tau(g,g)        z"]
-        for row in self.instantaneous(metric).itertuples():
-            lines.append(f"{row.cohort:>6} {row.tau:>10.4f} {row.z:>8.1f}")
+        """A short text report: instantaneous truth per cohort of every exposure and the
+        exact check."""
+        lines = [f"didmem lab run in {self.out_dir}", f"metric: {metric}"]
+        exposures = (sorted(int(k) for k in self.truth["exposure"].unique())
+                     if "exposure" in self.truth else [1])
+        for k in exposures:
+            if len(exposures) > 1:
+                lines.append(f"exposure {k}" + (" (every exposure of the cohort's instances)"
+                                                if k == 1 else f": the {_ordinal(k)} exposure"))
+            lines.append("cohort   tau(g,g)        z")
+            for row in self.instantaneous(metric, k).itertuples():
+                lines.append(f"{row.cohort:>6} {row.tau:>10.4f} {row.z:>8.1f}")
         ex = self.exact[self.exact["metric"] == metric] if len(self.exact) else self.exact
         if len(ex):
             lines.append("exact check: max |twin - exact| per cohort")
@@ -98,6 +125,10 @@ class LabResult:
         if self.timings:
             lines.append("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in self.timings.items()))
         return "\n".join(lines)
+
+
+def _ordinal(k: int) -> str:
+    return {2: "second", 3: "third"}.get(k, f"{k}th")
 
 
 def _config_for(quick: bool, seed: int, config, changes: dict) -> LabConfig:
@@ -139,6 +170,16 @@ def load(out_dir) -> LabResult:
     )
 
 
+_PATH = Satisfies(lambda v: isinstance(v, (str, os.PathLike)) and os.fspath(v) != "",
+                  "a directory's path (a non-empty string or os.PathLike)")
+RUN_ARGUMENTS = {"out_dir": _PATH, "quick": Boolean(), "overwrite": Boolean(),
+                 "seed": constraints_of(LabConfig)["seed"],
+                 "config": Instance(LabConfig, allow_none=True)}
+"""The declared arguments of :func:`run` (and :func:`~didmem.lab.replicate`)."""
+
+
+@validate_params({**RUN_ARGUMENTS, "progress": OneOf(None, True, False)},
+                 owner="didmem.lab.run")
 def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
         config: LabConfig | None = None, progress: bool | None = None,
         **changes) -> LabResult:
@@ -239,7 +280,8 @@ def _stages(cfg, design) -> list:
 
 
 def _train_all(cfg, design, root: Path, lap) -> dict:
-    """Train the main run, the twin, the exact runs and the subset models."""
+    """Train the main run, the twin, the exact runs (and their other replacement draws) and
+    the subset models."""
     from .trainer import init_model, train
 
     vocab = len(design.corpus.tokenizer)
@@ -261,6 +303,11 @@ def _train_all(cfg, design, root: Path, lap) -> dict:
         runs[f"exact/cohort{g}"] = train(
             cfg, tokens[design.exact_order(g)], runs["main"]["snapshots"][g - k],
             root / "exact" / f"cohort{g}", [c for c in cfg.checkpoints if c >= g])
+    for g in cfg.exact_cohort_steps:
+        for j in range(1, cfg.truth_draws + 1):
+            runs[f"exact/cohort{g}/draw{j}"] = train(
+                cfg, tokens[design.exact_order(g, draw=j)], runs["main"]["snapshots"][g - k],
+                root / "exact" / f"cohort{g}_draw{j}", [c for c in cfg.checkpoints if c >= g])
     for e, g in later:
         runs[f"exact{e}/cohort{g}"] = train(
             cfg, tokens[design.exposure_order(e, g)], runs["main"]["snapshots"][g - k],
@@ -285,18 +332,25 @@ def _exposure_runs(design) -> list:
 
 
 def _score_all(cfg, design, runs) -> dict:
-    """Score every run's checkpoints on the units it needs, with the transformers backend."""
+    """Score every run's checkpoints on the units it needs, with the transformers backend:
+    a counterfactual run also on the controls whose drift its truth subtracts."""
     tokens = design.tokens
     analysed = design.analysed_ids
-    units = np.concatenate([analysed, design.validation_ids])
+    validation = design.validation_ids
+    units = np.concatenate([analysed, validation])
     scores = {
         "main": score_run(runs["main"]["checkpoints"], tokens[units], units, cfg),
-        "twin": score_run(runs["twin"]["checkpoints"], tokens[analysed], analysed, cfg),
+        "twin": score_run(runs["twin"]["checkpoints"], tokens[units], units, cfg),
     }
-    for g in cfg.exact_cohort_steps:
-        ids = analysed[design.analysed_cohorts == g]
+    for g in cfg.exact_cohort_steps:  # the cohort, its never- and not-yet-treated controls
+        mine = analysed[design.analysed_cohorts == g]
+        ids = np.concatenate([mine, validation, analysed[design.analysed_cohorts > g]])
         scores[f"exact/cohort{g}"] = score_run(runs[f"exact/cohort{g}"]["checkpoints"],
                                                tokens[ids], ids, cfg)
+        ids = np.concatenate([mine, validation])
+        for j in range(1, cfg.truth_draws + 1):
+            name = f"exact/cohort{g}/draw{j}"
+            scores[name] = score_run(runs[name]["checkpoints"], tokens[ids], ids, cfg)
     for e, g in _exposure_runs(design):  # treated and history-matched controls
         treated, controls, _, _ = design.exposure_groups(e, g)
         ids = analysed[np.concatenate([treated, controls])]
@@ -310,63 +364,174 @@ def _score_all(cfg, design, runs) -> dict:
 
 def _tables(cfg, design, runs, scores) -> dict:
     """Every parquet table of the run, by file name."""
-    metrics = list(cfg.metrics)
-    tok = design.corpus.tokenizer
-    cohorts = pd.Series(design.analysed_cohorts, index=design.analysed_ids)
-    n_an = len(design.analysed_ids)
+    truth, effects, draws, exact = _truth_tables(cfg, design, scores)
+    tables = {
+        "data_order.parquet": _order_table(cfg, design),
+        "instances.parquet": _instances_table(design),
+        "sample.parquet": _sample_table(cfg, design),
+        "panel.parquet": _panel_table(cfg, design, scores["main"]),
+        "truth.parquet": truth,
+        "truth_units.parquet": effects,
+        "truth_draws.parquet": draws,
+        "twin_scores.parquet": scores["twin"][["unit", "time"] + list(cfg.metrics)],
+        "exact_check.parquet": exact,
+        "losses.parquet": _losses_table(cfg, runs),
+    }
+    tables.update(_subset_tables(cfg, design, scores))
+    return tables
 
-    main = scores["main"]
+
+def _later_cohorts(design, exposure: int) -> np.ndarray:
+    """Cohort of every analysed instance's ``exposure``-th exposure (NaN where none)."""
+    cohorts = design.exposure_cohorts()[:, exposure - 1]
+    return np.where(np.isinf(cohorts), np.nan, cohorts)
+
+
+def _panel_table(cfg, design, main: pd.DataFrame) -> pd.DataFrame:
+    """``panel.parquet``: the main run's scores with each unit's cohorts and domain."""
+    units = main["unit"]
     panel = main[["unit", "time"]].copy()
-    panel["cohort"] = main["unit"].map(cohorts.astype(np.float64)).to_numpy(np.float64)
-    exposure_cohorts = design.exposure_cohorts()
+    cohorts = pd.Series(design.analysed_cohorts.astype(np.float64), index=design.analysed_ids)
+    panel["cohort"] = units.map(cohorts).to_numpy(np.float64)
     for e in range(2, cfg.exposures + 1):
-        later = pd.Series(np.where(np.isinf(exposure_cohorts[:, e - 1]), np.nan,
-                                   exposure_cohorts[:, e - 1]), index=design.analysed_ids)
-        panel[f"cohort_{e}"] = main["unit"].map(later).to_numpy(np.float64)
-    panel["domain"] = design.domains[main["unit"].to_numpy()]
-    for m in metrics:
+        later = pd.Series(_later_cohorts(design, e), index=design.analysed_ids)
+        panel[f"cohort_{e}"] = units.map(later).to_numpy(np.float64)
+    panel["domain"] = design.domains[units.to_numpy()]
+    for m in cfg.metrics:
         panel[m] = main[m].to_numpy(np.float64)
+    return panel
 
-    twin_effects = instance_effects(main, scores["twin"], cohorts, metrics)
-    exact_effects = {}
+
+def _truth_tables(cfg, design, scores) -> tuple:
+    """``truth.parquet``, ``truth_units.parquet``, ``truth_draws.parquet`` and
+    ``exact_check.parquet``: the direct truth of every exposure and its checks."""
+    metrics = list(cfg.metrics)
+    main = scores["main"]
+    cohorts = pd.Series(design.analysed_cohorts, index=design.analysed_ids)
+    validation = design.validation_ids
+    twin = scores["twin"]
+    twin_spill = mean_effect(main, twin, validation, metrics)
+    twin_effects = direct_effects(instance_effects(main, twin, cohorts, metrics), twin_spill)
+    exact_effects, nyt_spill, draws = {}, {}, []
     for g in cfg.exact_cohort_steps:
-        sel = cohorts[cohorts == g]
-        exact_effects[g] = instance_effects(main[main["time"] >= g], scores[f"exact/cohort{g}"],
-                                            sel, metrics)
+        after = main[main["time"] >= g]
+        run = scores[f"exact/cohort{g}"]
+        spill = mean_effect(after, run, validation, metrics)
+        exact_effects[g] = direct_effects(
+            instance_effects(after, run, cohorts[cohorts == g], metrics), spill)
+        nyt_spill[g] = not_yet_treated_effect(after, run, validation, cohorts[cohorts > g],
+                                              metrics)
+        draws.append(_draw_truth(exact_effects[g], 0))
+        for j in range(1, cfg.truth_draws + 1):
+            other = scores[f"exact/cohort{g}/draw{j}"]
+            effects = instance_effects(after, other, cohorts[cohorts == g], metrics)
+            draws.append(_draw_truth(
+                direct_effects(effects, mean_effect(after, other, validation, metrics)), j))
     exact = exact_check(cohort_truth(twin_effects), exact_effects)
-    effects = combine_effects(twin_effects, exact_effects)
-    truth = cohort_truth(effects)
+    effects = _combine_direct(twin_effects, exact_effects)
+    draws = pd.concat(draws, ignore_index=True) if draws else pd.DataFrame(
+        columns=["draw", "cohort", "time", "metric", "tau_total", "spillover", "tau"])
+    truth = _first_truth(cohort_truth(effects), effects, nyt_spill, draw_noise(draws))
     if cfg.exposures > 1:
         truth = pd.concat([truth.assign(exposure=1)]
                           + _later_truth(cfg, design, main, scores, metrics),
                           ignore_index=True)
         truth = truth[["exposure"] + [c for c in truth.columns if c != "exposure"]]
+    return truth, effects, draws, exact
 
+
+def _draw_truth(effects: pd.DataFrame, draw: int) -> pd.DataFrame:
+    """One exact run's direct truth, total effect and spillover per post-treatment cell."""
+    cell = effects.groupby(["cohort", "time", "metric"], sort=True).agg(
+        tau=("effect", "mean"), spillover=("spillover", "first")).reset_index()
+    cell["tau_total"] = cell["tau"] + cell["spillover"]
+    cell.insert(0, "draw", np.int64(draw))
+    return cell[["draw", "cohort", "time", "metric", "tau_total", "spillover", "tau"]]
+
+
+def _combine_direct(twin_effects: pd.DataFrame, exact_effects: dict) -> pd.DataFrame:
+    """:func:`combine_effects` of direct effects, with each instance's ``spillover`` (the
+    exact run's where the cohort has one, zero before its cohort; else the twin's)."""
+    effects = combine_effects(twin_effects, exact_effects)
+    spill = twin_effects["spillover"].to_numpy(np.float64).copy()
+    if exact_effects:
+        keys = ["unit", "time", "metric"]
+        exact = pd.concat([e[keys + ["spillover"]] for e in exact_effects.values()],
+                          ignore_index=True)
+        merged = effects[keys].merge(exact, on=keys, how="left", validate="one_to_one")
+        flag = effects["exact"].to_numpy()
+        spill[flag] = merged["spillover"].fillna(0.0).to_numpy(np.float64)[flag]
+    return effects.assign(spillover=spill)
+
+
+def _first_truth(truth: pd.DataFrame, effects: pd.DataFrame, nyt_spill: dict,
+                 noise: pd.DataFrame) -> pd.DataFrame:
+    """The first exposure's truth: the direct effect ``tau`` beside ``tau_total``,
+    ``spillover``, the not-yet-treated comparison's ``tau_nyt`` and ``spillover_nyt``
+    (NaN for a cohort without an exact run) and the truth's own noise ``tau_se``."""
+    keys = ["metric", "cohort", "time"]
+    spill = effects.groupby(keys, sort=True)["spillover"].first()
+    truth = truth.merge(spill.reset_index(), on=keys, how="left", validate="one_to_one")
+    truth["tau_total"] = truth["tau"] + truth["spillover"]
+    nyt = np.full(len(truth), np.nan)
+    for g, series in nyt_spill.items():
+        rows = np.flatnonzero(truth["cohort"].to_numpy() == g)
+        key = pd.MultiIndex.from_arrays([truth["metric"].to_numpy()[rows],
+                                         truth["time"].to_numpy()[rows]])
+        nyt[rows] = series.reindex(key).fillna(0.0).to_numpy(np.float64)
+    truth["spillover_nyt"] = nyt
+    truth["tau_nyt"] = truth["tau_total"] - truth["spillover_nyt"]
+    event = truth["time"] - truth["cohort"]
+    se = noise.set_index(["metric", "event_time"])["tau_se"] if len(noise) else pd.Series(
+        dtype=np.float64)
+    tau_se = se.reindex(pd.MultiIndex.from_arrays([truth["metric"], event])).to_numpy(
+        np.float64)
+    tau_se = np.where(event < 0, 0.0, tau_se)  # the exact run is the main run before g
+    truth["tau_se"] = np.where(truth["exact"], tau_se, np.nan)
+    return truth[TRUTH_COLUMNS]
+
+
+#: The columns of ``truth.parquet`` (after ``exposure`` with repeated exposure).
+TRUTH_COLUMNS = ["cohort", "time", "metric", "tau", "tau_twin", "exact", "sd", "n_units",
+                 "tau_total", "spillover", "tau_nyt", "spillover_nyt", "tau_se"]
+
+
+def _order_table(cfg, design) -> pd.DataFrame:
+    """``data_order.parquet``: every training position, its instance and the twin's."""
     pos = np.arange(cfg.n_positions)
-    twin_order = design.twin_order()
-    analysed_flag = np.zeros(cfg.n_positions, dtype=bool)
-    analysed_flag[design.analysed_positions] = True
+    analysed = np.zeros(cfg.n_positions, dtype=bool)
+    analysed[design.analysed_positions] = True
     order = pd.DataFrame({
         "position": pos,
         "batch": pos // cfg.batch_size,
         "step": pos // cfg.batch_size + 1,
         "cohort": design.position_cohorts.astype(np.int64),
         "instance": design.order,
-        "analysed": analysed_flag,
-        "twin_instance": twin_order,
+        "analysed": analysed,
+        "twin_instance": design.twin_order(),
     })
     if cfg.exposures > 1:
-        exposure = analysed_flag.astype(np.int64)
+        exposure = analysed.astype(np.int64)
         exposure[design.repeat_positions] = design.repeat_exposures
         order["exposure"] = exposure
-    instances = pd.DataFrame({
+    return order
+
+
+def _instances_table(design) -> pd.DataFrame:
+    """``instances.parquet``: every instance's split, domain, tokens and text."""
+    tok = design.corpus.tokenizer
+    return pd.DataFrame({
         "instance": np.arange(len(design.tokens)),
         "split": design.split,
         "domain": design.domains,
         "tokens": [row.astype(np.int64) for row in design.tokens],
         "text": [tok.decode(row) for row in design.tokens],
     })
-    n_val = len(design.validation_ids)
+
+
+def _sample_table(cfg, design) -> pd.DataFrame:
+    """``sample.parquet``: the analysed and validation units, their cohorts and replacements."""
+    n_an, n_val = len(design.analysed_ids), len(design.validation_ids)
     sample = pd.DataFrame({
         "unit": np.concatenate([design.analysed_ids, design.validation_ids]),
         "role": ["analysed"] * n_an + ["validation"] * n_val,
@@ -376,41 +541,41 @@ def _tables(cfg, design, runs, scores) -> dict:
         "replacement": np.concatenate([design.replacement_ids, np.full(n_val, -1)]),
     })
     for e in range(2, cfg.exposures + 1):
-        sample[f"cohort_{e}"] = np.concatenate([
-            np.where(np.isinf(exposure_cohorts[:, e - 1]), np.nan, exposure_cohorts[:, e - 1]),
-            np.full(n_val, np.nan)])
+        sample[f"cohort_{e}"] = np.concatenate([_later_cohorts(design, e),
+                                                np.full(n_val, np.nan)])
     sample["domain"] = design.domains[sample["unit"].to_numpy()]
-    losses = pd.concat([
+    return sample
+
+
+def _losses_table(cfg, runs) -> pd.DataFrame:
+    """``losses.parquet``: every run's training loss by step."""
+    return pd.concat([
         pd.DataFrame({"run": name,
                       "step": np.arange(cfg.n_steps - len(r["losses"]) + 1, cfg.n_steps + 1),
                       "loss": r["losses"]})
         for name, r in runs.items()
     ], ignore_index=True)
-    tables = {
-        "data_order.parquet": order,
-        "instances.parquet": instances,
-        "sample.parquet": sample,
-        "panel.parquet": panel,
-        "truth.parquet": truth,
-        "truth_units.parquet": effects,
-        "twin_scores.parquet": scores["twin"][["unit", "time"] + metrics],
-        "exact_check.parquet": exact,
-        "losses.parquet": losses,
-    }
-    if cfg.n_subset_models:
-        m = cfg.n_subset_models
-        tables["membership.parquet"] = pd.DataFrame({
+
+
+def _subset_tables(cfg, design, scores) -> dict:
+    """``membership.parquet`` and ``subset_scores.parquet`` (none without subset models)."""
+    m = cfg.n_subset_models
+    if not m:
+        return {}
+    n_an = len(design.analysed_ids)
+    return {
+        "membership.parquet": pd.DataFrame({
             "model": np.repeat(np.arange(m), n_an),
             "seed": np.repeat(design.subset_seeds, n_an),
             "unit": np.tile(design.analysed_ids, m),
             "cohort": np.tile(design.analysed_cohorts, m),
             "member": design.membership.ravel(),
-        })
-        tables["subset_scores.parquet"] = pd.concat([
-            scores[f"subset{j}"].assign(model=j)[["model", "unit", "time"] + metrics]
+        }),
+        "subset_scores.parquet": pd.concat([
+            scores[f"subset{j}"].assign(model=j)[["model", "unit", "time"] + list(cfg.metrics)]
             for j in range(m)
-        ], ignore_index=True)
-    return tables
+        ], ignore_index=True),
+    }
 
 
 def _later_truth(cfg, design, main, scores, metrics) -> list:
@@ -445,9 +610,9 @@ def _later_truth(cfg, design, main, scores, metrics) -> list:
         table["spillover"] = spill.reindex(key).fillna(0.0).to_numpy()
         table["tau_total"] = table["tau"]
         table["tau"] = table["tau_total"] - table["spillover"]
-        table = table.assign(tau_twin=np.nan, exact=True, exposure=e)
-        parts.append(table[["exposure", "cohort", "time", "metric", "tau", "tau_twin",
-                            "exact", "sd", "n_units", "tau_total", "spillover"]])
+        table = table.assign(tau_twin=np.nan, exact=True, exposure=e, tau_nyt=np.nan,
+                             spillover_nyt=np.nan, tau_se=np.nan)
+        parts.append(table[["exposure"] + TRUTH_COLUMNS])
     return parts
 
 

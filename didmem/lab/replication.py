@@ -16,15 +16,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..results._truth import score_cells
 from ..results.comparison import aligned_cells
+from .._validation import Satisfies, validate_params
 from ..errors import ParameterError
 from ..panel import Panel
 from .config import LabConfig
-from .pipeline import run
+from .pipeline import RUN_ARGUMENTS, run
 
 __all__ = ["replicate", "Replication", "default_estimators", "summarise_cells"]
 
-_TRUTHS = ("tau", "tau_twin")
+_TRUTH_WORDS = {"tau": "the exact truth", "tau_twin": "the twin",
+                "tau_nyt": "the exact truth with not-yet-treated controls",
+                "tau_total": "the exact total effect (with the spillover)"}
+_TRUTHS = tuple(_TRUTH_WORDS)
 
 
 def default_estimators(config: LabConfig, n_bootstrap: int = 499) -> dict:
@@ -82,7 +87,7 @@ class Replication:
         n = int(self.runs["seed"].nunique())
         head = (f"{n} lab runs (seeds {int(self.runs['seed'].min())}..."
                 f"{int(self.runs['seed'].max())}), {self.metric}, {self.cells_kind} cells, "
-                f"against {'the exact truth' if self.truth == 'tau' else 'the twin'}; "
+                f"against {_TRUTH_WORDS[self.truth]}; "
                 "mc_se: Monte Carlo standard error over runs")
         cols = ["estimator", "n_runs", "n_cells", "mean_error", "mc_se", "t", "rmse", "corr",
                 "coverage", "covers_all"]
@@ -91,21 +96,15 @@ class Replication:
 
 
 def _run_scores(part: pd.DataFrame) -> dict:
-    est, tau = part["estimate"].to_numpy(float), part["tau"].to_numpy(float)
-    lo, hi = part["ci_lower"].to_numpy(float), part["ci_upper"].to_numpy(float)
-    err = est - tau
-    corr = np.nan
-    if len(err) > 1 and np.std(est) > 0 and np.std(tau) > 0:
-        corr = float(np.corrcoef(est, tau)[0, 1])
-    has_ci = np.isfinite(lo) & np.isfinite(hi)
-    inside = (lo <= tau) & (tau <= hi)
+    """One run's scores of one estimator (:func:`didmem.results._truth.score_cells`)."""
+    score = score_cells(part)
     return {
-        "n_cells": len(err),
-        "mean_error": float(err.mean()) if len(err) else np.nan,
-        "sq_error": float(np.mean(err ** 2)) if len(err) else np.nan,
-        "corr": corr,
-        "coverage": float(inside[has_ci].mean()) if has_ci.any() else np.nan,
-        "covers_all": float(inside.all()) if has_ci.all() and len(err) else np.nan,
+        "n_cells": score.n_cells,
+        "mean_error": score.bias,
+        "sq_error": score.rmse ** 2,
+        "corr": score.corr,
+        "coverage": score.coverage,
+        "covers_all": score.covers_all,
     }
 
 
@@ -174,6 +173,12 @@ def _spec(name, spec):
         f"(estimator, covariates); got {type(spec).__name__}.")
 
 
+@validate_params({**{k: v for k, v in RUN_ARGUMENTS.items() if k != "seed"},
+                  "first_seed": RUN_ARGUMENTS["seed"],
+                  "metric": Satisfies(lambda v: isinstance(v, str), "a metric's name"),
+                  "estimators": Satisfies(lambda v: v is None or isinstance(v, dict),
+                                          "None or a dict {name: estimator}")},
+                 owner="didmem.lab.replicate")
 def replicate(out_dir, n_seeds: int = 10, *, first_seed: int = 0, quick: bool = True,
               estimators: dict | None = None, metric: str = "mean_token_loglik",
               cells: str = "post", truth: str = "tau", overwrite: bool = False,
@@ -199,8 +204,12 @@ def replicate(out_dir, n_seeds: int = 10, *, first_seed: int = 0, quick: bool = 
         The outcome, one of the runs' metrics.
     cells : {"post", "all", "instantaneous", "residual"}
         Which cells to score (as in :func:`didmem.compare`).
-    truth : {"tau", "tau_twin"}
-        Score against the exact truth (default) or the twin's.
+    truth : {"tau", "tau_twin", "tau_nyt", "tau_total"}
+        Score against the exact truth of each estimator's estimand (default: the direct
+        effect ``tau``, or ``tau_nyt`` for estimators with not-yet-treated controls, as
+        :func:`didmem.compare` matches them), or every estimator against one column of the
+        run's ``truth.parquet``: the twin's (``tau_twin``), the not-yet-treated estimand
+        (``tau_nyt``) or the total effect with the spillover (``tau_total``).
     overwrite : bool
         Passed to :func:`didmem.lab.run`.
     config : LabConfig, optional
@@ -236,7 +245,13 @@ def replicate(out_dir, n_seeds: int = 10, *, first_seed: int = 0, quick: bool = 
             raise ParameterError(f"replicate: metric {metric!r} is not among the runs' metrics "
                                  f"{list(result.config.metrics)}.")
         specs = estimators if estimators is not None else default_estimators(result.config)
+        if truth not in result.truth.columns:
+            raise ParameterError(f"replicate: the truth of the run in "
+                                 f"{str(result.out_dir)!r} has no column {truth!r} (a run of "
+                                 "an older didmem); run it again with overwrite=True.")
         reference = result.truth.assign(tau=result.truth[truth])
+        if truth != "tau":  # one column for every estimator, whatever its control group
+            reference = reference.drop(columns="tau_nyt", errors="ignore")
         for name, spec in specs.items():
             estimator, covariates = _spec(name, spec)
             panel = Panel(result.panel, unit="unit", time="time", cohort="cohort",

@@ -6,6 +6,13 @@ replaced by fresh ones), the effect on ``x`` is ``Y_c(x) - Y_c^twin(x)`` and
 
 .. math:: \\tau(g, c) = \\frac{1}{|G_g|} \\sum_{x \\in G_g} \\big(Y_c(x) - Y_c^{twin}(x)\\big).
 
+Any retraining on another order also moves the scores of instances it did not change (the
+run drifts as a whole, by the luck of its path): the *spillover*, the mean effect on the
+never-treated (validation) instances, which DiD's comparison subtracts. The truth that DiD
+targets is therefore the *direct* effect, the total effect minus the spillover
+(:func:`mean_effect`, :func:`direct_effects`); the not-yet-treated comparison subtracts the
+spillover on its own controls (:func:`not_yet_treated_effect`).
+
 The twin also lacks the *other* cohorts' analysed instances, which moves its scores a little.
 The exact run of cohort ``g`` removes only cohort ``g``'s instances: it is the main run up to
 step ``g - checkpoint_every`` and resumes from there, so before ``g`` its effect is exactly
@@ -21,7 +28,8 @@ import pandas as pd
 
 from ..errors import EstimationError
 
-__all__ = ["instance_effects", "combine_effects", "cohort_truth", "exact_check"]
+__all__ = ["instance_effects", "combine_effects", "cohort_truth", "exact_check", "mean_effect",
+           "not_yet_treated_effect", "direct_effects", "draw_noise"]
 
 
 def instance_effects(main: pd.DataFrame, counterfactual: pd.DataFrame, cohorts: pd.Series,
@@ -181,3 +189,82 @@ def exact_check(twin_truth: pd.DataFrame, exact_effects: dict) -> pd.DataFrame:
     out = pd.concat(rows, ignore_index=True)
     out["difference"] = out["tau_twin"] - out["tau_exact"]
     return out.sort_values(["metric", "cohort", "time"], kind="stable").reset_index(drop=True)
+
+
+def mean_effect(main: pd.DataFrame, counterfactual: pd.DataFrame, ids, metrics) -> pd.Series:
+    """Mean effect ``Y_c(x) - Y_c^cf(x)`` over the instances ``ids``, by (metric, time).
+
+    With the never-treated (validation) instances as ``ids`` this is the counterfactual
+    run's spillover: how much the retraining moves instances it did not change.
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    effects = instance_effects(main, counterfactual,
+                               pd.Series(np.zeros(ids.size, dtype=np.int64), index=ids), metrics)
+    return effects.groupby(["metric", "time"])["effect"].mean()
+
+
+def not_yet_treated_effect(main: pd.DataFrame, counterfactual: pd.DataFrame, never_ids,
+                           later: pd.Series, metrics) -> pd.Series:
+    """Mean effect over the controls of a not-yet-treated comparison, by (metric, time).
+
+    At time ``c`` the controls are the never-treated instances ``never_ids`` and the
+    instances of ``later`` (cohort by unit) whose cohort is after ``c``, pooled as R
+    ``did``'s ``control_group="notyettreated"`` pools them (one mean over units).
+    """
+    never_ids = np.asarray(never_ids, dtype=np.int64)
+    never = np.iinfo(np.int64).max
+    codes = pd.concat([pd.Series(np.full(never_ids.size, never, dtype=np.int64),
+                                 index=never_ids), later.astype(np.int64)])
+    effects = instance_effects(main, counterfactual, codes, metrics)
+    controls = effects[effects["cohort"] > effects["time"]]
+    return controls.groupby(["metric", "time"])["effect"].mean()
+
+
+def direct_effects(effects: pd.DataFrame, spillover: pd.Series) -> pd.DataFrame:
+    """Per-instance effects less the spillover of their (metric, time): direct effects.
+
+    Parameters
+    ----------
+    effects : pandas.DataFrame
+        :func:`instance_effects` output.
+    spillover : pandas.Series
+        :func:`mean_effect` by (metric, time); a time it lacks counts as zero (before the
+        cohort the exact run is the main run).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``effects`` with ``effect`` the direct effect and a ``spillover`` column.
+    """
+    key = pd.MultiIndex.from_arrays([effects["metric"], effects["time"]])
+    spill = spillover.reindex(key).fillna(0.0).to_numpy(np.float64)
+    return effects.assign(effect=effects["effect"].to_numpy(np.float64) - spill,
+                          spillover=spill)
+
+
+def draw_noise(draws: pd.DataFrame) -> pd.DataFrame:
+    """The truth's own noise: the spread of the direct truth over exact runs with other
+    replacement draws, pooled over cohorts at each event time.
+
+    Parameters
+    ----------
+    draws : pandas.DataFrame
+        Columns ``draw``, ``cohort``, ``time``, ``metric``, ``tau``: the direct truth of each
+        exact run (draw 0 the run behind ``truth.parquet``), post-treatment cells only.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``metric``, ``event_time``, ``tau_se`` (the square root of the mean over cohorts of
+        the variance over draws: the standard deviation of one run's truth around the mean
+        over replacement draws) and ``df`` (its degrees of freedom); empty with one draw.
+    """
+    if draws.empty or draws["draw"].nunique() < 2:
+        return pd.DataFrame(columns=["metric", "event_time", "tau_se", "df"])
+    cell = draws.groupby(["metric", "cohort", "time"])["tau"].agg(["var", "size"]).reset_index()
+    cell["event_time"] = cell["time"] - cell["cohort"]
+    cell["df"] = cell["size"] - 1
+    pooled = cell.groupby(["metric", "event_time"]).agg(var=("var", "mean"), df=("df", "sum"))
+    pooled = pooled.reset_index()
+    pooled["tau_se"] = np.sqrt(pooled.pop("var"))
+    return pooled[["metric", "event_time", "tau_se", "df"]]

@@ -13,7 +13,7 @@ import numbers
 
 import numpy as np
 
-from .._validation import (Instance, Integral, Interval, OneOf, Satisfies, Seed,
+from .._validation import (Alpha, Instance, Integral, Interval, OneOf, Satisfies, Seed,
                            validate_params)
 from ._choices import METHODS, POOLS, TARGETS
 from ._types import PAPER_TOKENS_PER_INSTANCE, POWER, Assumptions, DesignPlan
@@ -42,7 +42,7 @@ _CONSTRAINTS = {
     "estimator": Instance("didmem.estimators.did:DiDEstimator", allow_none=True),
     "n_simulations": Integral(2),
     "mde_power": POWER,
-    "alpha": Interval(0, 1, closed="neither", allow_none=True),
+    "alpha": Alpha(allow_none=True),
     "random_state": Seed(),
     "tokens_per_instance": Integral(1, allow_none=True),
     "suite": Satisfies(lambda v: v is None or isinstance(v, str), "a suite name (str) or None"),

@@ -113,7 +113,9 @@ def pilot_from(source, estimator) -> tuple[Pilot, dict]:
             raise ParameterError(
                 "plan_design resamples a pilot's complete outcome paths; this pilot result "
                 "comes from a panel with holes or repeated cross-sections. Pass a balanced "
-                "pilot panel (Panel(..., balance='drop_incomplete_units')).")
+                "pilot panel: with holes, Panel(..., balance='drop_incomplete_units'); "
+                "repeated cross-sections have no paths to resample (score the same instances "
+                "at every checkpoint and pass unit=...).")
         if d.x is not None or d.clusters is not None or not np.all(d.w == d.w[0]):
             raise ParameterError(
                 "plan_design resamples units, so the pilot result must come from a panel "
@@ -126,12 +128,16 @@ def pilot_from(source, estimator) -> tuple[Pilot, dict]:
         return Pilot(np.asarray(d.y, float), np.asarray(d.times, float), cohorts), params
     if isinstance(source, Panel):
         if source.has_holes:
-            what = ("has holes (missing instance-checkpoint rows)" if source.kind == "unbalanced"
-                    else "holds repeated cross-sections")
+            what, remedy = (
+                ("has holes (missing instance-checkpoint rows)",
+                 "Pass a balanced pilot panel (Panel(..., balance='drop_incomplete_units'))")
+                if source.kind == "unbalanced" else
+                ("holds repeated cross-sections, which have no paths",
+                 "Score the same instances at every checkpoint and build the pilot with "
+                 "Panel(..., unit=...)"))
             raise ParameterError(
                 f"plan_design resamples a pilot's complete outcome paths; the pilot panel "
-                f"{what}. Pass a balanced pilot panel "
-                "(Panel(..., balance='drop_incomplete_units')).")
+                f"{what}. {remedy}.")
         if source.covariates or source.has_weights or source.clusters is not None:
             raise ParameterError(
                 "plan_design resamples units, so the pilot panel must have no covariates, "

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from .._outcomes import outcome_label, outcome_unit
+from .._validation import Satisfies, validate_params
 from .._version import __version__
 from ..errors import DidmemError, ParameterError
 from ._cells import CELLS_SCRIPT, cells_table_html, heatmap_html
-from ._finding import checkpoint_step, finding_html
-from ._html import CSS, figure_block, figure_png, fmt, table
+from ._finding import checkpoint_step, exposure_of, finding_html
+from ._html import CSS, figure_block, figure_png, fmt, plural, table
 from ._pretest import pretest_html
 from ._sensitivity import check_sensitivity, compute_sensitivity, sensitivity_html
 from ._truth import (cells_with_truth, cohort_weights, error_summary, overlay, true_aggregate,
@@ -38,8 +39,17 @@ def _band_words(result) -> str:
             else f"pointwise {level} intervals")
 
 
+def _cells_band(result) -> str:
+    """``"simultaneous 95% band over all 56 cells"``: the interval of the cells' table."""
+    n = len(result.to_frame())
+    return _band_words(result).replace(" band", f" band over all {n} cells").replace(
+        " intervals", " intervals of the cells")
+
+
 def _captions(result, has_truth: bool, options: Mapping) -> dict:
     band = _band_words(result)
+    over = ({"cohorts": f"{band} over the cohorts", "event times": f"{band} over the event times"}
+            if band.startswith("simultaneous") else {"cohorts": band, "event times": band})
     unit = html.escape(outcome_unit(result.outcome))
     truth = " Red diamonds: the truth." if has_truth else ""
     step = checkpoint_step(result)
@@ -50,18 +60,18 @@ def _captions(result, has_truth: bool, options: Mapping) -> dict:
     return {
         "profile": (f"<b>Memorisation profile.</b> Each coloured cell is tau(g, c) in {unit}: the "
                     "effect of training at treatment step g (row) on the outcome at checkpoint c "
-                    f"(column), drawn only where the {band} excludes zero; grey cells are not "
-                    "significant or lie before treatment. Read the diagonal for instantaneous "
-                    "memorisation and along a row for how long it lasts. Hover a cell for its "
-                    "values, click it to find it in the table of cells."),
+                    f"(column), drawn only where the {_cells_band(result)} excludes zero; grey "
+                    "cells are not significant or lie before treatment. Read the diagonal for "
+                    "instantaneous memorisation and along a row for how long it lasts. Hover a "
+                    "cell for its values, click it to find it in the table of cells."),
         "instantaneous": (f"<b>Instantaneous memorisation</b> tau(g, g) per cohort, in {unit}, "
-                          f"with the {band}.{lr}{truth}"),
+                          f"with the {over['cohorts']}.{lr}{truth}"),
         "persistent": (f"<b>Persistent memorisation</b>: the effect c - g training steps after "
-                       f"treatment{spacing}, averaged over cohorts, in {unit}, with the {band}: "
-                       f"how fast memorisation fades.{truth}"),
+                       f"treatment{spacing}, averaged over cohorts, in {unit}, with the "
+                       f"{over['event times']}: how fast memorisation fades.{truth}"),
         "residual": (f"<b>Residual memorisation</b> tau(g, T) at the last checkpoint T = {last}, "
-                     f"in {unit}: what remains at the end. Full colour: the {band} excludes "
-                     f"zero; faint: it does not.{truth}"),
+                     f"in {unit}: what remains at the end. Full colour: the "
+                     f"{over['cohorts']} excludes zero; faint: it does not.{truth}"),
         "pretrends": ("<b>Parallel trends before treatment</b>: the pre-treatment cells "
                       "(c < g), all zero in expectation when parallel trends hold, with the "
                       f"{band}. The title gives the calibrated event-time pre-test."),
@@ -82,11 +92,29 @@ def _aggregate_tables(result, cells) -> str:
             truth = true_aggregate(cells, kind, agg.key_name, cohort_weights(result))
             frame["true_tau"] = truth.reindex(frame[agg.key_name].to_numpy()).to_numpy()
         o = agg.overall
-        parts.append(head + f"<p>Overall {o.estimate:.4g} {html.escape(outcome_unit(result.outcome))}"
-                     f" (SE {o.std_error:.3g}, {100 * (1 - agg.alpha):g}% CI "
-                     f"[{o.ci_lower:.4g}, {o.ci_upper:.4g}]); {agg.band} band, critical value "
-                     f"{agg.critical_value:.3f}.</p>" + table(frame))
+        level = f"{100 * (1 - agg.alpha):g}%"
+        what = ("cohort", "cohorts") if agg.key_name == "cohort" else ("event time",
+                                                                          "event times")
+        rows = (f"the {agg.band} {level} band over the {plural(len(frame), *what)} of this "
+                f"table (critical value {agg.critical_value:.3f})"
+                if agg.band == "simultaneous" and len(frame) > 1
+                else f"pointwise {level} intervals")
+        unit = html.escape(outcome_unit(result.outcome))
+        parts.append(head + f"<p>Overall {o.estimate:.4g} {unit}"
+                     f" (SE {o.std_error:.3g}, pointwise {level} CI "
+                     f"[{o.ci_lower:.4g}, {o.ci_upper:.4g}]). The rows' <code>ci_lower</code>, "
+                     f"<code>ci_upper</code>: {rows}; the table of every cell gives each cell "
+                     f"the {_cells_band(result)} instead, so the same cell's interval differs "
+                     "there.</p>" + table(frame))
     return "".join(parts)
+
+
+def _unavailable(result, kind: str) -> bool:
+    try:
+        result.aggregate(kind)
+    except DidmemError:
+        return True
+    return False
 
 
 def _figures_html(result, figures, figure_options, captions, cells) -> str:
@@ -96,6 +124,8 @@ def _figures_html(result, figures, figure_options, captions, cells) -> str:
     for name in figures:
         if name == "profile":
             continue  # the key figure, drawn above with its tooltips
+        if name in ("instantaneous", "persistent", "residual") and _unavailable(result, name):
+            continue  # no such cells (two checkpoints: no persistent); its table says why
         ax = plotting.PLOTS[name](result, **dict(figure_options.get(name, {})))
         if cells is not None and name in ("instantaneous", "persistent", "residual"):
             agg = result.aggregate(name)
@@ -116,10 +146,10 @@ def _truth_figure(result, cells) -> str:
 
 
 def _settings_html(result) -> str:
-    resolved = {"cband": result.band,
-                "multiplier": getattr(getattr(result, "inference", None), "multiplier", None)}
+    settings = result.settings  # the same values for a fitted result and its saved copy
+    resolved = {"cband": result.band, "multiplier": settings.multiplier}
     rows = [("estimator", result.estimator), ("outcome", outcome_label(result)),
-            ("units", result.n_units), ("inference", result._inference_line())]
+            ("units", result.n_units), ("inference", settings.inference_line)]
     for k, v in dict(result.params).items():
         if k in ("outcome", "lower_is_better"):
             continue  # shown resolved above
@@ -133,14 +163,23 @@ def _settings_html(result) -> str:
     return f"<table class='settings'>{body}</table>"
 
 
-def _result_html(key, name, res, *, figures, figure_options, sensitivity, truth) -> list:
+def _exposure_name(name, res, mixed: bool) -> str:
+    """The result's name with its exposure: a later one always, the first in a mixed report."""
+    k = exposure_of(res)
+    if (k == 1 and not mixed) or "exposure" in name.lower():
+        return name
+    return f"{name}: exposure {k}"
+
+
+def _result_html(key, name, res, *, figures, figure_options, sensitivity, truth,
+                 mixed=False) -> list:
     cells = cells_with_truth(res, truth) if truth is not None else None
     truth_error = error_summary(cells) if cells is not None else None
     sens, why = (compute_sensitivity(res, sensitivity) if sensitivity is not None
                  else (None, ""))
     captions = _captions(res, cells is not None, figure_options)
-    out = [f"<h2>{html.escape(str(name))}</h2>",
-           finding_html(res, sensitivity=sens, truth_error=truth_error)]
+    out = [f"<h2>{html.escape(_exposure_name(str(name), res, mixed))}</h2>",
+           finding_html(res, sensitivity=sens, truth_error=truth_error, cells=cells)]
     frame = cells if cells is not None else res.to_frame()
     if "profile" in figures:
         out.append("<div class='figs'>" + heatmap_html(
@@ -158,7 +197,8 @@ def _result_html(key, name, res, *, figures, figure_options, sensitivity, truth)
     if sensitivity is not None:
         out.append(sensitivity_html(sens, why))
     out.append(f"<h3>Every cell</h3><p>{len(frame)} cells (cohort g, checkpoint c); type to "
-               "filter, click a column to sort." + (" <code>true_tau</code> is the truth."
+               "filter, click a column to sort. <code>ci_lower</code>, <code>ci_upper</code>: "
+               f"the {_cells_band(res)}." + (" <code>true_tau</code> is the truth."
                                                    if cells is not None else "") + "</p>"
                + cells_table_html(key, len(frame)))
     out.append("<h3>Settings</h3>" + _settings_html(res))
@@ -215,6 +255,30 @@ def _correlation_html(named) -> str:
                                                   wide=len(corr) > 4) + "</div>")
 
 
+def _figure_names(value) -> bool:
+    """A list of strings (which names are figures is checked by the body: "Unknown figure")."""
+    return not isinstance(value, (str, bytes, Mapping)) and all(isinstance(f, str)
+                                                                 for f in value)
+
+
+def _figure_options(value) -> bool:
+    return value is None or (isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, Mapping) for k, v in value.items()))
+
+
+_REPORT = {
+    "title": Satisfies(lambda v: isinstance(v, str), "a string"),
+    "notes": Satisfies(lambda v: isinstance(v, str), "a string"),
+    "figures": Satisfies(_figure_names, "a list of figure names of didmem.plotting.PLOTS "
+                                        "(strings: 'profile', 'instantaneous', ...)"),
+    "figure_options": Satisfies(_figure_options, "None or a mapping of figure names to "
+                                                 "mappings of keyword arguments"),
+    "sensitivity": Satisfies(lambda v: v is None or isinstance(v, Mapping),
+                             "None or a mapping of didmem.sensitivity's arguments (m required)"),
+}
+
+
+@validate_params(_REPORT, owner="render_report")
 def render_report(results, *, title: str = "didmem report", figures: Sequence[str] = FIGURES,
                   figure_options: Mapping[str, Mapping] | None = None, notes: str = "",
                   sensitivity: Mapping | None = None, truth=None) -> str:
@@ -268,6 +332,7 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
         raise ParameterError(f"Unknown figure(s) {unknown}; choose from {sorted(PLOTS)}.")
     sensitivity = check_sensitivity(sensitivity)
     named = _named(results)
+    title = _titled(title, named)
     figure_options = dict(figure_options or {})
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     out = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
@@ -277,15 +342,25 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
            f"<p class='meta'>didmem {__version__}, {stamp}; {len(named)} result(s).</p>"]
     if notes:
         out.append(f"<p>{html.escape(notes)}</p>")
+    mixed = len({exposure_of(res) for res in named.values()}) > 1
     for i, (name, res) in enumerate(named.items()):
         out += _result_html(f"r{i}", name, res, figures=figures, figure_options=figure_options,
-                            sensitivity=sensitivity, truth=truth)
+                            sensitivity=sensitivity, truth=truth, mixed=mixed)
     out += _exposures_html(named)
     if len(named) >= 2:
         out.append(_correlation_html(named))
     out.append(CELLS_SCRIPT)
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def _titled(title: str, named: Mapping) -> str:
+    """The title, naming the exposure when every result is of the same later exposure."""
+    exposures = {exposure_of(res) for res in named.values()}
+    if len(exposures) != 1 or "exposure" in title.lower():
+        return title
+    k = exposures.pop()
+    return title if k == 1 else f"{title}: exposure {k}"
 
 
 def write_report(results, path, **options) -> Path:

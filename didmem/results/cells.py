@@ -27,6 +27,7 @@ from ._common import (
     profile_matrix,
 )
 from .aggregations import AggregateResult, AggregationSpec, build_aggregation
+from ._settings import ResultSettings
 from .saving import save_result
 
 __all__ = ["Estimate", "Pretest", "PretrendTest", "GroupTimeResult", "AggregateResult",
@@ -99,6 +100,20 @@ class GroupTimeResult(PicklableProxies):
 
     _proxies = ("params",)
 
+    @classmethod
+    def from_inference(cls, inference: CellInference, *, estimator: str,
+                       params: Mapping[str, Any], outcome: str, lower_is_better: bool,
+                       **extra) -> "GroupTimeResult":
+        """The one builder of a group-time result (of every route and every exposure):
+        the cells' estimates from the fit's influence, their standard errors and band from
+        its inference. ``extra`` are a subclass's own fields."""
+        analytic, band = inference.cell_band(inference.variance)
+        return cls(estimator=estimator, params=params, outcome=outcome,
+                   lower_is_better=lower_is_better, inference=inference,
+                   estimates=inference.influence.estimates, std_errors=band.std_errors,
+                   analytic_std_errors=analytic, critical_value=band.critical_value,
+                   band=band.kind, cell_critical_values=band.cell_critical_values, **extra)
+
     def __post_init__(self):
         for name in ("estimates", "std_errors", "analytic_std_errors"):
             object.__setattr__(self, name, readonly(getattr(self, name)))
@@ -111,7 +126,15 @@ class GroupTimeResult(PicklableProxies):
     design = _inferred("design", "The prepared panel the cells were estimated on.")
     cells = _inferred("cells", "The layout of the (cohort, time) cells.")
     stats = _inferred("stats", "The cells' grouped statistics (read-only).")
-    influence = _inferred("influence", "Per-unit influence functions (covariates), else None.")
+    @property
+    def influence(self):
+        """The cells' influence functions where a route holds them per unit or per row
+        (covariates, holes, cross-sections, later exposures: a
+        :class:`~didmem.inference.influence.CellInfluence`); None on the balanced route
+        without covariates, whose influence is the cells' grouped statistics
+        (``inference.influence`` holds it there too)."""
+        influence = self.inference.influence
+        return None if influence.cohort_moments else influence
     bootstrap = _inferred("bootstrap", "The bootstrap draws, or None for analytic inference.")
     alpha = _inferred("alpha", "One minus the coverage of intervals and bands.")
     small_sample = _inferred("correction", "The small-sample correction (Welch variances and "
@@ -316,6 +339,12 @@ class GroupTimeResult(PicklableProxies):
         return save_result(self, path)
 
     # --------------------------------------------------------------- display
+    @property
+    def settings(self) -> ResultSettings:
+        """The resolved settings the summary and the report read, as a results file keeps
+        them (:class:`~didmem.results._settings.ResultSettings`)."""
+        return self._memo("settings", lambda: ResultSettings.of_fit(self))
+
     def _inference_line(self) -> str:
         return self.inference.describe(self.critical_value, self.band,
                                        self.cell_critical_values)

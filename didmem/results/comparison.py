@@ -8,11 +8,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ParameterError, optional_import
+from ._truth import CELL_SETS, check_truth_frame, result_truth, score_estimates, select_cells
 
 __all__ = ["compare", "plot_comparison", "aligned_cells"]
-
-_CELLS = ("post", "all", "instantaneous", "residual")
-
 
 def _frame_of(name, result) -> pd.DataFrame:
     if isinstance(result, pd.DataFrame):
@@ -26,42 +24,11 @@ def _frame_of(name, result) -> pd.DataFrame:
     if missing:
         raise ParameterError(f"compare: the result {name!r} lacks the columns {missing} "
                              "(it must be on the (cohort, time) grid).")
-    keep = [c for c in ("cohort", "time", "estimate", "ci_lower", "ci_upper") if c in frame]
+    keep = [c for c in ("cohort", "time", "estimate", "ci_lower", "ci_upper", "exposure")
+            if c in frame]
     out = frame[keep].copy()
     out["cohort"] = out["cohort"].astype(np.float64)
     out["time"] = out["time"].astype(np.float64)
-    return out
-
-
-def _select(frame: pd.DataFrame, cells: str) -> pd.DataFrame:
-    if cells == "post":
-        return frame[frame["time"] >= frame["cohort"]]
-    if cells == "instantaneous":
-        return frame[frame["time"] == frame["cohort"]]
-    if cells == "residual":
-        return frame[frame["time"] == frame["time"].max()]
-    return frame
-
-
-def _truth_frame(truth, metric) -> pd.DataFrame:
-    if not isinstance(truth, pd.DataFrame):
-        raise ParameterError(f"truth must be a DataFrame with cohort, time, tau; got "
-                             f"{type(truth).__name__}.")
-    missing = [c for c in ("cohort", "time", "tau") if c not in truth.columns]
-    if missing:
-        raise ParameterError(f"truth lacks the columns {missing}; it needs cohort, time, tau.")
-    if "metric" in truth.columns:
-        metrics = truth["metric"].unique()
-        if metric is None and len(metrics) > 1:
-            raise ParameterError(f"truth holds several metrics {list(metrics)}; pick one with "
-                                 "metric=...")
-        if metric is not None:
-            if metric not in metrics:
-                raise ParameterError(f"truth has no metric {metric!r}; it has {list(metrics)}.")
-            truth = truth[truth["metric"] == metric]
-    out = truth[["cohort", "time", "tau"]].astype(np.float64)
-    if out.duplicated(["cohort", "time"]).any():
-        raise ParameterError("truth has more than one row for some (cohort, time) cells.")
     return out
 
 
@@ -69,25 +36,28 @@ def aligned_cells(results: Mapping, truth=None, *, metric=None, cells="post") ->
     """Every estimator's cells in one long table, joined with the truth where given.
 
     Columns: estimator, cohort, time, estimate, ci_lower, ci_upper (NaN without intervals)
-    and, with a truth, tau (cells the truth lacks are dropped).
+    and, with a truth, tau (cells the truth lacks are dropped). Each result is joined with
+    the truth of its own exposure and control group (see
+    :func:`didmem.results._truth.result_truth`).
     """
     if not isinstance(results, Mapping) or not results:
         raise ParameterError("compare needs a non-empty dict {name: result}.")
-    if cells not in _CELLS:
+    if cells not in CELL_SETS:
         raise ParameterError(f"The 'cells' parameter of compare must be one of "
-                             f"{{{', '.join(repr(c) for c in _CELLS)}}}. Got {cells!r}.")
+                             f"{{{', '.join(repr(c) for c in CELL_SETS)}}}. Got {cells!r}.")
+    if truth is not None:
+        check_truth_frame(truth)
+        _check_outcomes(results, _truth_metric(truth, metric))
+    columns = ["estimator", "cohort", "time", "estimate", "ci_lower", "ci_upper"]
     parts = []
     for name, result in results.items():
-        frame = _select(_frame_of(name, result), cells)
-        frame = frame.reindex(columns=["cohort", "time", "estimate", "ci_lower", "ci_upper"])
-        parts.append(frame.assign(estimator=str(name)))
-    long = pd.concat(parts, ignore_index=True)
-    long = long[["estimator", "cohort", "time", "estimate", "ci_lower", "ci_upper"]]
-    if truth is not None:
-        truth_frame = _truth_frame(truth, metric)
-        _check_outcomes(results, _truth_metric(truth, metric))
-        long = long.merge(truth_frame, on=["cohort", "time"], how="inner")
-    return long
+        frame = select_cells(_frame_of(name, result), cells)
+        part = frame.reindex(columns=columns[1:]).assign(estimator=str(name))[columns]
+        if truth is not None:
+            true = result_truth(result, truth, frame, metric=metric)
+            part = part.merge(true, on=["cohort", "time"], how="inner")
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)
 
 
 def _truth_metric(truth: pd.DataFrame, metric):
@@ -114,20 +84,10 @@ def _check_outcomes(results: Mapping, metric) -> None:
         )
 
 
-def _scores(est, ref, lo, hi) -> dict:
-    ok = np.isfinite(est) & np.isfinite(ref)
-    est, ref, lo, hi = est[ok], ref[ok], lo[ok], hi[ok]
-    err = est - ref
-    n = int(ok.sum())
-    corr = np.nan
-    if n > 1 and np.std(est) > 0 and np.std(ref) > 0:
-        corr = float(np.corrcoef(est, ref)[0, 1])
-    has_ci = np.isfinite(lo) & np.isfinite(hi)
-    coverage = float(np.mean((lo[has_ci] <= ref[has_ci]) & (ref[has_ci] <= hi[has_ci]))) \
-        if has_ci.any() else np.nan
-    return {"n_cells": n, "bias": float(err.mean()) if n else np.nan,
-            "rmse": float(np.sqrt(np.mean(err ** 2))) if n else np.nan, "corr": corr,
-            "coverage": coverage}
+def _scores(part: pd.DataFrame, reference) -> dict:
+    score = score_estimates(part["estimate"], reference, part["ci_lower"], part["ci_upper"])
+    return {"n_cells": score.n_cells, "bias": score.bias, "rmse": score.rmse,
+            "corr": score.corr, "coverage": score.coverage}
 
 
 def compare(results: Mapping, truth: pd.DataFrame | None = None, *, metric: str | None = None,
@@ -140,7 +100,10 @@ def compare(results: Mapping, truth: pd.DataFrame | None = None, *, metric: str 
         ``{name: result}``; each result has a ``to_frame()`` on the (cohort, time) grid
         (:class:`GroupTimeResult`, :class:`CellResult`) or is such a DataFrame.
     truth : pandas.DataFrame, optional
-        Columns cohort, time, tau (and ``metric``, as in the lab's ``truth.parquet``).
+        Columns cohort, time, tau (and ``metric`` and ``exposure``, as in the lab's
+        ``truth.parquet``). Each result is scored against the truth of its own exposure
+        (the ``exposure`` of an :class:`~didmem.results.exposure.ExposureResult`, else the
+        first) and, where the truth has ``tau_nyt`` (the lab's), of its control group.
     metric : str, optional
         The truth's metric to use when it holds several.
     cells : {"post", "all", "instantaneous", "residual"}
@@ -174,10 +137,8 @@ def compare(results: Mapping, truth: pd.DataFrame | None = None, *, metric: str 
     if truth is not None:
         for name in names:
             part = long[long["estimator"] == name]
-            rows.append({"estimator": name, **_scores(
-                part["estimate"].to_numpy(float), part["tau"].to_numpy(float),
-                part["ci_lower"].to_numpy(float), part["ci_upper"].to_numpy(float)),
-                "reference": "truth"})
+            rows.append({"estimator": name, **_scores(part, part["tau"]),
+                         "reference": "truth"})
     else:
         if len(names) < 2:
             raise ParameterError("compare without a truth needs at least two estimators.")
@@ -186,10 +147,8 @@ def compare(results: Mapping, truth: pd.DataFrame | None = None, *, metric: str 
         for name in names:
             part = long[long["estimator"] == name].set_index(["cohort", "time"])
             others = wide.drop(columns=name).mean(axis=1).reindex(part.index)
-            rows.append({"estimator": name, **_scores(
-                part["estimate"].to_numpy(float), others.to_numpy(float),
-                part["ci_lower"].to_numpy(float), part["ci_upper"].to_numpy(float)),
-                "reference": "others"})
+            rows.append({"estimator": name, **_scores(part, others.to_numpy(float)),
+                         "reference": "others"})
     return pd.DataFrame(rows, columns=["estimator", "n_cells", "bias", "rmse", "corr",
                                        "coverage", "reference"])
 

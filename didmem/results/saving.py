@@ -27,16 +27,19 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from ..errors import DidmemError, MissingFileError, ParameterError
+from ..errors import DidmemError, MissingFileError, OutputFileError, ParameterError
 from ..inference._choices import PRETREND_METHODS
 from ..inference.pretrend_result import PretrendTest
 from ._common import Estimate, PicklableProxies, Pretest, profile_matrix
+from ._settings import ResultSettings
 from .aggregations import ALIASES, KINDS, AggregateResult
 
 __all__ = ["save_result", "load_result", "compute_saved", "SavedResult", "FORMAT_VERSION",
            "write_table"]
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+# 3: the resolved settings ("settings": ResultSettings.to_doc, was the "inference" line alone)
+#    and each aggregation's name under "aggregation" (was "kind")
 # 2: the aggregations' covariances as float64 bytes in base64 (1: nested lists of floats)
 META_KEY = b"didmem"
 SAVED_KINDS = KINDS  # every aggregation, with default options
@@ -79,7 +82,7 @@ def _matrix_from(doc) -> np.ndarray:
 def _aggregate_doc(agg: AggregateResult) -> dict:
     o = agg.overall
     return {
-        "kind": agg.kind, "key_name": agg.key_name, "keys": agg.keys.tolist(),
+        "aggregation": agg.kind, "key_name": agg.key_name, "keys": agg.keys.tolist(),
         "estimates": agg.estimates.tolist(), "std_errors": agg.std_errors.tolist(),
         "overall": [o.estimate, o.std_error, o.ci_lower, o.ci_upper],
         "critical_value": agg.critical_value, "band": agg.band,
@@ -100,7 +103,8 @@ def _aggregate_from(doc: dict, alpha: float) -> AggregateResult:
     if cov is not None:
         cov = _matrix_from(cov).reshape(len(doc["keys"]), len(doc["keys"]))
         cov.flags.writeable = False
-    return AggregateResult(kind=doc["kind"], key_name=doc["key_name"], keys=arr("keys"),
+    name = doc["aggregation"] if "aggregation" in doc else doc["kind"]  # format <= 2: "kind"
+    return AggregateResult(kind=name, key_name=doc["key_name"], keys=arr("keys"),
                            estimates=arr("estimates"), std_errors=arr("std_errors"),
                            overall=Estimate(*(math.nan if v is None else float(v)
                                               for v in doc["overall"])),
@@ -233,7 +237,7 @@ def save_result(result, path) -> Path:
         "outcome": result.outcome, "lower_is_better": bool(result.lower_is_better),
         "critical_value": float(result.critical_value), "band": result.band,
         "alpha": float(result.alpha), "n_units": int(result.n_units),
-        "inference": result._inference_line(),
+        "settings": result.settings.to_doc(),
         "pretest": [_float(pre.statistic), int(pre.df), _float(pre.pvalue), pre.note],
         "pretrend_test": _pretrend_doc(result.pretrend_test()),
         "summary": result.summary(), "aggregations": aggregations,
@@ -255,34 +259,131 @@ def load_result(path):
     ------
     MissingFileError
         When ``path`` does not exist (also a ``FileNotFoundError``).
+    OutputFileError
+        When the file is a parquet file cut short (also an ``OSError``): delete it and run
+        again.
     DidmemError
-        When the file is not a didmem results file.
+        When the file is not a didmem results file, or its contents are malformed (the
+        message names the file and what is wrong).
     """
     pq = _pyarrow()
     path = _results_path(path, "load_result")
     if not path.exists():
         raise MissingFileError(f"No results file at {str(path)!r}.")
+    table = _read_table(pq, path)
+    meta = _read_meta(table, path)
+    kind = meta.get("kind", "group_time")
     try:
-        table = pq.read_table(path)
+        if kind != "group_time":
+            if kind not in _TABLE_KINDS:
+                raise ResultFileError(f"{str(path)!r} holds a {kind!r} result, which this "
+                                      "didmem cannot read.")
+            import importlib
+
+            module, name = _TABLE_KINDS[kind]
+            return getattr(importlib.import_module(module), name)._from_file(table.to_pandas(),
+                                                                            meta)
+        return _saved_result(table, meta, path)
+    except DidmemError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise ResultFileError(f"{str(path)!r} is a didmem results file whose metadata is "
+                              f"malformed ({_what(exc)}); it was altered after it was "
+                              f"written. {_WRITE_AGAIN}") from None
+
+
+_WRITE_AGAIN = ("Write it again from its source (didmem estimate, or the result's "
+                ".save()).")
+
+_REQUIRED_KEYS = ("estimator", "params", "outcome", "lower_is_better", "critical_value",
+                  "band", "alpha", "n_units", "pretest", "summary", "aggregations")
+"""The keys of a group-time results file's metadata (and, by format, ``settings`` (3) or
+``inference`` (1, 2))."""
+
+_REQUIRED_CELLS = ("cohort", "time", "event_time", "post", "estimate", "std_error", "ci_lower",
+                   "ci_upper", "significant")
+"""The cell columns a :class:`SavedResult` reads (the report, plots and profiles too)."""
+
+
+def _what(exc: Exception) -> str:
+    if isinstance(exc, KeyError):
+        return f"no key {exc.args[0]!r}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _read_table(pq, path: Path):
+    """The file's table, or an error that says whether it is cut short or not parquet."""
+    try:
+        return pq.read_table(path)
     except Exception as exc:  # pyarrow raises several types for a non-parquet file
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+        if head == b"PAR1" or path.stat().st_size == 0:
+            raise OutputFileError(
+                f"{str(path)!r} is cut short: it "
+                + ("is empty" if head == b"" else "begins as a parquet file but its end is "
+                   "missing") + " (a write, copy or download that was interrupted, or a disk "
+                "that filled). Delete it and run again to write it anew (didmem estimate, or "
+                f"the result's .save()). ({exc})") from None
         raise ResultFileError(f"{str(path)!r} is not a parquet file ({exc}).") from None
+
+
+def _read_meta(table, path: Path) -> dict:
+    """The didmem metadata of ``table`` as a dict with a usable ``format_version``."""
     raw = (table.schema.metadata or {}).get(META_KEY)
     if raw is None:
         raise ResultFileError(f"{str(path)!r} is a parquet file but not a didmem results file "
                               "(no 'didmem' metadata); write one with 'didmem estimate'.")
-    meta = json.loads(raw)
-    if meta.get("format_version", 0) > FORMAT_VERSION:
+    try:
+        meta = json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ResultFileError(f"{str(path)!r} has 'didmem' metadata that is not JSON ({exc}); "
+                              f"it was altered or damaged after it was written. "
+                              f"{_WRITE_AGAIN}") from None
+    if not isinstance(meta, dict):
+        raise ResultFileError(f"{str(path)!r} has 'didmem' metadata that is a JSON "
+                              f"{type(meta).__name__}, not an object of settings; it was "
+                              f"altered after it was written. {_WRITE_AGAIN}")
+    version = meta.get("format_version", 1)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ResultFileError(f"{str(path)!r} has the results format_version {version!r}; it "
+                              "must be a whole number (1, 2, 3, ...): the file was altered "
+                              f"after it was written. {_WRITE_AGAIN}")
+    if version > FORMAT_VERSION:
         raise ResultFileError(f"{str(path)!r} was written by a newer didmem (results format "
-                              f"{meta['format_version']}); upgrade didmem to read it.")
-    kind = meta.get("kind", "group_time")
-    if kind != "group_time":
-        if kind not in _TABLE_KINDS:
-            raise ResultFileError(f"{str(path)!r} holds a {kind!r} result, which this didmem "
-                                  "cannot read.")
-        import importlib
+                              f"{version}); upgrade didmem to read it.")
+    return meta
 
-        module, name = _TABLE_KINDS[kind]
-        return getattr(importlib.import_module(module), name)._from_file(table.to_pandas(), meta)
+
+def _saved_result(table, meta: dict, path: Path) -> "SavedResult":
+    """The :class:`SavedResult` of a group-time results file's table and metadata."""
+    version = meta.get("format_version", 1)
+    required = _REQUIRED_KEYS + (("settings",) if version >= 3 else ("inference",))
+    missing = [key for key in required if key not in meta]
+    if missing:
+        raise ResultFileError(f"{str(path)!r} is a didmem results file whose metadata lacks "
+                              f"the key(s) {missing}; it was altered after it was written. "
+                              f"{_WRITE_AGAIN}")
+    absent = [c for c in _REQUIRED_CELLS if c not in table.column_names]
+    if absent:
+        raise ResultFileError(f"{str(path)!r} is a didmem results file whose cells lack the "
+                              f"column(s) {absent}; it was altered after it was written. "
+                              f"{_WRITE_AGAIN}")
+    if not isinstance(meta["aggregations"], dict) or not isinstance(meta["params"], dict):
+        raise ResultFileError(f"{str(path)!r} has 'params' or 'aggregations' that are not "
+                              f"JSON objects; it was altered after it was written. "
+                              f"{_WRITE_AGAIN}")
+    aggregations = {}
+    for name, doc in meta["aggregations"].items():
+        try:
+            aggregations[name] = _aggregate_from(doc, meta["alpha"])
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise ResultFileError(f"{str(path)!r} holds the aggregation {name!r} malformed "
+                                  f"({_what(exc)}: a covariance cut short, or a list of "
+                                  "another length than the keys'); it was altered after it was "
+                                  f"written. {_WRITE_AGAIN}") from None
+    settings = (ResultSettings.from_doc(meta["settings"]) if version >= 3
+                else ResultSettings.of_old_file(str(meta["inference"])))
     stat, df, pvalue, note = meta["pretest"]
     nan = math.nan
     return SavedResult(
@@ -290,9 +391,8 @@ def load_result(path):
         lower_is_better=meta["lower_is_better"], critical_value=meta["critical_value"],
         band=meta["band"], alpha=meta["alpha"], n_units=meta["n_units"],
         pretest=Pretest(nan if stat is None else stat, df, nan if pvalue is None else pvalue, note),
-        cells=table.to_pandas(), aggregations={k: _aggregate_from(v, meta["alpha"])
-                                               for k, v in meta["aggregations"].items()},
-        summary_text=meta["summary"], inference=meta["inference"], path=str(path),
+        cells=table.to_pandas(), aggregations=aggregations,
+        summary_text=meta["summary"], settings=settings, path=str(path),
         calibrated_pretest=_pretrend_from(meta.get("pretrend_test")),
     )
 
@@ -320,7 +420,10 @@ class SavedResult(PicklableProxies):
 
     It has the read-only interface of :class:`GroupTimeResult` that needs no panel, so
     :mod:`didmem.plotting`, :func:`didmem.profile_correlation` and :mod:`didmem.report` take
-    either. Aggregations are those computed with default options when the file was saved.
+    either. Aggregations are those computed with default options when the file was saved;
+    :attr:`settings` are the fitted result's resolved settings
+    (:class:`~didmem.results._settings.ResultSettings`), so its summary and report read the
+    same as the fitted result's.
     """
 
     estimator: str
@@ -335,7 +438,7 @@ class SavedResult(PicklableProxies):
     cells: pd.DataFrame = field(repr=False)
     aggregations: Mapping[str, AggregateResult] = field(repr=False)
     summary_text: str = field(repr=False, default="")
-    inference: str = field(repr=False, default="")
+    settings: ResultSettings = field(repr=False, kw_only=True)
     path: str = ""
     calibrated_pretest: PretrendTest | None = field(repr=False, default=None)
 
@@ -401,9 +504,6 @@ class SavedResult(PicklableProxies):
             raise ParameterError(f"Unknown or unavailable aggregation {kind!r}; this result has "
                                  f"{sorted(self.aggregations)}.")
         return self.aggregations[kind]
-
-    def _inference_line(self) -> str:
-        return self.inference
 
     def summary(self) -> str:
         """The summary printed when the result was fitted."""

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-__all__ = ["read_token_ids", "replace_atomically", "read_file", "unknown_keys", "need_table", "optional_table", "string_list",
-           "closest"]
+__all__ = ["read_token_ids", "replace_atomically", "read_file", "unknown_keys", "need_table",
+           "optional_table", "string_list", "closest", "load_npy"]
 
 
 def closest(word, choices) -> str:
@@ -29,7 +29,7 @@ def read_file(path: Path) -> dict:
     """The settings of a ``.toml`` or ``.json`` study file, as a dict."""
     if not path.is_file():
         raise ConfigError(f"config {path}: no such file.")
-    text = path.read_text()
+    text = _utf8_text(path)
     if path.suffix == ".json":
         try:
             data = json.loads(text)
@@ -57,6 +57,43 @@ def read_file(path: Path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"config {path}: the top level must be a table of settings.")
     return data
+
+
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+         (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
+
+
+def _utf8_text(path: Path) -> str:
+    """The text of a study file, which TOML and JSON want in UTF-8; a file in another
+    encoding, or not text, is refused with what to do."""
+    raw = path.read_bytes()
+    named = next((name for bom, name in _BOMS if raw.startswith(bom)), None)
+    if named is None:
+        try:
+            return raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            what = (f"byte {raw[exc.start]:#04x} at position {exc.start} is not UTF-8 (a "
+                    "file saved as Latin-1 or another encoding, or not text at all)")
+    else:
+        what = f"it is {named} text"
+    raise ConfigError(f"config {path}: cannot be read: {what}. Study files are UTF-8 "
+                      "text; save it as UTF-8.")
+
+
+def load_npy(path: Path, where: str, mmap_mode=None):
+    """An array from a ``.npy`` file, never unpickling; ``where`` starts every message."""
+    import numpy as np
+
+    try:
+        return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+    except ValueError as exc:
+        objects = "allow_pickle" in str(exc) or "Python objects" in str(exc)
+        reason = ("it holds Python objects (pickled data), which didmem never unpickles; save "
+                  "a numeric array with numpy.save" if objects
+                  else f"it is not a .npy array ({exc})")
+    except (OSError, EOFError) as exc:
+        reason = f"it cannot be read ({type(exc).__name__}: {exc})"
+    raise ConfigError(f"{where} {str(path)!r} is refused: {reason}.")
 
 
 def unknown_keys(table: dict, allowed, where: str, what: str = "") -> None:
@@ -122,7 +159,7 @@ def read_token_ids(path: Path, where: str, column: str | None = None):
     if not path.is_file():
         raise ConfigError(f"{where} {str(path)!r} does not exist.")
     if path.suffix == ".npy":
-        tokens = np.load(path, allow_pickle=False)
+        tokens = load_npy(path, where)
         if tokens.ndim != 2 or tokens.dtype.kind not in "iu":
             raise ConfigError(f"{where} {str(path)!r} must hold a 2-D integer array of token "
                               f"ids; got shape {tokens.shape} and dtype {tokens.dtype}.")

@@ -50,8 +50,8 @@ import numpy as np
 from ..backends._spec import BACKEND_KINDS, BackendSpec
 from ..errors import ConfigError, ParameterError
 from ..runners import RUNNERS
-from ._tables import (closest, need_table, optional_table, read_token_ids, string_list,
-                      unknown_keys)
+from ._tables import (closest, load_npy, need_table, optional_table, read_token_ids,
+                      string_list, unknown_keys)
 from .designs import Design, parse_design
 from .estimate import EstimateSettings, report_options
 
@@ -84,6 +84,14 @@ class InstanceFiles:
 
     def load(self, where: str):
         """Token ids and unit ids from the files; ``where`` starts each error message."""
+        tokens, units = self._load(where)
+        if units is not None:
+            _refuse_duplicates(units, f"{where} units {str(self.units)!r}" if self.units
+                               else f"{where} file {str(self.file)!r} column "
+                                    f"{self.unit_column!r}")
+        return tokens, units
+
+    def _load(self, where: str):
         file = self.file
         if not file.is_file():
             raise ConfigError(f"{where} file {str(file)!r} does not exist.")
@@ -93,7 +101,7 @@ class InstanceFiles:
             if self.units is not None:
                 if not self.units.is_file():
                     raise ConfigError(f"{where} units {str(self.units)!r} does not exist.")
-                units = np.load(self.units, allow_pickle=False)
+                units = load_npy(self.units, f"{where} units")
             return tokens, units
         import pandas as pd
 
@@ -113,6 +121,20 @@ class InstanceFiles:
             raise ConfigError(f"{where} file {str(self.file)!r} does not exist.")
         if self.units is not None and not self.units.is_file():
             raise ConfigError(f"{where} units {str(self.units)!r} does not exist.")
+
+
+def _refuse_duplicates(units, what: str) -> None:
+    """Unit ids must be distinct; the message names the file they came from."""
+    import pandas as pd
+
+    from .._messages import listing
+
+    ids = pd.Series(np.asarray(units).ravel())
+    repeated = ids[ids.duplicated()].unique()
+    if len(repeated):
+        raise ConfigError(f"{what} holds duplicate unit ids: {len(repeated)} ids appear more "
+                          f"than once, e.g. {listing(list(repeated))}. Every instance needs "
+                          "its own id.")
 
 
 @dataclass(frozen=True)
@@ -364,4 +386,20 @@ def read_config(data: dict, where: str, base: Path, *, runner=None,
         raise ConfigError(f"{where}: [runner] {exc}") from None
     if design is not None:
         design.check_files(config.checkpoints)
+        _check_exposure(estimate, design, where)
     return config
+
+
+def _check_exposure(settings: EstimateSettings, design, where: str) -> None:
+    """``[estimate] exposure = k`` needs a design that trains some instance k times."""
+    exposure = settings.option("exposure")
+    if not isinstance(exposure, int) or exposure <= 1:
+        return
+    most = design.max_exposures()
+    if most is not None and most < exposure:
+        raise ConfigError(
+            f"{where}: [estimate] exposure = {exposure} needs instances trained {exposure} "
+            f"times, but the [design] trains each at most {most} time{'s' * (most != 1)} "
+            f"({design.label if hasattr(design, 'label') else design.kind}); remove exposure, "
+            "or give a training order with repeats (several rows of a unit)."
+        )

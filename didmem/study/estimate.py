@@ -165,4 +165,14 @@ def report_options(table: dict | None, where: str) -> dict:
                 raise ConfigError(f"{where} {key} must be a string; got {value!r}.")
         else:
             string_list(value, key, where)
+    try:  # the report's own declaration (before anything is scored)
+        check_all("render_report", table, constraints_of(render_report))
+    except ParameterError as exc:
+        raise ConfigError(f"{where} {exc}") from None
+    from ..plotting import PLOTS
+
+    unknown = [f for f in table.get("figures", ()) if f not in PLOTS]
+    if unknown:
+        raise ConfigError(f"{where} figures names {unknown[0]!r}{closest(unknown[0], PLOTS)}, "
+                          f"which is not a figure; choose from {', '.join(PLOTS)}.")
     return table

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -26,6 +27,7 @@ from typing import Callable, Mapping
 
 import pandas as pd
 
+from .._validation import Boolean, Satisfies, validate_params
 from ..errors import ConfigError, DidmemError, OutputFileError, ParameterError
 from ..panel import Panel
 from ._tables import read_file, replace_atomically
@@ -59,6 +61,17 @@ class StudyRun:
     panel: pd.DataFrame
     results: Mapping
     report_path: Path
+
+
+def _path(value) -> bool:
+    return isinstance(value, (str, os.PathLike)) and os.fspath(value) != ""
+
+
+_PATH = Satisfies(_path, "a path (a non-empty string or os.PathLike)")
+_OUT = Satisfies(lambda v: v is None or _path(v), "None or a directory's path")
+_TEXT = Satisfies(lambda v: v is None or isinstance(v, str), "None or a string")
+_LOG = Satisfies(lambda v: v is None or callable(v), "None or a callable that takes a line")
+_READ = {"runner": _TEXT, "address": _TEXT}
 
 
 def _done(outputs, inputs) -> bool:
@@ -123,6 +136,7 @@ class Study:
         self.config = config
 
     @classmethod
+    @validate_params({"path": _PATH, **_READ}, owner="Study.from_file")
     def from_file(cls, path, *, runner: str | None = None, address: str | None = None) -> Study:
         """Read and check a ``.toml`` or ``.json`` study file.
 
@@ -146,6 +160,8 @@ class Study:
                                address=address))
 
     @classmethod
+    @validate_params({"data": Satisfies(lambda v: isinstance(v, Mapping), "a dict of tables"),
+                      "base_dir": _PATH, **_READ}, owner="Study.from_dict")
     def from_dict(cls, data: dict, base_dir=".", *, runner: str | None = None,
                   address: str | None = None) -> Study:
         """Check a configuration given as a dict (the tables of a study file).
@@ -164,7 +180,7 @@ class Study:
         ConfigError
             One line naming the key that is wrong.
         """
-        return cls(read_config(copy.deepcopy(data), "config <dict>", Path(base_dir).resolve(),
+        return cls(read_config(copy.deepcopy(dict(data)), "config <dict>", Path(base_dir).resolve(),
                                runner=runner, address=address))
 
     # ------------------------------------------------------------------ helpers
@@ -205,6 +221,7 @@ class Study:
         return config.load_instances()
 
     # ------------------------------------------------------------------ steps
+    @validate_params({"out": _OUT, "log": _LOG}, owner="Study.plan")
     def plan(self, out=None, log: Callable | None = None):
         """The scoring plan (work items) without scoring anything; saved as ``plan.json``.
 
@@ -230,6 +247,7 @@ class Study:
         log(f"wrote {plan.save(out / 'plan.json')}")
         return plan
 
+    @validate_params({"out": _OUT, "log": _LOG}, owner="Study.score")
     def score(self, out=None, runner=None, log: Callable | None = None) -> pd.DataFrame:
         """Score every instance at every checkpoint into ``out/scores.parquet``.
 
@@ -297,6 +315,7 @@ class Study:
         except DidmemError as exc:
             raise type(exc)(f"{where} outcome {outcome!r}: {exc}") from None
 
+    @validate_params({"out": _OUT, "redo": Boolean(), "log": _LOG}, owner="Study.run")
     def run(self, out=None, runner=None, redo: bool = False,
             log: Callable | None = None) -> StudyRun:
         """Score, estimate and report, skipping the steps that are done.

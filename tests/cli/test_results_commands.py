@@ -60,7 +60,8 @@ def test_estimate_r_inference_flag(panel_files, tmp_path, capsys):
     assert main(["estimate", str(panel_files[1]), "--outcome", "loglik", "--unit", "id",
                  "--draws", "99", "--r-inference", "--out", str(path)]) == 0
     loaded = didmem.load_result(path)
-    assert loaded.params["small_sample"] is False and "rademacher" in loaded.inference
+    assert loaded.params["small_sample"] is False and loaded.settings.multiplier == "rademacher"
+    assert loaded.settings.correction_name is None
 
 
 @pytest.mark.parametrize("kind", ["profile", "instantaneous", "persistent", "residual",

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from didmem.errors import ParameterError
 from didmem.lab import build_design, quick_config
 
 
@@ -71,6 +72,37 @@ def test_exact_order_replaces_one_cohort(design):
     np.testing.assert_array_equal(
         changed, design.analysed_positions[design.analysed_cohorts == g])
     np.testing.assert_array_equal(exact[changed], design.twin_order()[changed])
+
+
+def test_other_replacement_draws_are_fresh_and_the_cohorts_own(design):
+    """The extra exact runs (the truth's own noise) replace a cohort with other fresh
+    instances: other cohorts' replacements, distinct, of the same domain, never trained on."""
+    cfg = design.config
+    assert design.other_replacements.shape == (cfg.truth_draws, len(design.analysed_ids))
+    for g in cfg.cohorts:
+        mine = design.analysed_cohorts == g
+        draw = design.exact_order(g, draw=1)
+        changed = np.flatnonzero(draw != design.order)
+        np.testing.assert_array_equal(changed, design.analysed_positions[mine])
+        new = draw[changed]
+        assert len(np.unique(new)) == mine.sum()
+        assert np.isin(new, design.replacement_ids[~mine]).all()
+        assert not np.isin(new, design.order).any()
+        np.testing.assert_array_equal(design.domains[new],
+                                      design.domains[design.analysed_ids[mine]])
+
+
+def test_other_replacements_keep_domains_and_need_room():
+    design = build_design(quick_config(n_domains=2, truth_draws=2))
+    for j in (1, 2):
+        for g in design.config.cohorts:
+            mine = design.analysed_cohorts == g
+            new = design.exact_order(g, draw=j)[design.analysed_positions[mine]]
+            np.testing.assert_array_equal(design.domains[new],
+                                          design.domains[design.analysed_ids[mine]])
+    with pytest.raises(ParameterError, match="truth_draws=1 needs other cohorts"):
+        build_design(quick_config(n_steps=24))  # one cohort: no other replacements
+    assert build_design(quick_config(n_steps=24, truth_draws=0)).other_replacements.size == 0
 
 
 def test_balanced_membership(design):

@@ -98,7 +98,10 @@ def test_panel_and_truth_of_a_run_with_repeats(repeat_run):
     np.testing.assert_allclose(later["tau"], later["tau_total"] - later["spillover"])
     assert (later.loc[later["time"] < later["cohort"], "spillover"] == 0).all()
     assert (later.loc[later["time"] >= later["cohort"], "spillover"] != 0).any()
-    assert truth.loc[truth["exposure"] == 1, "spillover"].isna().all()
+    first = truth[truth["exposure"] == 1]  # the first exposure's truth is direct too
+    np.testing.assert_allclose(first["tau"], first["tau_total"] - first["spillover"])
+    assert (first.loc[first["time"] >= first["cohort"], "spillover"] != 0).any()
+    assert later[["tau_nyt", "spillover_nyt", "tau_se"]].isna().all().all()
     counts = per_unit.value_counts()
     for g, part in later.groupby("cohort"):
         assert (part["n_units"] == counts[g]).all()

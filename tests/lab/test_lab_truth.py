@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from didmem.lab.truth import cohort_truth, combine_effects
+from didmem.lab.truth import (cohort_truth, combine_effects, direct_effects, draw_noise,
+                               instance_effects, mean_effect, not_yet_treated_effect)
 
 
 def _effects(cohorts=(1, 2), times=(0, 1, 2), units_per=2, metric="m"):
@@ -53,3 +54,50 @@ def test_without_exact_runs_the_truth_is_the_twins():
     truth = cohort_truth(combine_effects(twin, {}))
     np.testing.assert_array_equal(truth["tau"], truth["tau_twin"])
     assert not truth["exact"].any()
+
+
+def _scores(units, times, value):
+    """Long scores ``unit``, ``time``, ``m`` with ``m = value(unit, time)``."""
+    return pd.DataFrame([{"unit": u, "time": t, "m": float(value(u, t))}
+                         for u in units for t in times])
+
+
+def test_spillover_is_the_mean_effect_on_the_never_treated_and_the_direct_effect_subtracts_it():
+    times = (2, 3)
+    main = _scores(range(6), times, lambda u, t: u + t)
+    # the counterfactual run: treated units 0, 1 lose 1.0; every unit drifts by 0.1 * t
+    cf = _scores(range(6), times, lambda u, t: u + t - (1.0 if u < 2 else 0.0) - 0.1 * t)
+    spill = mean_effect(main, cf, [4, 5], ["m"])
+    np.testing.assert_allclose(spill.loc[("m", 2)], 0.2)
+    np.testing.assert_allclose(spill.loc[("m", 3)], 0.3)
+    total = instance_effects(main, cf, pd.Series([2, 2], index=[0, 1]), ["m"])
+    direct = direct_effects(total, spill)
+    np.testing.assert_allclose(direct["effect"], 1.0)  # the drift is gone
+    np.testing.assert_allclose(direct["effect"] + direct["spillover"], total["effect"])
+    # a time the spillover lacks (before the cohort) counts as zero
+    early = total.assign(time=[0, 1, 0, 1])
+    np.testing.assert_array_equal(direct_effects(early, spill)["spillover"], 0.0)
+
+
+def test_not_yet_treated_spillover_pools_the_never_treated_with_later_cohorts():
+    times = (2, 3)
+    main = _scores(range(4), times, lambda u, t: 0.0)
+    cf = _scores(range(4), times, lambda u, t: -float(u))  # effect on unit u is u
+    # never-treated units 0, 1; unit 2 treated at 3, unit 3 at 4
+    nyt = not_yet_treated_effect(main, cf, [0, 1], pd.Series([3, 4], index=[2, 3]), ["m"])
+    np.testing.assert_allclose(nyt.loc[("m", 2)], np.mean([0, 1, 2, 3]))  # both not yet
+    np.testing.assert_allclose(nyt.loc[("m", 3)], np.mean([0, 1, 3]))  # cohort 3 treated at 3
+
+
+def test_draw_noise_pools_the_variance_over_draws_by_event_time():
+    rows = []
+    for g, values in ((2, (1.0, 3.0)), (3, (0.0, 4.0))):
+        for j, v in enumerate(values):
+            rows.append({"draw": j, "cohort": g, "time": g, "metric": "m", "tau": v})
+    rows.append({"draw": 0, "cohort": 2, "time": 3, "metric": "m", "tau": 5.0})
+    rows.append({"draw": 1, "cohort": 2, "time": 3, "metric": "m", "tau": 5.0})
+    noise = draw_noise(pd.DataFrame(rows)).set_index("event_time")
+    # event time 0: variances 2 and 8, pooled 5 with 2 degrees of freedom
+    assert noise.loc[0, "tau_se"] == pytest.approx(np.sqrt(5.0)) and noise.loc[0, "df"] == 2
+    assert noise.loc[1, "tau_se"] == 0.0 and noise.loc[1, "df"] == 1
+    assert draw_noise(pd.DataFrame(rows).query("draw == 0")).empty

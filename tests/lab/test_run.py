@@ -88,10 +88,14 @@ def test_truth_comes_from_panel_values(quick_run):
     assert list(truth.columns[:6]) == ["cohort", "time", "metric", "tau", "tau_twin", "exact"]
     assert set(truth["metric"]) == set(cfg.metrics)
     for m in cfg.metrics:
-        recomputed = (merged.assign(e=merged[m] - merged[m + "_twin"])
-                      .groupby(["cohort", "time"])["e"].mean())
+        effect = merged.assign(e=merged[m] - merged[m + "_twin"])
+        # the twin's direct effect: its total effect less its drift on the validation units
+        drift = effect[effect["cohort"].isna()].groupby("time")["e"].mean()
+        recomputed = effect.groupby(["cohort", "time"])["e"].mean()
+        recomputed = recomputed - drift.reindex(recomputed.index.get_level_values("time")).to_numpy()
         ours = truth[truth["metric"] == m].set_index(["cohort", "time"])["tau_twin"]
-        np.testing.assert_array_equal(ours.to_numpy(), recomputed.loc[ours.index].to_numpy())
+        np.testing.assert_allclose(ours.to_numpy(), recomputed.loc[ours.index].to_numpy(),
+                                   rtol=1e-12, atol=1e-15)
     # one cell per cohort and checkpoint
     assert len(truth) == len(cfg.metrics) * len(cfg.cohorts) * len(cfg.checkpoints)
 
@@ -133,17 +137,53 @@ def test_exact_truth_for_every_cohort(quick_run):
     pre = truth[truth["time"] < truth["cohort"]]
     assert (pre["tau"] == 0).all() and (pre["sd"] == 0).all()  # the same model before g
     assert (pre["tau_twin"] != 0).any()  # the twin's does move before g
-    # tau is the exact run's value, cell for cell
+    # tau is the exact run's value, cell for cell (means of the same effects, in another order)
     ex = quick_run.exact.set_index(["metric", "cohort", "time"])
     ours = truth.set_index(["metric", "cohort", "time"])
-    np.testing.assert_array_equal(ours["tau"].to_numpy(), ex.loc[ours.index, "tau_exact"].to_numpy())
-    np.testing.assert_array_equal(ours["tau_twin"].to_numpy(),
-                                  ex.loc[ours.index, "tau_twin"].to_numpy())
+    np.testing.assert_allclose(ours["tau"].to_numpy(), ex.loc[ours.index, "tau_exact"].to_numpy(),
+                               rtol=0, atol=1e-15)
+    np.testing.assert_allclose(ours["tau_twin"].to_numpy(),
+                               ex.loc[ours.index, "tau_twin"].to_numpy(), rtol=0, atol=1e-15)
     units = pd.read_parquet(quick_run.out_dir / "truth_units.parquet")
     assert {"effect", "effect_twin", "exact"} <= set(units.columns)
     for g in cfg.cohorts:
         d = quick_run.out_dir / "exact" / f"cohort{g}" / f"step{cfg.n_steps}" / "model.safetensors"
         assert d.is_file()
+
+
+def test_truth_is_the_direct_effect_with_the_spillover_rescored(quick_run):
+    """tau = tau_total - spillover, the spillover being the exact run's mean effect on the
+    never-treated instances: re-scored here from the saved exact checkpoint."""
+    from didmem.lab.scoring import score_run
+
+    truth, cfg, root = quick_run.truth, quick_run.config, quick_run.out_dir
+    np.testing.assert_allclose(truth["tau"], truth["tau_total"] - truth["spillover"],
+                               rtol=0, atol=1e-15)
+    np.testing.assert_allclose(truth["tau_nyt"], truth["tau_total"] - truth["spillover_nyt"],
+                               rtol=0, atol=1e-15)
+    pre = truth[truth["time"] < truth["cohort"]]
+    assert (pre[["spillover", "spillover_nyt", "tau_total", "tau_se"]] == 0).all().all()
+    post = truth[truth["time"] >= truth["cohort"]]
+    assert (post["spillover"] != 0).all() and (post["tau_se"] > 0).all()
+    g, c, m = cfg.cohorts[0], cfg.cohorts[1], "mean_token_loglik"
+    sample = pd.read_parquet(root / "sample.parquet")
+    tokens = pd.read_parquet(root / "instances.parquet").set_index("instance")["tokens"]
+    val = sample.loc[sample["role"] == "validation", "unit"].to_numpy()
+    rescored = score_run({c: root / "exact" / f"cohort{g}" / f"step{c}"},
+                         np.stack(tokens.loc[val].to_numpy()), val, cfg)
+    main = quick_run.panel[(quick_run.panel["time"] == c) & quick_run.panel["unit"].isin(val)]
+    merged = main.merge(rescored, on=["unit", "time"], suffixes=("", "_exact"))
+    assert len(merged) == len(val)
+    cell = truth[(truth["metric"] == m) & (truth["cohort"] == g) & (truth["time"] == c)].iloc[0]
+    assert cell["spillover"] == pytest.approx((merged[m] - merged[m + "_exact"]).mean(),
+                                              rel=1e-9, abs=1e-12)
+    # every replacement draw's truth; draw 0 is the truth's own run
+    draws = pd.read_parquet(root / "truth_draws.parquet")
+    assert set(draws["draw"]) == set(range(cfg.truth_draws + 1))
+    first = draws[draws["draw"] == 0].set_index(["metric", "cohort", "time"])
+    np.testing.assert_allclose(  # the same effects averaged in another order
+        first["tau"], post.set_index(["metric", "cohort", "time"]).loc[first.index, "tau"],
+        rtol=1e-14, atol=1e-15)
 
 
 def test_exact_check(quick_run):

@@ -17,7 +17,7 @@ def test_the_order_table_gives_the_labs_cohorts(quick_run):
     instances = pd.read_parquet(root / "study_instances.parquet")
     panel = quick_run.panel.drop_duplicates("unit").set_index("unit")
     assert sorted(instances["unit"]) == sorted(panel.index)
-    from didmem.backends.exposures import exposure_cohorts
+    from didmem.orders.exposures import exposure_cohorts
 
     cohorts = exposure_cohorts(order, instances["unit"], quick_run.config.checkpoints)
     got = cohorts.set_index("unit")["cohort"].reindex(panel.index)

@@ -21,7 +21,7 @@ import pytest
 from .conftest import METRICS
 
 import didmem
-from didmem.backends.indexed import MMapIndexedDataset, write_indexed_dataset
+from didmem.orders.indexed import MMapIndexedDataset, write_indexed_dataset
 from didmem.cli import main
 
 pytest.importorskip("torch")

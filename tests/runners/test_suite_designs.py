@@ -16,7 +16,7 @@ import pytest
 
 from .test_study import study_config
 
-from didmem.backends.indexed import write_indexed_dataset
+from didmem.orders.indexed import write_indexed_dataset
 from didmem.cli import main
 
 pytest.importorskip("torch")

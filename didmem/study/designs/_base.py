@@ -101,6 +101,11 @@ class Design:
         """How many never-treated instances the design gives, or ``None`` if unknown yet."""
         return None
 
+    def max_exposures(self) -> int | None:
+        """The most times training sees any instance, read cheaply when the study is read
+        (before any scoring), or ``None`` if unknown yet."""
+        return None
+
     # ------------------------------------------------------------------ running
     @contextlib.contextmanager
     def config_errors(self, key: str = ""):
@@ -177,7 +182,7 @@ class ExposureDesign(Design):
 
     Subclasses give :meth:`exposures` (one ``unit, step`` row per time training saw a
     unit); the panel gets ``cohort``, ``cohort_2``, ... and ``exposures``
-    (:func:`~didmem.backends.exposures.exposure_cohorts`).
+    (:func:`~didmem.orders.exposure_cohorts`).
     """
 
     def exposures(self, units, checkpoints) -> pd.DataFrame:  # pragma: no cover - abstract
@@ -199,7 +204,7 @@ class ExposureDesign(Design):
 
     def cohort_table(self, units, checkpoints) -> pd.DataFrame:
         """``unit``, ``cohort``, ``cohort_2``, ..., ``exposures``."""
-        from ...backends.exposures import exposure_cohorts
+        from ...orders.exposures import exposure_cohorts
 
         exposures = self.exposures(units, checkpoints)
         with self.config_errors():

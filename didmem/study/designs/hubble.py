@@ -12,7 +12,7 @@
 The instances come from ``[instances]``; a unit id is an example's identifier (its
 ``meta.id``, ``uuid``, ``question_id`` or ``idx``). Every inserted copy is an exposure, so
 the panel gets ``cohort``, ``cohort_2``, ... and ``exposures`` (the dose, assigned at random
-by Hubble's insertion; see :mod:`didmem.backends.hubble`). A unit that is no inserted example
+by Hubble's insertion; see :mod:`didmem.orders.hubble`). A unit that is no inserted example
 is never trained on (a held-out instance); at least one unit must be an inserted example.
 """
 
@@ -87,7 +87,7 @@ class HubbleDesign(ExposureDesign):
 
     def exposures(self, units, checkpoints) -> pd.DataFrame:
         """Every inserted copy of each unit."""
-        from ...backends.hubble import (hubble_exposures, read_inserted_examples,
+        from ...orders.hubble import (hubble_exposures, read_inserted_examples,
                                         read_perturbation_info)
 
         with self.config_errors():

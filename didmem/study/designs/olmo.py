@@ -20,7 +20,7 @@ batch (OLMo never trains the short one); a later epoch's steps follow the earlie
 full batches, as OLMo's trainer counts them. Every trained position of an instance is an
 exposure (those after the last checkpoint have not happened yet within the
 panel; a unit whose first one is there is refused), so the panel gets ``cohort``,
-``cohort_2``, ... and ``exposures`` (see :mod:`didmem.backends.olmo`).
+``cohort_2``, ... and ``exposures`` (see :mod:`didmem.orders.olmo`).
 """
 
 from __future__ import annotations
@@ -145,13 +145,13 @@ class OlmoDesign(ExposureDesign):
 
     def _order(self) -> list:
         """Each epoch's order, memory-mapped."""
-        from ...backends.olmo import read_global_indices
+        from ...orders.olmo import read_global_indices
 
         with self.config_errors():
             return [read_global_indices(path, self.batch_size) for path in self.global_indices]
 
     def _tokens(self):
-        from ...backends.olmo import OlmoTokens
+        from ...orders.olmo import OlmoTokens
 
         with self.config_errors("data"):
             return OlmoTokens(self.data, self.sequence_length, self.dtype)
@@ -181,7 +181,7 @@ class OlmoDesign(ExposureDesign):
         The whole order is read, so that an instance first trained after the last
         checkpoint is refused rather than taken for a never-trained one.
         """
-        from ...backends.olmo import olmo_exposures, trained_positions
+        from ...orders.olmo import olmo_exposures, trained_positions
 
         units = np.asarray(units)
         if units.dtype.kind not in "iu":

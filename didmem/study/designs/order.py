@@ -100,6 +100,13 @@ class OrderDesign(ExposureDesign):
             )
         return table
 
+    def max_exposures(self) -> int:
+        """The most rows with a step (or index) of any unit of the table."""
+        table = self._table()
+        column = "step" if "step" in table.columns else "index"
+        trained = table[table[column].notna()]
+        return int(trained.groupby("unit").size().max()) if len(trained) else 0
+
     @property
     def label(self) -> str:
         """How errors about the order start."""
@@ -110,9 +117,16 @@ class OrderDesign(ExposureDesign):
         table = self._table()
         missing = pd.Index(pd.unique(np.asarray(units))).difference(pd.Index(table["unit"]))
         if len(missing):
+            ours, theirs = np.asarray(units), table["unit"].to_numpy()
+            hint = ""
+            if ours.size and theirs.size and ours.dtype.kind != theirs.dtype.kind:
+                one, other = ours[:1].tolist()[0], theirs[:1].tolist()[0]
+                hint = (f" Its unit column holds {type(other).__name__} ids (e.g. {other!r}) "
+                        f"and the scored instances {type(one).__name__} ids (e.g. {one!r}): "
+                        "write both with the same type.")
             raise ConfigError(
                 f"{self.where} file {str(self.file)!r} has no row for {len(missing)} scored "
-                f"units, e.g. {listing(list(missing))}."
+                f"units, e.g. {listing(list(missing))}.{hint}"
             )
         try:
             if "step" in table.columns:

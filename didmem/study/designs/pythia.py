@@ -21,7 +21,7 @@
                                    # the instance's content re-packed at any offset; "offset"
                                    # with epoch_sequences: row i + epoch_sequences repeats
                                    # row i, checked row by row); see
-                                   # didmem.backends.pythia_repeats and .windows
+                                   # didmem.orders.pythia_repeats and .windows
     search_stop = 146432000        # "search"/"windows": rows searched (default: every row up
                                    # to the last checkpoint)
     window = 50                    # "windows" only: tokens per window (default 50),
@@ -29,7 +29,7 @@
     min_tokens = 50                # tokens of the instance a row must hold (default: window)
 
 The instances come from the design (no ``[instances]`` table): the sample is drawn with
-:func:`~didmem.backends.pythia.sample_paper_design` and saved as ``OUT/sample.parquet``; unit
+:func:`~didmem.orders.sample_paper_design` and saved as ``OUT/sample.parquet``; unit
 ids are the sequence indices, and ``-1 - j`` for validation sequence ``j``.
 """
 
@@ -46,7 +46,7 @@ import pandas as pd
 
 from ..._messages import listing
 from ..._validation import Constraint, Instance, Integral, OneOf, defaults_of
-from ...backends.pythia import sample_paper_design
+from ...orders.pythia import sample_paper_design
 from ...cohorts import (
     COHORT_RULES,
     PAPER_LAST_STEP,
@@ -56,7 +56,7 @@ from ...cohorts import (
     step_from_sequence_index,
 )
 from ...errors import ConfigError
-from .._tables import read_token_ids
+from .._tables import load_npy, read_token_ids
 from ._base import Design
 
 __all__ = ["PythiaDesign"]
@@ -92,7 +92,7 @@ class PythiaDesign(Design):
     seed : int
         Seed of the sampler.
     batches_per_cohort, sequences_per_batch, n_validation, batch_size, steps_per_checkpoint
-        As in :func:`~didmem.backends.pythia.sample_paper_design`.
+        As in :func:`~didmem.orders.sample_paper_design`.
     cohorts : tuple of int, optional
         The treated cohorts; default every checkpoint that is a positive multiple of
         ``steps_per_checkpoint`` up to step 95,000.
@@ -102,9 +102,9 @@ class PythiaDesign(Design):
         Later exposures of the sampled sequences: none (the first only), every row of the
         order equal to the sequence (``"search"``, up to ``search_stop`` rows), every row
         holding ``min_tokens`` of its tokens in runs of at least ``window`` (``"windows"``:
-        re-packed copies, :func:`~didmem.backends.windows.find_windows`), or the row
+        re-packed copies, :func:`~didmem.orders.find_windows`), or the row
         ``epoch_sequences`` later (``"offset"``, checked to be equal). The panel then gets
-        ``cohort_2``, ... and ``exposures``. See :mod:`didmem.backends.pythia_repeats` for
+        ``cohort_2``, ... and ``exposures``. See :mod:`didmem.orders.pythia_repeats` for
         what Pythia's own tools say about the deduplicated suite's second pass.
     search_stop : int, optional
         Rows searched with ``"search"`` or ``"windows"``; default: every row up to the last
@@ -211,7 +211,7 @@ class PythiaDesign(Design):
         file = self.validation
         if file.suffix == ".npy":
             self._missing(file)
-            return len(np.load(file, mmap_mode="r", allow_pickle=False))
+            return len(load_npy(file, f"{self.where} validation", mmap_mode="r"))
         if file.suffix == ".parquet":
             self._missing(file)
             import pyarrow.parquet as pq
@@ -226,7 +226,7 @@ class PythiaDesign(Design):
         return self._indexed(self.validation, "validation")
 
     def _indexed(self, prefix, key):
-        from ...backends.indexed import MMapIndexedDataset
+        from ...orders.indexed import MMapIndexedDataset
 
         with self.config_errors(key):
             return MMapIndexedDataset(prefix)
@@ -302,9 +302,9 @@ class PythiaDesign(Design):
                                tuple(sorted(int(c) for c in checkpoints)), stamp)
 
     def _repeat_cohorts(self, units: tuple, checkpoints: tuple) -> tuple:
-        from ...backends.exposures import exposure_cohorts
-        from ...backends.pythia_repeats import find_repeats, offset_repeats
-        from ...backends.windows import find_windows, window_exposures
+        from ...orders.exposures import exposure_cohorts
+        from ...orders.pythia_repeats import find_repeats, offset_repeats
+        from ...orders.windows import find_windows, window_exposures
 
         units = np.asarray(units, dtype=np.int64)
         train = units[units >= 0]

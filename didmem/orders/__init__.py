@@ -1,0 +1,56 @@
+"""Training orders: which instance each suite trained on at which step, as exposures per instance.
+
+A suite's published training order says when training saw each instance; didmem turns it
+into the panel's cohorts (the first checkpoint at or after the step, and one ``cohort_k``
+column per later exposure). The readers take nothing from scoring (:mod:`didmem.backends`
+only scores), and each ends in the same long table of ``(unit, step)`` exposures that
+:func:`exposure_cohorts` turns into cohorts:
+
+- Pythia: the pre-shuffled Pile as a Megatron ``MMapIndexedDataset``
+  (:class:`MMapIndexedDataset`), the paper's sample (:mod:`didmem.orders.pythia`), and the
+  repeat search for later exposures: whole rows (:func:`find_repeats`, the deduplicated
+  suite's second pass by offset, :func:`offset_repeats`) or ``k``-token windows
+  (:func:`find_windows`).
+- OLMo: ``global_indices.npy`` and its token memmaps (:mod:`didmem.orders.olmo`).
+- Hubble: the inserted examples and their perturbation info (:mod:`didmem.orders.hubble`).
+- Your own table of ``(unit, step)`` or positions: :func:`exposure_frame`,
+  :func:`exposure_steps`, :func:`exposure_cohorts` (:mod:`didmem.orders.exposures`).
+
+A study's ``[design]`` table (:mod:`didmem.study.designs`) calls these readers.
+"""
+
+from .._lazy import attach
+
+_WHERE = {
+    "MMapIndexedDataset": "indexed",
+    "write_indexed_dataset": "indexed",
+    "PythiaSample": "pythia",
+    "sample_paper_design": "pythia",
+    "pack_sequences": "pythia",
+    "training_step": "pythia",
+    "treatment_checkpoint": "pythia",
+    "row_hashes": "pythia_repeats",
+    "find_repeats": "pythia_repeats",
+    "offset_repeats": "pythia_repeats",
+    "window_hashes": "windows",
+    "find_windows": "windows",
+    "window_exposures": "windows",
+    "read_global_indices": "olmo",
+    "trained_positions": "olmo",
+    "olmo_exposures": "olmo",
+    "OlmoTokens": "olmo",
+    "OlmoCheckpoint": "olmo",
+    "parse_olmo_checkpoint": "olmo",
+    "read_perturbation_info": "hubble",
+    "read_inserted_examples": "hubble",
+    "hubble_exposures": "hubble",
+    "exposure_steps": "exposures",
+    "exposure_frame": "exposures",
+    "exposure_cohorts": "exposures",
+    "cohort_column": "exposures",
+}
+"""Public name -> the module of this package that defines it (imported on first use)."""
+
+__all__ = list(_WHERE)
+
+__getattr__, __dir__ = attach(__name__, _WHERE)

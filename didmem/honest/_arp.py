@@ -160,9 +160,8 @@ class DualVertices:
         return tuple(out)
 
 
-def truncation(y, x, sigma, sd, lam, eta, known=None):
-    """``(vlo, vup, sigma_b)`` of the conditional test at the statistic ``eta`` (``known``: see
-    :func:`_dual_truncation`)."""
+def truncation(y, x, sigma, sd, lam, eta):
+    """``(vlo, vup, sigma_b)`` of the conditional test at the statistic ``eta``."""
     k = x.shape[1]
     w = np.column_stack([sd, x])
     basis = lam > _TOL_DUAL
@@ -184,7 +183,7 @@ def truncation(y, x, sigma, sd, lam, eta, known=None):
         vup = np.min(bound[rho < 0]) if np.any(rho < 0) else np.inf
         return float(vlo), float(vup), np.sqrt(var)
     gamma = lam
-    vlo, vup = _dual_truncation(y, sigma, w, gamma, eta, known)
+    vlo, vup = _dual_truncation(y, sigma, w, gamma, eta)
     return vlo, vup, float(np.sqrt(gamma @ sigma @ gamma))
 
 
@@ -205,18 +204,17 @@ def truncated_rejects(z, zlo, zup, size):
     return out
 
 
-def conditional_test(y, x, sigma, alpha, lf_cv=None, kappa=0.0, solved=None, known=None):
+def conditional_test(y, x, sigma, alpha, lf_cv=None, kappa=0.0):
     """Reject ``E[y] - X g <= 0`` for every ``g``? The conditional (``lf_cv`` None) or the
-    conditional-least-favourable hybrid test. ``solved``: ``(eta, lambda)`` of
-    :func:`eta_program` at ``y`` when already known; ``known``: see :func:`_dual_truncation`."""
+    conditional-least-favourable hybrid test."""
     sd = np.sqrt(np.diag(sigma))
-    eta, lam = eta_program(y, x, sd) if solved is None else solved
+    eta, lam = eta_program(y, x, sd)
     size = alpha
     if lf_cv is not None:
         if eta > lf_cv:
             return True
         size = (alpha - kappa) / (1 - kappa)
-    vlo, vup, sigma_b = truncation(y, x, sigma, sd, lam, eta, known)
+    vlo, vup, sigma_b = truncation(y, x, sigma, sd, lam, eta)
     if sigma_b <= np.finfo(float).eps:
         return eta > 0
     if lf_cv is not None:
@@ -481,6 +479,11 @@ def conditional_test_line(y0, a, x, sigma, alpha, thetas, lf_cv=None, kappa=0.0,
             if lf_cv is not None and eta > cut():  # the first stage rejects
                 reject[i], done[i] = True, True
                 return _Vertex(lam, sigma, first=True)
+            sigma_b = np.sqrt(max(float(lam @ sigma @ lam), 0.0))
+            if sigma_b <= np.finfo(float).eps:  # no variance: no range to condition on
+                decide(np.array([i]), np.array([eta]), np.array([-np.inf]),
+                       np.array([np.inf]), sigma_b)
+                return None
             vlo, vup, g_lo, g_up = _dual_range(y, sigma, w, lam, eta, known)
             vertex = _Vertex(lam, sigma, g_lo, g_up)
             decide(np.array([i]), np.array([eta]), np.array([vlo]), np.array([vup]),

@@ -170,7 +170,7 @@ def test_checkpoint_thinning_on_a_pilot():
     (dict(tokens_per_instance=2.5), "'tokens_per_instance' parameter of plan_design"),
     (dict(estimator=didmem.TWFEEstimator()), "'estimator' parameter of plan_design must be an "
      "instance of DiDEstimator"),
-    (dict(alpha=1.5), r"'alpha' parameter of plan_design must be a number in \(0, 1\)"),
+    (dict(alpha=1.5), r"'alpha' parameter of plan_design must be a number in \[1e-12, 1\)"),
     (dict(method="analytic", estimator=didmem.DiDEstimator(control_group="not_yet_treated")),
      "method='analytic' assumes never-treated controls"),
 ])

@@ -58,8 +58,10 @@ from pathlib import Path
 #: transitively; nothing else. The two wings share only ``foundation`` and ``panel``.
 LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
     ("foundation", ("didmem._version", "didmem.errors", "didmem._messages", "didmem._arrays",
-                    "didmem._validation", "didmem._lazy", "didmem._outcomes"), (),
-     "the exceptions, the one validation module, messages, array helpers, lazy imports"),
+                    "didmem._validation", "didmem._lazy", "didmem._outcomes",
+                    "didmem._progress"), (),
+     "the exceptions, the one validation module, messages, array helpers, lazy imports, "
+     "the progress line"),
     ("panel", ("didmem.panel", "didmem.panel_checks", "didmem.panel_exposures",
                "didmem.panel_scan", "didmem.cohorts", "didmem.suites", "didmem.datasets"),
      ("foundation",),

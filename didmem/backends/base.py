@@ -16,7 +16,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..errors import ParameterError, optional_import
+from .._progress import Progress
+from .._progress import progress as progress_line
+from ..errors import ParameterError
 from ._instances import InstanceBatch, Instances, listing
 from ._parts import PartStore, WorkItem, time_label
 
@@ -250,8 +252,9 @@ class OutcomeBackend(abc.ABC):
             Instances per work item (and per part); defaults to all instances, one part per
             checkpoint.
         progress : bool, optional
-            Show a tqdm progress bar over checkpoints and batches. ``None`` shows it when
-            tqdm is installed.
+            Show progress over checkpoints and batches on standard error (the checkpoint
+            being scored, sequences done, time left). ``None`` shows it when standard error
+            is a terminal.
 
         Returns
         -------
@@ -301,13 +304,9 @@ def normalise_frame(frame: pd.DataFrame, metrics: tuple) -> pd.DataFrame:
 
 
 def _progress_bar(progress: bool | None, total: int):
-    if progress is False or total == 0:
+    """The scoring progress line (:mod:`didmem._progress`): on a terminal, or when asked; None
+    when nothing is shown."""
+    if total == 0:
         return None
-    if progress is None:
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:
-            return None
-    else:
-        tqdm = optional_import("tqdm.auto", "lm").tqdm
-    return tqdm(total=total, unit="seq", dynamic_ncols=True, leave=False)
+    bar = progress_line(total, "scoring", progress, unit="seq")
+    return bar if isinstance(bar, Progress) else None

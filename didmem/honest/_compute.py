@@ -8,6 +8,7 @@ import pandas as pd
 from scipy import optimize
 from threadpoolctl import threadpool_limits
 
+from .._progress import progress as progress_line
 from ..errors import EstimationError, ParameterError
 from ..inference.bands import normal_quantile
 from ..results import AggregateResult
@@ -22,7 +23,8 @@ DEFAULT_ALPHA = 0.05  # for (beta, vcov) given without a level; an aggregation h
 
 
 def sensitivity_intervals(data, restriction, m, event_time, alpha, method, grid_points,
-                          simulations, seed, bias, monotonicity) -> SensitivityResult:
+                          simulations, seed, bias, monotonicity,
+                          progress=None) -> SensitivityResult:
     """:func:`didmem.sensitivity` on arguments its declaration has checked."""
     ms = np.atleast_1d(np.asarray(m, dtype=float))
     if bias is not None and monotonicity is not None:
@@ -44,35 +46,51 @@ def sensitivity_intervals(data, restriction, m, event_time, alpha, method, grid_
                               "under vcov; sensitivity intervals need a covariance with "
                               "positive variance of the target.")
     original = (theta - z * sd, theta + z * sd)
+    name = "M" if restriction == "smoothness" else "Mbar"
+    variant = None
+    if bias is not None or monotonicity is not None:
+        variant = f"bias {bias}" if bias is not None else f"monotonicity {monotonicity}"
+    title = "sensitivity (" + restriction.replace("_", " ") + (f", {variant}" if variant else "") \
+        + ")"
     # the problems are small and dense: several BLAS threads only contend on a busy machine
-    with threadpool_limits(limits=1, user_api="blas"):
+    with threadpool_limits(limits=1, user_api="blas"), \
+            progress_line(ms.size + 1, title, progress) as bar:
         n_post = l_post.size
-        variant = None
-        if bias is not None or monotonicity is not None:
+
+        def each(interval):
+            out = []
+            for mi in ms:
+                bar.say(f"interval at {name} = {mi:g}")
+                out.append(interval(float(mi)))
+                bar.step()
+            bar.say("breakdown value")
+            return out
+
+        if variant is not None:
             extra = sign_rows(n_pre, n_post, bias) if bias is not None \
                 else monotone_rows(n_pre, n_post, monotonicity)
-            variant = f"bias {bias}" if bias is not None else f"monotonicity {monotonicity}"
             make = smoothness_pieces if restriction == "smoothness" \
                 else relative_magnitudes_pieces
             union = PolyhedraUnion(beta, sigma, n_pre, l_post, alpha,
                                    make(n_pre, n_post, extra), hybrid=method == "C-LF",
                                    grid_points=grid_points, simulations=simulations, seed=seed)
-            rows = [union.interval(float(mi)) for mi in ms]
+            rows = each(union.interval)
             breakdown = _breakdown_by_test(union,
                                            start=1.0 if restriction != "smoothness" else sd)
             label = method
         elif restriction == "smoothness":
             problem = SmoothnessProblem(sigma, n_pre, l_post, alpha)
-            rows = [problem.interval(beta, float(mi)) for mi in ms]
+            rows = each(lambda mi: problem.interval(beta, mi))
             breakdown = _breakdown(problem, beta, sd)
             label = "FLCI"
         else:
             rm = RelativeMagnitudes(beta, sigma, n_pre, l_post, alpha,
                                     hybrid=method == "C-LF", grid_points=grid_points,
                                     simulations=simulations, seed=seed)
-            rows = [rm.interval(float(mi)) for mi in ms]
+            rows = each(rm.interval)
             breakdown = _breakdown_by_test(rm)
             label = method
+        bar.step()
     frame = pd.DataFrame({"m": ms, "lower": [r[0] for r in rows], "upper": [r[1] for r in rows],
                           "method": label})
     target.index = target.index.to_numpy(float) * step  # back to the data's event times

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg, optimize
 
-from ._arp import (conditional_test_line, dual_vertices, least_favourable_cv,
+from ._arp import (DualVertices, LeastFavourable, conditional_test_line, dual_vertices,
                    vertex_test_line)
 from ._grid import GridInversion
 from ._relative import differences
@@ -76,10 +76,19 @@ class PolyhedraUnion(GridInversion):
             else np.zeros((1, 0))
         self.sd_theta = float(np.sqrt(self.l_post @ self.sigma[n_pre:, n_pre:] @ self.l_post))
         self._cache = {}
+        self._known = {}  # (m, polyhedron): the dual vertices its programs have met
+        self._favourite = 0  # the polyhedron that last accepted a theta
+        self._last_lf = {}  # polyhedron: its critical value at the bound met last
 
     def _tests(self, m):
         """For each polyhedron: ``(A, d, y0, a_theta, x, sigma_y, vertices, lf)`` on the rows
-        that involve a post-treatment estimate."""
+        that involve a post-treatment estimate (``lf`` the least-favourable critical value)."""
+        return [(*problem[:7], None if lf is None else lf.value)
+                for *problem, lf in self._problems(m)]
+
+    def _problems(self, m):
+        """:meth:`_tests` with each critical value a :class:`~._arp.LeastFavourable`, computed
+        when first needed."""
         key = float(m)
         if key not in self._cache:
             out = []
@@ -91,36 +100,73 @@ class PolyhedraUnion(GridInversion):
                 sig = a @ self.sigma @ a.T
                 vertices = dual_vertices(np.column_stack([np.sqrt(np.diag(sig)), x]))
                 lf = None
-                if self.hybrid:
-                    lf = least_favourable_cv(x, sig, self.kappa, self.simulations, self.seed)
+                if self.hybrid:  # the same draws at every bound: the last bound's top first
+                    lf = LeastFavourable(x, sig, self.kappa, self.simulations, self.seed,
+                                         vertices, self._last_lf.get(len(out)))
+                    self._last_lf[len(out)] = lf
                 out.append((a, d, a @ self.beta - d, a_post @ self.a_theta, x, sig, vertices,
                             lf))
             self._cache[key] = out
         return self._cache[key]
 
     def accepts(self, m, thetas) -> np.ndarray:
-        """Which ``theta`` the union of the tests accepts at bound ``m``."""
+        """Which ``theta`` the union of the tests accepts at bound ``m``.
+
+        The polyhedra are tested in turn, the one that last accepted first (the union does not
+        depend on the order; a ``theta`` accepted by one is not tested by the others).
+        """
         thetas = np.atleast_1d(np.asarray(thetas, float))
         accept = np.zeros(thetas.size, bool)
-        for _, _, y0, a_theta, x, sig, vertices, lf in self._tests(m):
+        problems = self._problems(m)
+        order = sorted(range(len(problems)), key=lambda p: p != self._favourite)
+        for p in order:
+            _, _, y0, a_theta, x, sig, vertices, lf = problems[p]
             todo = ~accept
             if not todo.any():
                 break
             if vertices is None:
+                known = self._known.setdefault((float(m), p), DualVertices(y0.size))
                 rej = conditional_test_line(y0, a_theta, x, sig, self.alpha, thetas[todo], lf,
-                                            self.kappa)
+                                            self.kappa, known)
             else:
                 rej = vertex_test_line(y0, a_theta, sig, vertices, self.alpha, thetas[todo],
-                                       lf, self.kappa)
+                                       None if lf is None else lf.value, self.kappa)
+            if not rej.all():
+                self._favourite = p
             accept[np.flatnonzero(todo)[~rej]] = True
         return accept
+
+    def accepted_ends(self, m, thetas) -> tuple[int, int] | None:
+        """:meth:`GridInversion.accepted_ends`, testing from each end of the grid inwards and
+        stopping at the first accepted point: the points between are never tested (the
+        union's test costs programs at every point the linear programs decide)."""
+        thetas = np.asarray(thetas, float)
+        n = thetas.size
+        first = self._scan(m, thetas, np.arange(n))
+        if first is None:
+            return None
+        last = self._scan(m, thetas, np.arange(n - 1, first, -1))
+        return first, (first if last is None else last)
+
+    def _scan(self, m, thetas, order, block=16):
+        """The first index of ``order`` whose ``theta`` is accepted (``None`` when none is),
+        testing in blocks of growing size."""
+        start = 0
+        while start < order.size:
+            chunk = order[start:start + block]
+            hit = np.flatnonzero(self.accepts(m, thetas[chunk]))
+            if hit.size:
+                return int(chunk[hit[0]])
+            start += block
+            block *= 2
+        return None
 
     def identified_bounds(self, m):
         """The identified set of ``l' tau`` at ``beta`` (union over the polyhedra; ``None``
         when every polyhedron is empty there)."""
         lo, hi = [], []
         n_post = self.l_post.size
-        for a, d, *_ in self._tests(m):
+        for a, d, *_ in self._problems(m):
             # A (beta - (0, tau)) <= d  <=>  -A_post tau <= d - A beta
             ends = []
             for sense in (1.0, -1.0):

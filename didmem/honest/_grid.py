@@ -21,14 +21,20 @@ class GridInversion:
         fixed = thetas is not None
         thetas = self.grid(m) if thetas is None else np.asarray(thetas, float)
         for _ in range(6):
-            acc = self.accepts(m, thetas)
-            if not acc.any():
+            ends = self.accepted_ends(m, thetas)
+            if ends is None:
                 return float("nan"), float("nan")
-            if fixed or not (acc[0] or acc[-1]):
+            if fixed or not (ends[0] == 0 or ends[1] == thetas.size - 1):
                 break
             mid, half = 0.5 * (thetas[0] + thetas[-1]), thetas[-1] - thetas[0]
             thetas = np.linspace(mid - half, mid + half, self.grid_points)
-        return float(thetas[acc][0]), float(thetas[acc][-1])
+        return float(thetas[ends[0]]), float(thetas[ends[1]])
+
+    def accepted_ends(self, m, thetas) -> tuple[int, int] | None:
+        """Indices of the first and the last accepted ``theta`` (``None`` when none is): all
+        that :meth:`interval` reads of the test's decisions."""
+        accepted = np.flatnonzero(self.accepts(m, thetas))
+        return (int(accepted[0]), int(accepted[-1])) if accepted.size else None
 
     def covers_zero(self, m) -> bool:
         """Is ``theta = 0`` accepted? (no grid needed)."""

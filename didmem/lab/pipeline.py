@@ -16,7 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .._validation import Boolean, Instance, Satisfies, constraints_of, validate_params
+from .._progress import progress as progress_line
+from .._validation import (Boolean, Instance, OneOf, Satisfies, constraints_of,
+                           validate_params)
 from .._version import __version__
 from ..errors import ParameterError
 from .config import LabConfig, demo_config, quick_config
@@ -176,9 +178,11 @@ RUN_ARGUMENTS = {"out_dir": _PATH, "quick": Boolean(), "overwrite": Boolean(),
 """The declared arguments of :func:`run` (and :func:`~didmem.lab.replicate`)."""
 
 
-@validate_params(RUN_ARGUMENTS, owner="didmem.lab.run")
+@validate_params({**RUN_ARGUMENTS, "progress": OneOf(None, True, False)},
+                 owner="didmem.lab.run")
 def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
-        config: LabConfig | None = None, **changes) -> LabResult:
+        config: LabConfig | None = None, progress: bool | None = None,
+        **changes) -> LabResult:
     """Train a lab model, its twin and checks, score them, and write the run's directory.
 
     Parameters
@@ -195,6 +199,10 @@ def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
         unless ``overwrite`` is True.
     config : LabConfig, optional
         Full settings; overrides ``quick`` and ``seed``.
+    progress : bool, optional
+        Show progress (the stage: training which run, scoring, writing; stages done, time
+        spent) on standard error: by default when it is a terminal; ``True`` always,
+        ``False`` never.
     **changes
         Fields of :class:`~didmem.lab.LabConfig` to change, e.g. ``exact_cohorts=(96,)``.
 
@@ -216,32 +224,39 @@ def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
         return load(out_dir)
     timings = {}
     clock = _time.perf_counter()
+    design = build_design(cfg)  # before touching the directory: bad input fails here
+    stages = _stages(cfg, design)
+    bar = progress_line(len(stages), f"lab (seed {cfg.seed})", progress, unit="stages")
+    bar.say(stages[0][1])
 
     def lap(name):
         nonlocal clock
         now = _time.perf_counter()
         timings[name] = now - clock
         clock = now
+        bar.step()
+        if len(timings) < len(stages):
+            bar.say(stages[len(timings)][1])
 
-    design = build_design(cfg)  # before touching the directory: bad input fails here
-    directory.prepare(settings, overwrite)
-    lap("design")
-    from .trainer import torch_session
+    with bar:
+        directory.prepare(settings, overwrite)
+        lap("design")
+        from .trainer import torch_session
 
-    with torch_session(cfg.threads) as torch:
-        runs = _train_all(cfg, design, directory.path, lap)
-        scores = _score_all(cfg, design, runs)
-        lap("scoring")
-        versions = {"torch": torch.__version__}
-    tables = _tables(cfg, design, runs, scores)
-    tables.update(study_tables(design, tables["data_order.parquet"]))
-    for name, frame in tables.items():
-        directory.write_parquet(name, frame)
-    (directory.path / "study.toml").write_text(study_toml(
-        runs["main"]["checkpoints"], cfg.metrics, backend_settings(cfg), cfg.seed))
-    manifest = _manifest(cfg, design, settings, versions)
-    directory.finish(manifest)
-    lap("writing")
+        with torch_session(cfg.threads) as torch:
+            runs = _train_all(cfg, design, directory.path, lap)
+            scores = _score_all(cfg, design, runs)
+            lap("scoring")
+            versions = {"torch": torch.__version__}
+        tables = _tables(cfg, design, runs, scores)
+        tables.update(study_tables(design, tables["data_order.parquet"]))
+        for name, frame in tables.items():
+            directory.write_parquet(name, frame)
+        (directory.path / "study.toml").write_text(study_toml(
+            runs["main"]["checkpoints"], cfg.metrics, backend_settings(cfg), cfg.seed))
+        manifest = _manifest(cfg, design, settings, versions)
+        directory.finish(manifest)
+        lap("writing")
     return LabResult(
         out_dir=directory.path,
         config=cfg,
@@ -250,6 +265,18 @@ def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
         exact=tables["exact_check.parquet"],
         timings=timings,
     )
+
+
+def _stages(cfg, design) -> list:
+    """``(lap name, what it does)`` of the run's stages in order (the progress line's steps)."""
+    stages = [("design", "building the design"), ("train", "training the main run"),
+              ("twin", "training the twin")]
+    if cfg.exact_cohort_steps or _exposure_runs(design):
+        stages.append(("exact", "training the exact runs"))
+    if cfg.n_subset_models:
+        stages.append(("subsets", f"training {cfg.n_subset_models} subset models"))
+    return stages + [("scoring", "scoring every checkpoint"),
+                     ("writing", "writing the tables")]
 
 
 def _train_all(cfg, design, root: Path, lap) -> dict:

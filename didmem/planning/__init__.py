@@ -47,6 +47,7 @@ _CONSTRAINTS = {
     "tokens_per_instance": Integral(1, allow_none=True),
     "suite": Satisfies(lambda v: v is None or isinstance(v, str), "a suite name (str) or None"),
     "tokens_per_second": Interval(0, None, closed="neither", allow_none=True),
+    "progress": OneOf(None, True, False),
 }
 
 
@@ -54,8 +55,8 @@ _CONSTRAINTS = {
 def plan_design(source, *, units_per_cohort, n_validation=None, checkpoint_every=1,
                 target="instantaneous", effect=None, method=None, pool="all", estimator=None,
                 n_simulations=200, mde_power=0.8, alpha=None, random_state=None,
-                tokens_per_instance=None, tokens_per_second=None, suite=None
-                ) -> DesignPlan:
+                tokens_per_instance=None, tokens_per_second=None, suite=None,
+                progress=None) -> DesignPlan:
     r"""Power, minimum detectable effect and scoring cost of a grid of study designs.
 
     Parameters
@@ -119,6 +120,10 @@ def plan_design(source, *, units_per_cohort, n_validation=None, checkpoint_every
         page): its tokens per instance price the design, and its published checkpoints bound
         it (a design cannot keep more checkpoints than the suite has); the table gets a
         ``suite`` column.
+    progress : bool, optional
+        Show progress (the design being planned, fits done, time left) on standard error:
+        by default when it is a terminal (from a second on); ``True`` always, ``False``
+        never.
 
     Returns
     -------
@@ -160,4 +165,4 @@ def plan_design(source, *, units_per_cohort, n_validation=None, checkpoint_every
 
     return design_table(source, units_per_cohort, n_validation, checkpoint_every, target,
                         effect, method, pool, estimator, n_simulations, mde_power, alpha,
-                        random_state, tokens_per_instance, tokens_per_second, suite)
+                        random_state, tokens_per_instance, tokens_per_second, suite, progress)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 
+from .._progress import progress as progress_line
 from ..errors import ParameterError
 from ..inference._prepared import MIN_COHORT_SIZE
 from ..estimators import DiDEstimator
@@ -31,7 +32,7 @@ def grid(values) -> list[int]:
 
 def design_table(source, units_per_cohort, n_validation, checkpoint_every, target, effect,
                  method, pool, estimator, n_simulations, mde_power, alpha, random_state,
-                 tokens_per_instance, tokens_per_second, suite) -> DesignPlan:
+                 tokens_per_instance, tokens_per_second, suite, progress=None) -> DesignPlan:
     """:func:`didmem.plan_design` on arguments its declaration has checked."""
     units = grid(units_per_cohort)
     every = grid(checkpoint_every)
@@ -72,57 +73,75 @@ def design_table(source, units_per_cohort, n_validation, checkpoint_every, targe
             "Use the simulated route (a pilot) for these settings.")
 
     rows = []
-    for k in every:
-        if pilot is None:
-            pos, n_kept, sigma = source.layout(k)
-            shrunk = None
-        else:
-            thin = pilot.thinned(k)
-            _check_pilot(thin, k, params, validation)
-            pos = np.searchsorted(thin.times, thin.treated_cohorts)
-            n_kept = thin.times.size
-        if pilot is None or method == "analytic":
-            if pilot is not None:
-                sigma, shrunk = _pilot_covariance(thin, params, target)
-            stats = _analytic_layout(pos, n_kept, sigma, target)
-        else:
-            centre, _ = centred(thin, DiDEstimator, params)
-            sampler = centre.sampler(pool)
-            shrunk = shrink(*_keys(fit_quiet(DiDEstimator, {**params, "n_bootstrap": 0},
-                                             thin.panel(), AGGREGATION[target]), target)[1:3])
-        # the pilot's key effects as the truth: shrunk towards their pooled mean, and drawn
-        # from their posterior for the interval of the planned power
-        draws = None if effect is not None or shrunk is None else \
-            shrunk.draws(EFFECT_DRAWS, rng)
-        keys_effect = None if shrunk is None else shrunk.posterior_mean
-        for u, v in itertools.product(units, validation):
-            if method == "analytic":
-                power, mc, mde, crit, eff, band = _analytic_design(
-                    stats, u, v, alpha, effect, keys_effect, draws, mde_power, rng,
-                    small_sample=bool(params.get("small_sample", False)))
-            else:
-                est, se, cr = _simulate(sampler, u, v, params, target, n_simulations, rng)
-                power, mc, mde, crit, eff, band = _simulated_design(
-                    est, se, cr, effect, keys_effect, draws, mde_power)
-            n_inst = pos.size * u + v
-            if published is not None and n_kept > len(published.checkpoints):
-                raise ParameterError(
-                    f"The design keeps {n_kept} checkpoints; suite {published.name!r} publishes "
-                    f"{len(published.checkpoints)}.")
-            tokens = float(n_inst) * n_kept * tokens_per_instance
-            rows.append({
-                "units_per_cohort": u, "n_validation": v, "checkpoint_every": k,
-                "n_cohorts": int(pos.size), "checkpoints": int(n_kept), "instances": n_inst,
-                "tokens": tokens,
-                "gpu_hours": np.nan if tokens_per_second is None
-                else tokens / tokens_per_second / 3600.0,
-                "effect": eff, "power": power, "power_lower": band[0], "power_upper": band[1],
-                "power_mc_error": mc, "mde": mde,
-                "critical_value": crit, "method": method,
-                **({} if published is None else {"suite": published.name})})
+    n_designs = len(every) * len(units) * len(validation)
+    simulated = method == "simulated"
+    with progress_line(n_designs * (n_simulations if simulated else 1),
+                       f"plan_design ({method}, {n_designs} designs)", progress,
+                       unit="fits" if simulated else "designs") as bar:
+        for k in every:
+            rows.extend(_designs_at(k, source, pilot, params, method, target, units, validation,
+                                    alpha, effect, pool, n_simulations, mde_power, rng,
+                                    published, tokens_per_instance, tokens_per_second, bar))
     return DesignPlan(table=pd.DataFrame(rows), target=target, method=method,
                       effect_source="stated" if effect is not None else "pilot",
                       mde_power=mde_power, alpha=alpha)
+
+
+def _designs_at(k, source, pilot, params, method, target, units, validation, alpha, effect,
+                pool, n_simulations, mde_power, rng, published, tokens_per_instance,
+                tokens_per_second, bar) -> list:
+    """The rows of the designs that keep every ``k``-th checkpoint."""
+    rows = []
+    if pilot is None:
+        pos, n_kept, sigma = source.layout(k)
+        shrunk = None
+    else:
+        thin = pilot.thinned(k)
+        _check_pilot(thin, k, params, validation)
+        pos = np.searchsorted(thin.times, thin.treated_cohorts)
+        n_kept = thin.times.size
+    if pilot is None or method == "analytic":
+        if pilot is not None:
+            sigma, shrunk = _pilot_covariance(thin, params, target)
+        stats = _analytic_layout(pos, n_kept, sigma, target)
+    else:
+        centre, _ = centred(thin, DiDEstimator, params)
+        sampler = centre.sampler(pool)
+        shrunk = shrink(*_keys(fit_quiet(DiDEstimator, {**params, "n_bootstrap": 0},
+                                         thin.panel(), AGGREGATION[target]), target)[1:3])
+    # the pilot's key effects as the truth: shrunk towards their pooled mean, and drawn
+    # from their posterior for the interval of the planned power
+    draws = None if effect is not None or shrunk is None else \
+        shrunk.draws(EFFECT_DRAWS, rng)
+    keys_effect = None if shrunk is None else shrunk.posterior_mean
+    for u, v in itertools.product(units, validation):
+        bar.say(f"units_per_cohort={u}, n_validation={v}, checkpoint_every={k}")
+        if method == "analytic":
+            power, mc, mde, crit, eff, band = _analytic_design(
+                stats, u, v, alpha, effect, keys_effect, draws, mde_power, rng,
+                small_sample=bool(params.get("small_sample", False)))
+            bar.step()
+        else:
+            est, se, cr = _simulate(sampler, u, v, params, target, n_simulations, rng, bar)
+            power, mc, mde, crit, eff, band = _simulated_design(
+                est, se, cr, effect, keys_effect, draws, mde_power)
+        n_inst = pos.size * u + v
+        if published is not None and n_kept > len(published.checkpoints):
+            raise ParameterError(
+                f"The design keeps {n_kept} checkpoints; suite {published.name!r} publishes "
+                f"{len(published.checkpoints)}.")
+        tokens = float(n_inst) * n_kept * tokens_per_instance
+        rows.append({
+            "units_per_cohort": u, "n_validation": v, "checkpoint_every": k,
+            "n_cohorts": int(pos.size), "checkpoints": int(n_kept), "instances": n_inst,
+            "tokens": tokens,
+            "gpu_hours": np.nan if tokens_per_second is None
+            else tokens / tokens_per_second / 3600.0,
+            "effect": eff, "power": power, "power_lower": band[0], "power_upper": band[1],
+            "power_mc_error": mc, "mde": mde,
+            "critical_value": crit, "method": method,
+            **({} if published is None else {"suite": published.name})})
+    return rows
 
 
 def _check_validation(validation, params, source, minimum=1) -> None:
@@ -215,7 +234,7 @@ def _analytic_design(parts, u, v, alpha, effect, keys_effect, draws, mde_power, 
             _power_band(power_of, draws))
 
 
-def _simulate(sampler, u, v, params, target, n_sim, rng):
+def _simulate(sampler, u, v, params, target, n_sim, rng, bar=None):
     est = se = ref_keys = None
     crit = np.empty(n_sim)
     for s in range(n_sim):
@@ -229,6 +248,8 @@ def _simulate(sampler, u, v, params, target, n_sim, rng):
         fine = (at < ref_keys.size) & (ref_keys[np.minimum(at, ref_keys.size - 1)] == keys)
         est[s, at[fine]], se[s, at[fine]] = e[fine], sd[fine]
         crit[s] = c
+        if bar is not None:
+            bar.step()
     return est, se, crit
 
 

@@ -75,7 +75,8 @@ class Runner(abc.ABC):
     max_retries : int
         How many times a failed work item is tried again before it is reported.
     progress : bool, optional
-        Show progress; ``None`` shows it when the progress library is installed.
+        Show progress (checkpoint being scored, sequences done, time left) on standard
+        error; ``None`` shows it when standard error is a terminal.
     model : str, optional
         A label of the model in the plan (defaults to the backend's class name).
     """
@@ -194,7 +195,7 @@ class _LocalSession:
 
 
 class LocalRunner(Runner):
-    """Runs the work items one after the other in this process, with a tqdm progress bar.
+    """Runs the work items one after the other in this process, with a progress line.
 
     The parameters are those of :class:`Runner`.
 

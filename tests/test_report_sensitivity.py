@@ -63,7 +63,7 @@ def test_unsuitable_result_says_why_and_the_report_goes_on(fits):
     ({"restriction": "smoothness"}, "needs 'm'"),
     ({"m": [1], "mbar": 2}, r"Unknown sensitivity option\(s\) \['mbar'\]"),
     ({"m": [1], "restriction": "sd"}, "'restriction' parameter of sensitivity"),
-    ([("m", 1)], "must be a mapping"),
+    ([("m", 1)], "must be None or a mapping"),
 ])
 def test_bad_options_are_refused(fits, options, message):
     with pytest.raises(didmem.ParameterError, match=message):

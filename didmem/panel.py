@@ -552,6 +552,21 @@ class Panel:
             out[:, :, j] = self._covariates[name]
         return out
 
+    @staticmethod
+    def scan(path, *, unit: str, time: str, cohort: str, outcome: str,
+             never_treated: float | None = None, memory_bytes: int | None = None):
+        """A parquet file or folder read lazily, as unit paths in bounded memory.
+
+        Returns a :class:`~didmem.panel_scan.ParquetPaths` (its footers, units and times read
+        and checked now, its outcomes when fitted): :meth:`didmem.DiDEstimator.fit` takes it
+        and fits from per-cohort moments. Columns as for :class:`Panel`; ``outcome`` is one
+        column; ``memory_bytes`` bounds the paths held at once (2 GiB by default).
+        """
+        from .panel_scan import ParquetPaths
+
+        return ParquetPaths(path, unit=unit, time=time, cohort=cohort, outcome=outcome,
+                            never_treated=never_treated, memory_bytes=memory_bytes)
+
     def resolve_outcome(self, name: str | None) -> str:
         """Return the outcome name to use, checking that it exists."""
         if name is None:

@@ -61,15 +61,19 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
                     "didmem._validation", "didmem._lazy", "didmem._outcomes"), (),
      "the exceptions, the one validation module, messages, array helpers, lazy imports"),
     ("panel", ("didmem.panel", "didmem.panel_checks", "didmem.panel_exposures",
-               "didmem.cohorts", "didmem.suites", "didmem.datasets"), ("foundation",),
-     "the validated long table and its dense views; the cohort rules; the suites' published "
-     "facts; simulated panels"),
+               "didmem.panel_scan", "didmem.cohorts", "didmem.suites", "didmem.datasets"),
+     ("foundation",),
+     "the validated long table and its dense views; a parquet folder read as unit paths; the "
+     "cohort rules; the suites' published facts; simulated panels"),
     # the estimation wing
     ("inference", ("didmem.inference",), ("panel",),
      "R's pre-processing, the influence of the cells, kernels, the bootstrap, bands, pre-tests"),
     # every result's .plot() draws through didmem.plotting, which reads results only
     ("results", ("didmem.results", "didmem.plotting"), ("inference",),
-     "immutable results that hold their inference; saving and loading; comparison; figures"),
+     "immutable results that hold their inference; their resolved settings "
+     "(``didmem/results/_settings.py``), kept by saving and loading so that a saved result reads as "
+     "the fitted one; comparison; truth scoring, written once (``didmem/results/_truth.py``); "
+     "figures"),
     ("estimators", ("didmem.estimators",), ("results",),
      "what is estimated: one estimator per module, one small contract"),
     ("analyses", ("didmem.honest", "didmem.planning", "didmem.montecarlo"), ("estimators",),

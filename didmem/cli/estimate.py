@@ -12,7 +12,8 @@ __all__ = ["HELP", "DESCRIPTION", "add_arguments", "run", "FLAG_ADVICE"]
 
 HELP = "estimate the profile of a panel file and write a results parquet"
 DESCRIPTION = (
-    "Read a long panel (one row per unit and checkpoint; .parquet or .csv), estimate "
+    "Read a long panel (one row per unit and checkpoint; .parquet or .csv, or a folder of "
+    "parquet files read in bounded memory, locally or with --runner ray), estimate "
     "tau(g, c) with a bootstrap band, print the summary and write the results file (read it "
     "with didmem.load_result, 'didmem plot' or 'didmem report')."
 )
@@ -39,7 +40,10 @@ def add_arguments(parser) -> None:
     from ..panel import Panel
     from ..study.estimate import EstimateSettings
 
-    parser.add_argument("panel", help="the panel file (.parquet or .csv)")
+    from ..runners import RUNNER_KINDS
+
+    parser.add_argument("panel", help="the panel file (.parquet or .csv), or a folder of "
+                                      "parquet files (a balanced panel, fitted from moments)")
     parser.add_argument("--outcome", required=True, help="the outcome column")
     parser.add_argument("--out", required=True, help="the results file to write (.parquet)")
     add_option(parser, EstimateSettings, "estimator",
@@ -67,6 +71,11 @@ def add_arguments(parser) -> None:
                         help="R did's standard errors and band (small_sample=False) instead of "
                              "the small-sample corrected ones")
     seed_option(parser)
+    parser.add_argument("--runner", choices=list(RUNNER_KINDS), default="local",
+                        help="a folder's partitions read here or as tasks on Ray (default: "
+                             "local)")
+    parser.add_argument("--address", default=None,
+                        help="address of an existing Ray cluster, e.g. 'auto' (ray runner)")
 
 
 def run(args) -> int:
@@ -87,19 +96,46 @@ def run(args) -> int:
             raise ParameterError(f"{flag} applies to --estimator {' or '.join(users)} only; got "
                                  f"--estimator {args.estimator}.")
     cohorts = [args.cohort] + [f"{args.cohort}_{k}" for k in range(2, args.exposure + 1)]
-    frame = read_panel_frame(Path(args.panel))
-    panel = Panel(frame, unit=args.unit, time=args.time, cohort=cohorts,
-                  outcome=args.outcome, never_treated=args.never_treated, balance=args.balance)
     options = {} if args.base_period is None else {"base_period": args.base_period}
     if args.exposure != 1:
         options["exposure"] = args.exposure
-    res = cls(control_group=args.control_group, n_bootstrap=args.n_bootstrap,
-              random_state=args.seed, lower_is_better=args.lower_is_better, outcome=args.outcome,
-              small_sample=not args.r_inference, **options).fit(panel)
+    estimator = cls(control_group=args.control_group, n_bootstrap=args.n_bootstrap,
+                    random_state=args.seed, lower_is_better=args.lower_is_better,
+                    outcome=args.outcome, small_sample=not args.r_inference, **options)
+    if Path(args.panel).is_dir():
+        res = _fit_folder(estimator, args)
+    else:
+        if args.runner != "local" or args.address is not None:
+            raise ParameterError("--runner ray and --address apply to a folder of parquet "
+                                 f"files; got the file {args.panel!r}.")
+        frame = read_panel_frame(Path(args.panel))
+        panel = Panel(frame, unit=args.unit, time=args.time, cohort=cohorts,
+                      outcome=args.outcome, never_treated=args.never_treated,
+                      balance=args.balance)
+        res = estimator.fit(panel)
     compute_saved(res)  # the summary's and the file's quantities, two at a time
     print(res.summary())
     print(f"\nwrote {res.save(out)}")
     return 0
+
+
+def _fit_folder(estimator, args):
+    """A folder of parquet files: read in bounded memory and fitted from moments."""
+    from ..estimators._moments_route import fit_dataset
+    from ..panel_scan import ParquetPaths
+
+    if args.estimator != "did" or args.exposure != 1 or args.balance != "error":
+        raise ParameterError(
+            "A folder of parquet files is fitted from moments: --estimator did, one exposure "
+            "and a balanced panel only; read a single file for the rest.")
+    data = ParquetPaths(args.panel, unit=args.unit, time=args.time, cohort=args.cohort,
+                        outcome=args.outcome, never_treated=args.never_treated)
+    if args.runner == "ray":
+        from ..runners.ray_tasks import ray_map, ray_session
+
+        with ray_session(args.address) as ray:
+            return fit_dataset(estimator, data, map_items=ray_map(ray))
+    return fit_dataset(estimator, data)
 
 
 def cli_message(message: str) -> str:

@@ -137,6 +137,20 @@ class DiDEstimator(GroupTimeEstimator):
                          lower_is_better=lower_is_better, small_sample=small_sample,
                          exposure=exposure, history=history)
 
+    def fit(self, data):
+        """Estimate on ``data``: a :class:`~didmem.Panel`, or a parquet file or folder read
+        lazily (:meth:`didmem.Panel.scan`), which is read in bounded memory and fitted from
+        per-cohort moments (balanced, one exposure, Gaussian multipliers; see the
+        *Inference* page, "Sufficient statistics"). Returns an immutable result.
+        """
+        from ..panel_scan import ParquetPaths
+
+        if isinstance(data, ParquetPaths):
+            from ._moments_route import fit_dataset
+
+            return fit_dataset(self, data)
+        return super().fit(data)
+
     def _cells(self, design, params, not_yet):
         from ..inference._prepared import did_cells
 

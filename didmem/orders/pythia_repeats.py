@@ -91,7 +91,9 @@ def _sequence_hashes(tokens, dtype) -> np.ndarray:
 
 
 def row_hashes(dataset, start: int = 0, stop: int | None = None) -> np.ndarray:
-    """A 64-bit FNV-1a hash of the bytes of each row ``start .. stop-1`` of an indexed dataset.
+    """A 64-bit FNV-1a hash of the bytes of each row ``start`` to ``stop - 1`` of a dataset.
+
+    The dataset is an indexed dataset (:class:`MMapIndexedDataset`).
 
     Parameters
     ----------

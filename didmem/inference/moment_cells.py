@@ -1,0 +1,365 @@
+"""The cells of a fit and their inference from per-cohort moments (no unit's path kept).
+
+:func:`prepare_moments` applies R did's pre-processing to :class:`~didmem.inference.moments.
+CohortMoments` (as :func:`~didmem.inference._prepared.prepare_design` does to a panel) and
+returns a :class:`MomentsDesign`: the cohorts as blocks, treated cohorts ascending and the
+never-treated last, laid out as the kernels expect, so that :func:`~didmem.inference.
+_prepared.did_cells` lays out the cells on it unchanged. :class:`MomentsInfluence` then gives
+what the inference asks of the cells' influence functions:
+
+* the estimates and the grouped statistics (``mu1``, ``mu0``, ``w1``, ``w0``);
+* each cell's variance ``sum_i psi_i**2`` and its treated part (for Welch's correction),
+  from the moments about each cohort's mean;
+* covariances of cells and of linear combinations of cells (aggregations, with R's
+  estimated-weights term), and each block's part of them, as bilinear forms in per-block
+  Gram matrices ``G_j = sum_i f_i f_i'`` of the features ``f_i = (w_i y_i, w_i, 1)``;
+* the Gaussian multiplier bootstrap: given the data a block's sum ``sum_i U_i f_i`` with
+  i.i.d. standard normal ``U_i`` is exactly ``N(0, G_j)``, independent across blocks, so a
+  draw is ``xi @ sqrt(G_j)`` per block: the same bootstrap in distribution at a cost of
+  ``O(draws x blocks x T**2)``, whatever the number of units.
+
+Within a fit the outcome is centred on its weighted mean path (which leaves every estimate
+and influence function unchanged), as the in-memory route centres its columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import EstimationError
+from . import kernels
+from .influence import CellInfluence
+from .moments import CohortMoments
+
+__all__ = ["MomentsDesign", "MomentsInfluence", "prepare_moments"]
+
+@dataclass(frozen=True, eq=False)
+class MomentsDesign:
+    """A prepared design held as moments: blocks are the treated cohorts, then never-treated.
+
+    It answers what the cell layout and the small-sample correction read of a
+    :class:`~didmem.inference._prepared.PreparedDesign` (``times``, ``cohorts``,
+    ``starts``, ``n_units``, ``cohort_shares``, no clusters) and holds no unit.
+    """
+
+    moments: CohortMoments
+    cohorts: np.ndarray
+    starts: np.ndarray
+    clusters: None = None
+    n_clusters: int = 0
+    y: None = None
+    x: None = None
+    holes: None = None
+
+    @property
+    def times(self) -> np.ndarray:
+        return self.moments.times
+
+    @property
+    def n_units(self) -> int:
+        return int(self.starts[-1])
+
+    @property
+    def n_cohorts(self) -> int:
+        return int(self.cohorts.size)
+
+    @property
+    def block_weights(self) -> np.ndarray:
+        return self.moments.weight
+
+    @property
+    def cohort_shares(self) -> np.ndarray:
+        """R did's ``pg``: each treated cohort's share of the (weighted) units."""
+        return self.moments.weight[: self.n_cohorts] / self.n_units
+
+    @property
+    def centre(self) -> np.ndarray:
+        """The weighted mean path of all units (the outcome's centre within the fit)."""
+        m = self.moments
+        return m.weight @ m.mean / m.weight.sum()
+
+    def block_means(self) -> np.ndarray:
+        """Each block's weighted mean path, centred (blocks x times)."""
+        return self.moments.mean - self.centre
+
+    def gram(self) -> np.ndarray:
+        """``G_j = sum_i f_i f_i'`` per block, ``f_i = (w_i y_i, w_i, 1)`` with ``y``
+        centred (blocks x (T + 2) x (T + 2))."""
+        m = self.moments
+        n_t = m.times.size
+        delta = self.block_means()
+        out = np.empty((m.cohorts.size, n_t + 2, n_t + 2))
+        for j in range(m.cohorts.size):
+            d, h, v = delta[j], m.lever[j], m.weight_sq[j]
+            out[j, :n_t, :n_t] = m.cross[j] + np.outer(h, d) + np.outer(d, h) + v * np.outer(d, d)
+            out[j, :n_t, n_t] = out[j, n_t, :n_t] = h + v * d
+            out[j, :n_t, n_t + 1] = out[j, n_t + 1, :n_t] = m.weight[j] * d
+            out[j, n_t, n_t] = v
+            out[j, n_t, n_t + 1] = out[j, n_t + 1, n_t] = m.weight[j]
+            out[j, n_t + 1, n_t + 1] = m.count[j]
+        return out
+
+
+def prepare_moments(moments: CohortMoments, *, need_never_treated: bool, anticipation: float,
+                    lower_is_better: bool, owner: str,
+                    never_treated_code: float | None = None) -> MomentsDesign:
+    """R did's pre-processing on moments, by the in-memory route's own steps
+    (:func:`~didmem.inference._prepared._r_preprocessing` on the units' cohorts, then the
+    blocks' checks): the same errors and warnings.
+
+    Cohorts after the last period count as never treated; without never-treated units the
+    latest cohort becomes the comparison group and the periods from it on are dropped;
+    cohorts treated by the first period plus anticipation are dropped.
+    """
+    from ._prepared import _cohort_blocks, _r_preprocessing
+
+    m = moments.negated() if lower_is_better else moments
+    times = m.times
+    zero_hint = ""
+    if never_treated_code is None and np.any(m.cohorts == 0) and 0 <= times[0]:
+        zero_hint = (" If 0 marks never-treated units (R did's convention), pass "
+                     "never_treated=0 to Panel (CLI: --never-treated 0).")
+    per_unit = np.repeat(m.cohorts, m.count)  # the units' cohorts, for the messages' counts
+    starts = np.concatenate([[0], np.cumsum(m.count)])
+    cut, keep = _r_preprocessing(per_unit, times, need_never_treated=need_never_treated,
+                                 anticipation=anticipation, owner=owner, noun="units",
+                                 zero_hint=zero_hint)
+    now = per_unit[starts[:-1]] if per_unit.size else per_unit  # each cohort's value after it
+    kept = keep[starts[:-1]] if per_unit.size else keep
+    del per_unit, keep
+    m = m.select(kept)
+    for old, new in zip(m.cohorts, now[kept]):
+        if old != new:  # a late cohort, or the latest without never-treated units
+            m = m.merge_cohorts(old, new)
+    if not cut.all():
+        m = m.at_times(cut)
+    if not np.isinf(m.cohorts).any():  # an empty never-treated block (not-yet-treated only)
+        m = m + CohortMoments(times=m.times, cohorts=np.array([np.inf]),
+                              count=np.zeros(1, dtype=np.int64), weight=np.zeros(1),
+                              weight_sq=np.zeros(1), mean=np.zeros((1, m.times.size)),
+                              lever=np.zeros((1, m.times.size)),
+                              cross=np.zeros((1, m.times.size, m.times.size)))
+    _cohort_blocks(m.cohorts, np.ones(m.cohorts.size, dtype=bool),
+                   lambda block, counts: m.count.astype(float),
+                   need_never_treated=need_never_treated, owner=owner, word="units")
+    starts = np.concatenate([[0], np.cumsum(m.count)]).astype(np.int64)
+    return MomentsDesign(moments=m, cohorts=m.cohorts[:-1].copy(), starts=starts)
+
+
+@dataclass(frozen=True, eq=False)
+class MomentsInfluence(CellInfluence):
+    """The cells' influence functions on a :class:`MomentsDesign`, held as moments: a route
+    of the influence protocol (:class:`~didmem.inference.influence.CellInfluence`).
+
+    Build it with :meth:`build`; ``att`` and ``stats`` are the cells' estimates and grouped
+    statistics (in the centred outcome, as the in-memory route's). The multiplier bootstrap
+    is Gaussian only (:meth:`bootstrap`); no unit's influence is held (:meth:`dense`).
+    """
+
+    design: MomentsDesign
+    cells: object
+    att: np.ndarray
+    stats: dict
+    gram: np.ndarray
+
+    @property
+    def n_cells(self) -> int:
+        return int(self.cells.size)
+
+    @property
+    def estimates(self) -> np.ndarray:
+        return self.att
+
+    def chunk_drawer(self, multipliers, clusters, n_clusters: int):
+        raise EstimationError("Moments draw each block's sums from their Gaussian law "
+                              "(bootstrap), not from per-unit multipliers.")
+
+    def dense(self) -> np.ndarray:
+        raise EstimationError("Moments hold no unit's influence function; fit the panel in "
+                              "memory for the units x cells matrix.")
+
+    @classmethod
+    def build(cls, design: MomentsDesign, cells) -> "MomentsInfluence":
+        m = design.moments
+        means = design.block_means()
+        n_blocks = m.cohorts.size
+        t, b = cells.t, cells.b
+        base = b >= 0
+        bb = np.where(base, b, 0)
+        change = means[:, t] - np.where(base, means[:, bb], 0.0)  # blocks x cells
+        member = _control_member(cells, n_blocks, live_only=False)
+        w1 = m.weight[cells.k]
+        w0 = (member * m.weight[:, None]).sum(axis=0)
+        mu1 = change[cells.k, np.arange(cells.size)]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mu0 = (member * m.weight[:, None] * change).sum(axis=0) / w0
+        live = cells.ref == 0
+        mu1 = np.where(live, mu1, 0.0)
+        mu0 = np.where(live, mu0, 0.0)
+        att = np.where(live, mu1 - mu0, 0.0)
+        stats = {"mu1": mu1, "mu0": mu0, "w1": w1, "w0": w0}
+        return cls(design=design, cells=cells, att=att, stats=stats, gram=design.gram())
+
+    # ------------------------------------------------------------------ variances
+    def _quadratic(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``a'C_j a``, ``a'h_j`` and ``a'm_j`` of every cell's change vector ``a``."""
+        m = self.design.moments
+        t, b = self.cells.t, self.cells.b
+        base = b >= 0
+        bb = np.where(base, b, 0)
+        c = m.cross[j]
+        quad = c[t, t] + np.where(base, c[bb, bb] - 2 * c[t, bb], 0.0)
+        lever = m.lever[j][t] - np.where(base, m.lever[j][bb], 0.0)
+        mean = m.mean[j][t] - np.where(base, m.mean[j][bb], 0.0)
+        return quad, lever, mean
+
+    def treated_variance(self) -> np.ndarray:
+        """The treated cohort's part ``sum_{i in g} psi_i**2`` of every cell's variance."""
+        out = np.zeros(self.cells.size)
+        for k in range(self.design.n_cohorts):
+            sel = (self.cells.k == k) & (self.cells.ref == 0)
+            if sel.any():
+                quad, _, _ = self._quadratic(k)
+                out[sel] = quad[sel] / self.stats["w1"][sel] ** 2
+        return out
+
+    def variance(self, clusters=None, n_clusters: int = 0) -> np.ndarray:
+        """``sum_i psi_ic**2`` per cell (0 for reference cells), about each cohort's mean."""
+        if n_clusters:
+            raise EstimationError("Moments hold no cluster: fit clustered panels in memory.")
+        m = self.design.moments
+        cells = self.cells
+        member = _control_member(cells, m.cohorts.size)
+        centre = self.design.centre
+        # the control mean in raw units: mu0 is in the centred outcome
+        shift = centre[cells.t] - np.where(cells.b >= 0, centre[np.maximum(cells.b, 0)], 0.0)
+        mu0_raw = self.stats["mu0"] + shift
+        control = np.zeros(cells.size)
+        for j in range(m.cohorts.size):
+            if not member[j].any():
+                continue
+            quad, lever, mean = self._quadratic(j)
+            delta = mean - mu0_raw
+            part = quad + 2 * delta * lever + delta * delta * m.weight_sq[j]
+            control += np.where(member[j], part, 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            control = np.where(cells.ref == 0, control / self.stats["w0"] ** 2, 0.0)
+        return self.treated_variance() + control
+
+    # ------------------------------------------------------------------ covariances
+    def covariance(self, which: np.ndarray) -> np.ndarray:
+        """``sum_i psi_ci psi_di`` of the cells ``which`` (the pre-test's ``V``)."""
+        which = np.asarray(which, dtype=np.int64)
+        n_t = self.design.times.size
+        gram = np.ascontiguousarray(self.gram[:, : n_t + 1, : n_t + 1])
+        suffix = np.ascontiguousarray(np.cumsum(gram[::-1], axis=0)[::-1])
+        c, s = self.cells, self.stats
+        return kernels.pretest_covariance(
+            gram, suffix, c.k[which], c.t[which], c.b[which], c.cs[which], s["mu1"][which],
+            s["mu0"][which], s["w1"][which], s["w0"][which])
+
+    def combination_coefficients(self, weights, omega) -> np.ndarray:
+        """Coefficients (blocks x (T + 2) x rows) of linear combinations of the cells on the
+        features ``(w_i y_i, w_i, 1)``, with R's estimated-weights term
+        ``(omega[row, g(i)] w_i - Omega[row]) / n``."""
+        from scipy import sparse
+
+        csc = sparse.csc_matrix(weights)
+        d, c, s = self.design, self.cells, self.stats
+        n_t, n_keys = d.times.size, csc.shape[0]
+        n_blocks = d.starts.size - 1
+        a, beta = kernels.aggregate_coefficients(
+            *c.kernel_args(), s["mu1"], s["mu0"], s["w1"], s["w0"],
+            csc.indptr.astype(np.int64), csc.indices.astype(np.int64),
+            csc.data.astype(np.float64), n_keys, n_blocks, n_t)
+        omega = np.asarray(omega, dtype=np.float64)
+        beta[: d.n_cohorts] += omega.T / d.n_units
+        coef = np.empty((n_blocks, n_t + 2, n_keys))
+        coef[:, :n_t] = a
+        coef[:, n_t] = beta
+        coef[:, n_t + 1] = -(omega @ d.cohort_shares) / d.n_units
+        return coef
+
+    def combination_moments(self, weights, omega, *, blocks: bool = True):
+        """Covariance (rows x rows) of linear combinations of the cells and, with
+        ``blocks``, each block's part of their variances (blocks x rows)."""
+        coef = self.combination_coefficients(weights, omega)
+        n_keys = coef.shape[2]
+        cov = np.zeros((n_keys, n_keys))
+        parts = np.empty((coef.shape[0], n_keys)) if blocks else None
+        for j in range(coef.shape[0]):
+            a = coef[j]
+            ga = self.gram[j] @ a
+            cov += a.T @ ga
+            if blocks:
+                parts[j] = np.einsum("pk,pk->k", a, ga)
+        return cov, parts
+
+    # ------------------------------------------------------------------ bootstrap
+    def gaussian_roots(self) -> np.ndarray:
+        """A square root ``R_j`` (``R_j' R_j = G_j``) of every block's Gram matrix."""
+        roots = np.empty_like(self.gram)
+        for j in range(self.gram.shape[0]):
+            vals, vecs = np.linalg.eigh(self.gram[j])
+            roots[j] = (vecs * np.sqrt(np.clip(vals, 0.0, None))).T
+        return roots
+
+    def gaussian_sums(self, n_draws: int, rng, roots=None) -> np.ndarray:
+        """``sum_i U_i f_i`` per draw and block (draws x blocks x (T + 2)) for Gaussian
+        multipliers, drawn from their exact distribution ``N(0, G_j)``: ``xi @ R_j`` with
+        standard normal ``xi``, block by block."""
+        roots = self.gaussian_roots() if roots is None else roots
+        n_blocks, p, _ = roots.shape
+        out = np.empty((n_draws, n_blocks, p))
+        for j in range(n_blocks):
+            out[:, j, :] = rng.standard_normal((n_draws, p)) @ roots[j]
+        return out
+
+    def bootstrap(self, n_draws: int, multiplier: str, rng, clusters=None, n_clusters: int = 0,
+                  *, multipliers=None):
+        """The Gaussian multiplier bootstrap of every cell (see the module notes).
+
+        Returns :class:`~didmem.inference.bootstrap.BootstrapDraws`. Only ``"normal"``
+        multipliers follow from moments; Rademacher and Mammen weights need each unit.
+        """
+        from threadpoolctl import threadpool_limits
+
+        from .bootstrap import BootstrapDraws
+
+        if multiplier != "normal" or n_clusters:
+            raise EstimationError(
+                f"Moments give the multiplier bootstrap with Gaussian ('normal') multipliers "
+                f"without clusters only; got multiplier={multiplier!r}"
+                + (" with clusters" if n_clusters else "") + ". Fit the panel in memory.")
+        c, s = self.cells, self.stats
+        n_blocks, p, _ = self.gram.shape
+        n_t = p - 2
+        out = np.empty((n_draws, c.size))
+        block_weights = np.empty((n_draws, n_blocks))
+        total = np.empty(n_draws)
+        chunk = max(1, min(n_draws, 25_000_000 // (n_blocks * p)))
+        never_only = bool(np.all(c.cs == n_blocks - 1))
+        with threadpool_limits(limits=1, user_api="blas"):
+            roots = self.gaussian_roots()
+            for row0 in range(0, n_draws, chunk):
+                m = min(chunk, n_draws - row0)
+                sums = self.gaussian_sums(m, rng, roots)
+                if never_only:  # the controls are the never-treated block: no suffix sums
+                    suffix = sums
+                else:
+                    suffix = np.ascontiguousarray(np.cumsum(sums[:, ::-1], axis=1)[:, ::-1])
+                kernels.cell_draws(sums, suffix, *c.kernel_args(), s["mu1"], s["mu0"],
+                                   s["w1"], s["w0"], out, row0)
+                block_weights[row0:row0 + m] = sums[:, :, n_t]
+                total[row0:row0 + m] = sums[:, :, n_t + 1].sum(axis=1)
+        return BootstrapDraws(out, block_weights, total, "normal")
+
+
+def _control_member(cells, n_blocks: int, live_only: bool = True) -> np.ndarray:
+    """Blocks x cells: whether block ``j`` is among cell ``c``'s controls (never, with
+    ``live_only``, for a reference cell)."""
+    blocks = np.arange(n_blocks)[:, None]
+    member = (blocks >= cells.cs[None, :]) & (blocks != cells.k[None, :])
+    return member & (cells.ref == 0)[None, :] if live_only else member

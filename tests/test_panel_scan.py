@@ -1,0 +1,248 @@
+"""A parquet folder read as unit paths in bounded memory: the same moments and cells as the
+panel in memory (1e-9), whatever the order of rows and files and however units are spread
+over files, and bad input refused with the file and rows named, nothing left on disk."""
+
+import os
+import tempfile
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import didmem
+from didmem.errors import PanelError
+from didmem.inference._prepared import did_cells
+from didmem.inference.moment_cells import MomentsInfluence, prepare_moments
+from didmem.inference.moments import CohortMoments, dataset_moments
+from didmem.panel_scan import ParquetPaths, reference_scatter, scatter_rows
+
+COLUMNS = dict(unit="unit", time="time", cohort="cohort", outcome="y")
+
+
+@pytest.fixture(scope="module")
+def frame():
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=4, units_per_cohort=20, n_never_treated=30,
+                                           n_times=6, seed=4)
+    return df
+
+
+def _write(folder, df, n_files=8, *, spread=True, seed=0, row_group_size=64):
+    """The rows shuffled into ``n_files`` files: each row anywhere (``spread``) or each
+    unit's rows in one file."""
+    rng = np.random.default_rng(seed)
+    df = df.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+    if spread:
+        part = rng.integers(0, n_files, len(df))
+    else:
+        units = df["unit"].unique()
+        part = df["unit"].map(dict(zip(units, rng.integers(0, n_files, units.size)))).to_numpy()
+    os.makedirs(folder, exist_ok=True)
+    for p in range(n_files):
+        pq.write_table(pa.Table.from_pandas(df[part == p], preserve_index=False),
+                       os.path.join(folder, f"part-{p:03d}.parquet"),
+                       row_group_size=row_group_size)
+    return folder
+
+
+@pytest.fixture
+def no_leftovers(tmp_path, monkeypatch):
+    """Temporary files go to a folder of their own, checked empty after the test."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    yield
+    assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.parametrize("offence", [None, "duplicate", "cohort", "nan"])
+def test_scatter_kernel_equals_the_oracle(offence):
+    rng = np.random.default_rng(0)
+    n_units, n_t = 30, 6
+    codes = np.repeat(np.arange(n_units), n_t)
+    tcodes = np.tile(np.arange(n_t), n_units)
+    order = rng.permutation(codes.size)
+    codes, tcodes = codes[order], tcodes[order]
+    codes[rng.random(codes.size) < 0.1] = -1  # rows of another bucket
+    cohort = np.where(codes % 3 == 0, np.inf, 2.0 + codes % 4)
+    y = rng.normal(size=codes.size)
+    live = np.flatnonzero(codes >= 0)
+    i, j = live[20], live[150]
+    if offence == "duplicate":  # row j repeats row i's (unit, time)
+        codes[j], tcodes[j], cohort[j] = codes[i], tcodes[i], cohort[i]
+    elif offence == "cohort":  # the last row of row i's unit says another cohort
+        cohort[np.flatnonzero(codes == codes[i])[-1]] += 1.0
+    elif offence == "nan":
+        y[j] = np.nan
+    paths, filled = np.zeros((n_units, n_t)), np.zeros((n_units, n_t), dtype=np.uint8)
+    unit_cohort = np.full(n_units, np.nan)
+    unit_file = np.full(n_units, -1, dtype=np.int64)
+    got = scatter_rows(codes, tcodes, cohort, y, paths, filled, unit_cohort, unit_file,
+                       np.full(n_units, -1, dtype=np.int64), 0, 0)
+    ref_paths, ref_filled, ref_cohort, ref = reference_scatter(codes, tcodes, cohort, y,
+                                                               n_units, n_t)
+    assert tuple(got) == tuple(ref)
+    assert (offence is None) == (max(got) < 0)
+    np.testing.assert_array_equal(filled, ref_filled)
+    np.testing.assert_array_equal(paths, ref_paths)
+    np.testing.assert_array_equal(unit_cohort, ref_cohort)
+
+
+@pytest.mark.parametrize("spread, memory_bytes", [(True, None), (True, 500), (False, None),
+                                                  (False, 500)])
+def test_folder_gives_the_panels_moments_and_cells(tmp_path, frame, spread, memory_bytes,
+                                                   no_leftovers):
+    """Units spread over all files (one component) or each in one file (a component per
+    file); a budget of 500 bytes of paths (9 bytes per unit and time) cuts the 110 units
+    into buckets of at most 9, each reading its component's files again."""
+    folder = _write(tmp_path / "data", frame, spread=spread)
+    data = ParquetPaths(folder, **COLUMNS, memory_bytes=memory_bytes, chunk_rows=100)
+    assert len(data.files) == 8 and data.n_rows == len(frame)
+    items = data.items()
+    n_components = 1 if spread else 8
+    if memory_bytes is None:
+        assert len(items) == n_components
+    else:
+        assert all(item.units.size * 9 * 6 <= memory_bytes for item in items)
+        assert len(items) >= -(-110 * 54 // memory_bytes)
+    assert sum(item.units.size for item in items) == 110
+    got = dataset_moments(data)
+    panel = didmem.Panel(frame, **COLUMNS)
+    ref = CohortMoments.from_paths(panel.times, panel.cohorts, panel.outcome_matrix("y"))
+    np.testing.assert_array_equal(got.cohorts, ref.cohorts)
+    np.testing.assert_array_equal(got.count, ref.count)
+    for name in ("mean", "cross"):
+        np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-10,
+                                   atol=1e-10)
+    res = didmem.DiDEstimator(n_bootstrap=0, small_sample=False).fit(panel)
+    design = prepare_moments(got, need_never_treated=True, anticipation=0,
+                             lower_is_better=False, owner="DiDEstimator")
+    cells = did_cells(design, base_period="varying", not_yet=False, anticipation=0)
+    inf = MomentsInfluence.build(design, cells)
+    np.testing.assert_allclose(inf.att, res.to_frame()["estimate"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(np.sqrt(inf.variance()), res.analytic_std_errors, rtol=1e-9)
+
+
+def test_never_treated_code_and_cohorts_snapped_to_the_grid(tmp_path, frame):
+    df = frame.copy()
+    df["cohort"] = df["cohort"].replace(np.inf, 0.0)
+    df.loc[df["cohort"] == df["cohort"].max(), "cohort"] += 1e-12  # rounding noise
+    folder = _write(tmp_path / "data", df)
+    got = dataset_moments(ParquetPaths(folder, **COLUMNS, never_treated=0))
+    panel = didmem.Panel(frame, **COLUMNS)
+    np.testing.assert_array_equal(got.cohorts, np.unique(panel.cohorts))
+
+
+# ---------------------------------------------------------------- bad input
+def _expect(folder, match, **kwargs):
+    with pytest.raises(PanelError, match=match):
+        dataset_moments(ParquetPaths(folder, **COLUMNS, **kwargs))
+
+
+def test_a_file_with_another_schema_is_named(tmp_path, frame):
+    folder = _write(tmp_path / "data", frame)
+    bad = pd.read_parquet(folder / "part-003.parquet").rename(columns={"y": "loss"})
+    bad.to_parquet(folder / "part-003.parquet")
+    _expect(folder, r"part-003\.parquet.*another schema: missing outcome column 'y'")
+
+
+def test_a_non_numeric_outcome_is_named(tmp_path, frame):
+    folder = _write(tmp_path / "data", frame)
+    bad = pd.read_parquet(folder / "part-005.parquet")
+    bad["y"] = bad["y"].astype(str)
+    bad.to_parquet(folder / "part-005.parquet")
+    _expect(folder, r"Column 'y' \(outcome\) must be numeric; in file .*part-005\.parquet")
+
+
+def test_units_of_another_type_are_named(tmp_path, frame):
+    folder = _write(tmp_path / "data", frame)
+    bad = pd.read_parquet(folder / "part-001.parquet")
+    bad["unit"] = "u" + bad["unit"].astype(str)
+    bad.to_parquet(folder / "part-001.parquet")
+    _expect(folder, r"unit.*part-001\.parquet")
+
+
+@pytest.mark.parametrize("spread", [True, False])
+def test_a_unit_with_two_cohorts_in_two_files_is_named(tmp_path, frame, spread, no_leftovers):
+    folder = _write(tmp_path / "data", frame, spread=spread, n_files=2)
+    a = pd.read_parquet(folder / "part-000.parquet")
+    b = pd.read_parquet(folder / "part-001.parquet")
+    unit = frame["unit"].iloc[0]
+    rows = frame[frame["unit"] == unit]
+    moved = rows.iloc[:1].assign(cohort=99.0 if np.isinf(rows["cohort"].iloc[0]) else np.inf)
+    pd.concat([a[a["unit"] != unit], rows.iloc[1:]]).to_parquet(folder / "part-000.parquet")
+    pd.concat([b[b["unit"] != unit], moved]).to_parquet(folder / "part-001.parquet")
+    _expect(folder, rf"cohort.*constant within a unit; unit {unit}.*part-00[01]\.parquet.*"
+                    r"part-00[01]\.parquet")
+
+
+@pytest.mark.parametrize("spread", [True, False])
+def test_duplicated_rows_across_files_are_named(tmp_path, frame, spread, no_leftovers):
+    folder = _write(tmp_path / "data", frame, spread=spread, n_files=3)
+    a = pd.read_parquet(folder / "part-000.parquet")
+    b = pd.read_parquet(folder / "part-002.parquet")
+    unit = a["unit"].iloc[0]
+    pd.concat([b, frame[frame["unit"] == unit]]).to_parquet(folder / "part-002.parquet")
+    _expect(folder, r"Duplicate \(unit, time\) rows: .* at row \d+ of file "
+                    r".*part-00[012]\.parquet.* and at row \d+ of file .*part-002\.parquet")
+
+
+def test_duplicated_rows_within_a_file_name_both_rows(tmp_path, frame, no_leftovers):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    df = pd.concat([frame, frame.iloc[[7]]], ignore_index=True)
+    df.to_parquet(folder / "one.parquet")
+    _expect(folder, rf"Duplicate.*row 7 of file .*one\.parquet.*row {len(frame)} of file")
+
+
+def test_holes_are_named_with_the_units_files(tmp_path, frame, no_leftovers):
+    folder = _write(tmp_path / "data", frame.drop(index=[11]))
+    unit = frame.loc[11, "unit"]
+    _expect(folder, rf"unbalanced.*unit {unit} has no row at 'time' = {frame.loc[11, 'time']:g}")
+
+
+def test_a_nan_outcome_is_named(tmp_path, frame, no_leftovers):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    df = frame.copy()
+    df.loc[13, "y"] = np.nan
+    df.to_parquet(folder / "one.parquet")
+    _expect(folder, r"NaN or infinite value at row 13 of file .*one\.parquet")
+
+
+@pytest.mark.parametrize("content", [b"unit,time\n1,2\n", None])
+def test_a_truncated_or_foreign_file_is_named(tmp_path, frame, content):
+    folder = _write(tmp_path / "data", frame)
+    target = folder / "part-004.parquet"
+    if content is None:  # cut short
+        data = target.read_bytes()
+        target.write_bytes(data[: len(data) // 2])
+    else:
+        (folder / "notes.csv").write_bytes(content)
+    name = "part-004.parquet" if content is None else "notes.csv"
+    _expect(folder, rf"{name}.*not a readable parquet file")
+
+
+def test_hidden_and_marker_files_are_not_data(tmp_path, frame):
+    folder = _write(tmp_path / "data", frame)
+    (folder / "_SUCCESS").write_bytes(b"")
+    (folder / ".part-000.parquet.crc").write_bytes(b"xx")
+    assert len(ParquetPaths(folder, **COLUMNS).files) == 8
+
+
+def test_a_missing_path_is_named(tmp_path):
+    with pytest.raises(didmem.errors.MissingFileError, match="nowhere"):
+        ParquetPaths(tmp_path / "nowhere", **COLUMNS)
+
+
+def test_string_units_spread_over_files(tmp_path, frame, no_leftovers):
+    df = frame.assign(unit="instance-" + frame["unit"].astype(str))
+    folder = _write(tmp_path / "data", df, n_files=5)
+    data = ParquetPaths(folder, **COLUMNS, memory_bytes=1000)
+    assert data.units.size == frame["unit"].nunique() and len(data.items()) > 1
+    got = dataset_moments(data)
+    panel = didmem.Panel(frame, **COLUMNS)
+    ref = CohortMoments.from_paths(panel.times, panel.cohorts, panel.outcome_matrix("y"))
+    np.testing.assert_array_equal(got.count, ref.count)
+    np.testing.assert_allclose(got.cross, ref.cross, rtol=1e-10, atol=1e-10)

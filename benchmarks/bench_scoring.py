@@ -160,6 +160,34 @@ def load_average() -> list:
         return []
 
 
+def time_head_only(backend, batches, sets, repeats) -> dict:
+    """Seconds of the chunked head and metrics alone (the body's hidden states computed once):
+    the part of the pass the new metrics add to, so its ratio bounds the whole pass's."""
+    import torch
+
+    from didmem.backends._lm_metrics import batch_metrics, compressed_lengths
+
+    model = backend._model
+    head = model.get_output_embeddings()
+    chunk = max(1, (256 << 20) // (4 * head.weight.shape[0]))
+    inputs = []
+    with torch.inference_mode():
+        for batch in batches:
+            ids = torch.as_tensor(np.stack(batch.token_ids))
+            inputs.append((model.base_model(input_ids=ids[:, :-1], use_cache=False)[0],
+                           ids[:, 1:], torch.as_tensor(batch.lengths - 1), batch.token_ids))
+    times = {name: [] for name in sets}
+    for round_ in range(repeats):
+        for name in (list(sets) if round_ % 2 == 0 else list(sets)[::-1]):
+            start = time.perf_counter()
+            for hidden, targets, n, token_ids in inputs:
+                zlib_bytes = compressed_lengths(token_ids) if "zlib_ratio" in sets[name] else None
+                batch_metrics(hidden, targets, n, head, sets[name], chunk_tokens=chunk,
+                              zlib_bytes=zlib_bytes)
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
 def run_mia(shape, args, device):
     """Seconds of today's metrics and of today's plus the MIA metrics, alternating rounds."""
     import torch
@@ -186,11 +214,14 @@ def run_mia(shape, args, device):
             order = list(sets) if round_ % 2 == 0 else list(sets)[::-1]
             for name in order:
                 times[name].append(time_backend(backend, batches, sets[name], device))
+        head_times = time_head_only(backend, batches, sets, args.repeats)
         backend.close_checkpoint()
     ratios = [b / a for a, b in zip(times["today"], times["today+mia"])]
     return dict(shape=shape, seq_len=args.seq_len, n_seqs=args.n_seqs,
                 batch_size=args.batch_size, repeats=args.repeats,
-                seconds=times, ratios=ratios, median_ratio=float(np.median(ratios)),
+                seconds=times, ratios=ratios, head_only_seconds=head_times,
+                head_only_ratios=[b / a for a, b in zip(head_times["today"],
+                                                        head_times["today+mia"])], median_ratio=float(np.median(ratios)),
                 load_before=load_before, load_after=load_average(),
                 torch_threads=torch.get_num_threads())
 
@@ -305,12 +336,14 @@ def main(argv=None):
         results = [run_mia(shape, args, device) for shape in args.shapes]
         print(f"# bench_scoring --mia on {name or device.type}, torch {torch.__version__}, "
               f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC")
-        print("| shape | today s (median) | today+mia s (median) | ratio median | ratios | load |")
-        print("|---|---:|---:|---:|---|---|")
+        print("| shape | today s (median) | today+mia s (median) | ratio median | ratios | "
+              "head+metrics only: ratios | load |")
+        print("|---|---:|---:|---:|---|---|---|")
         for r in results:
             print(f"| {r['shape']} | {np.median(r['seconds']['today']):.3f} | "
                   f"{np.median(r['seconds']['today+mia']):.3f} | {r['median_ratio']:.3f} | "
                   f"{', '.join(f'{x:.2f}' for x in r['ratios'])} | "
+                  f"{', '.join(f'{x:.2f}' for x in r['head_only_ratios'])} | "
                   f"{r['load_before']} -> {r['load_after']} |")
         if args.json:
             with open(args.json, "w") as stream:

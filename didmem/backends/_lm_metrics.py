@@ -164,28 +164,12 @@ def batch_metrics(
         acc["loglik"].index_add_(0, seq, true_logp.double())
         if "min_k_logprob" in want:
             tokens["min_k_logprob"][lo:hi] = true_logp
-        if "min_k_plus_plus" in want:
-            # (log p(x_t) - mu) / sigma, mu and sigma^2 the mean and variance of log p(v)
-            # under p; the variance two-pass (sum p (log p - mu)^2), not E[(log p)^2] - mu^2
-            logp = logits - logz
-            probs = logp.exp()
-            mu = torch.bmm(probs.unsqueeze(1), logp.unsqueeze(2)).reshape(-1, 1)
-            logp.sub_(mu).square_()
-            var = torch.bmm(probs.unsqueeze(1), logp.unsqueeze(2)).reshape(-1)
-            del logp, probs
-            tokens["min_k_plus_plus"][lo:hi] = (
-                (true_logp.double() - mu.squeeze(1).double()) / var.double().sqrt())
         if "token_accuracy" in want:
             hit = logits.argmax(dim=1) == target.squeeze(1)
             acc["correct"].index_add_(0, seq, hit.double())
         if "mean_token_rank" in want:
             rank = (logits > true_logit).sum(dim=1)
             acc["rank"].index_add_(0, seq, rank.double())
-        if "entropy" in want:
-            probs = torch.softmax(logits, dim=1)
-            expected = torch.bmm(probs.unsqueeze(1), logits.unsqueeze(2)).reshape(-1)
-            del probs
-            acc["entropy"].index_add_(0, seq, (logz.squeeze(1) - expected).double())
         if "extractable" in want:
             in_window = (pos_of[lo:hi] >= window_lo) & (pos_of[lo:hi] < window_hi)
             if in_window.any():
@@ -194,6 +178,21 @@ def batch_metrics(
                     rows[:, list(eos_token_ids)] = float("-inf")
                 hit = rows.argmax(dim=1) == target.squeeze(1)[in_window]
                 acc["window_hits"].index_add_(0, seq[in_window], hit.double())
+        if "entropy" in want or "min_k_plus_plus" in want:  # last: min-k%++ overwrites logits
+            probs = torch.softmax(logits, dim=1)
+            if "entropy" in want:
+                expected = torch.bmm(probs.unsqueeze(1), logits.unsqueeze(2)).reshape(-1)
+                acc["entropy"].index_add_(0, seq, (logz.squeeze(1) - expected).double())
+            if "min_k_plus_plus" in want:
+                # (log p(x_t) - mu) / sigma, mu and sigma^2 the mean and variance of log p(v)
+                # under p; the variance two-pass (sum p (log p - mu)^2), not E[(log p)^2] - mu^2
+                logp = logits.sub_(logz)  # in place: no other chunk-sized tensor
+                mu = torch.bmm(probs.unsqueeze(1), logp.unsqueeze(2)).reshape(-1, 1)
+                logp.sub_(mu).square_()
+                var = torch.bmm(probs.unsqueeze(1), logp.unsqueeze(2)).reshape(-1)
+                tokens["min_k_plus_plus"][lo:hi] = (
+                    (true_logp.double() - mu.squeeze(1).double()) / var.double().sqrt())
+            del probs
         del logits
     n = n_scored.double()
     out = {

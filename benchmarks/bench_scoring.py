@@ -21,6 +21,17 @@ CPU smoke test (tiny shape, seconds)::
 
     python benchmarks/bench_scoring.py --tiny --device cpu
 
+Cost of the membership-inference metrics (issue 39: ``min_k_logprob``, ``min_k_plus_plus``,
+``zlib_ratio``) against today's scoring pass (the five other per-sequence metrics), on one
+loaded model, the two metric sets timed alternately (the order flips every round)::
+
+    nice -n 15 python benchmarks/bench_scoring.py --mia --shapes proxy --device cpu \
+        --seq-len 257 --n-seqs 8 --batch-size 4 --repeats 5 --json benchmarks/results/x.json
+
+The ``proxy`` shape is small (hidden 256, 4 layers) with Pythia's vocabulary of 50,304, so the
+vocabulary-wide work the new metrics add weighs more against the model than in Pythia-160M
+or 1.4B: a pessimistic CPU proxy of their cost.
+
 Record GPU results in ``benchmarks/RESULTS.md`` with the machine and date.
 """
 
@@ -28,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -47,7 +59,11 @@ SHAPES = {
     "160m": (768, 12, 12),
     "1.4b": (2048, 24, 16),
     "tiny": (64, 2, 4),
+    "proxy": (256, 4, 4),  # small body, Pythia's vocabulary: the head dominates
 }
+BASE_METRICS = ("sequence_loglik", "mean_token_loglik", "token_accuracy", "mean_token_rank",
+                "entropy")
+MIA_METRICS = ("min_k_logprob", "min_k_plus_plus", "zlib_ratio")
 PYTHIA_VOCAB = 50304  # embedding rows (the tokenizer has 50,277 tokens)
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0}
 
@@ -134,6 +150,80 @@ def time_naive(model, batches, device):
             naive_scores(model, ids)
         synchronize(device)
     return time.perf_counter() - start
+
+
+def load_average() -> list:
+    """The 1, 5 and 15 minute load averages (the machine is shared)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def time_head_only(backend, batches, sets, repeats) -> dict:
+    """Seconds of the chunked head and metrics alone (the body's hidden states computed once):
+    the part of the pass the new metrics add to, so its ratio bounds the whole pass's."""
+    import torch
+
+    from didmem.backends._lm_metrics import batch_metrics, compressed_lengths
+
+    model = backend._model
+    head = model.get_output_embeddings()
+    chunk = max(1, (256 << 20) // (4 * head.weight.shape[0]))
+    inputs = []
+    with torch.inference_mode():
+        for batch in batches:
+            ids = torch.as_tensor(np.stack(batch.token_ids))
+            inputs.append((model.base_model(input_ids=ids[:, :-1], use_cache=False)[0],
+                           ids[:, 1:], torch.as_tensor(batch.lengths - 1), batch.token_ids))
+    times = {name: [] for name in sets}
+    for round_ in range(repeats):
+        for name in (list(sets) if round_ % 2 == 0 else list(sets)[::-1]):
+            start = time.perf_counter()
+            for hidden, targets, n, token_ids in inputs:
+                zlib_bytes = compressed_lengths(token_ids) if "zlib_ratio" in sets[name] else None
+                batch_metrics(hidden, targets, n, head, sets[name], chunk_tokens=chunk,
+                              zlib_bytes=zlib_bytes)
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def run_mia(shape, args, device):
+    """Seconds of today's metrics and of today's plus the MIA metrics, alternating rounds."""
+    import torch
+    import transformers
+
+    from didmem.backends import InstanceBatch, TransformersBackend
+
+    config = build_config(shape, args.seq_len)
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, min(config.vocab_size, 50277), size=(args.n_seqs, args.seq_len))
+    batches = [InstanceBatch(np.arange(s, min(s + args.batch_size, args.n_seqs)),
+                             list(tokens[s: s + args.batch_size]))
+               for s in range(0, args.n_seqs, args.batch_size)]
+    sets = {"today": BASE_METRICS, "today+mia": BASE_METRICS + MIA_METRICS}
+    times = {name: [] for name in sets}
+    with tempfile.TemporaryDirectory() as tmp:
+        torch.manual_seed(0)
+        transformers.GPTNeoXForCausalLM(config).save_pretrained(tmp)
+        backend = TransformersBackend({0: tmp}, device=str(device), batch_size=args.batch_size)
+        backend.configs()
+        backend.open_checkpoint(0)
+        load_before = load_average()
+        for round_ in range(args.repeats):
+            order = list(sets) if round_ % 2 == 0 else list(sets)[::-1]
+            for name in order:
+                times[name].append(time_backend(backend, batches, sets[name], device))
+        head_times = time_head_only(backend, batches, sets, args.repeats)
+        backend.close_checkpoint()
+    ratios = [b / a for a, b in zip(times["today"], times["today+mia"])]
+    return dict(shape=shape, seq_len=args.seq_len, n_seqs=args.n_seqs,
+                batch_size=args.batch_size, repeats=args.repeats,
+                seconds=times, ratios=ratios, head_only_seconds=head_times,
+                head_only_ratios=[b / a for a, b in zip(head_times["today"],
+                                                        head_times["today+mia"])], median_ratio=float(np.median(ratios)),
+                load_before=load_before, load_after=load_average(),
+                torch_threads=torch.get_num_threads())
 
 
 def run_shape(shape, args, device):
@@ -231,6 +321,9 @@ def main(argv=None):
         help="peak dense bf16 TFLOP/s of the device, for MFU",
     )
     parser.add_argument("--json", default=None, help="also write the results to this file")
+    parser.add_argument("--mia", action="store_true",
+                        help="time the membership-inference metrics against today's pass")
+    parser.add_argument("--repeats", type=int, default=5, help="rounds of --mia")
     args = parser.parse_args(argv)
     if args.tiny:
         args.shapes, args.seq_len, args.n_seqs, args.batch_size = ["tiny"], 129, 8, 4
@@ -239,6 +332,24 @@ def main(argv=None):
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
+    if args.mia:
+        results = [run_mia(shape, args, device) for shape in args.shapes]
+        print(f"# bench_scoring --mia on {name or device.type}, torch {torch.__version__}, "
+              f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC")
+        print("| shape | today s (median) | today+mia s (median) | ratio median | ratios | "
+              "head+metrics only: ratios | load |")
+        print("|---|---:|---:|---:|---|---|---|")
+        for r in results:
+            print(f"| {r['shape']} | {np.median(r['seconds']['today']):.3f} | "
+                  f"{np.median(r['seconds']['today+mia']):.3f} | {r['median_ratio']:.3f} | "
+                  f"{', '.join(f'{x:.2f}' for x in r['ratios'])} | "
+                  f"{', '.join(f'{x:.2f}' for x in r['head_only_ratios'])} | "
+                  f"{r['load_before']} -> {r['load_after']} |")
+        if args.json:
+            with open(args.json, "w") as stream:
+                json.dump({"provenance": provenance(), "device": name,
+                           "torch": torch.__version__, "mia": results}, stream, indent=1)
+        return
     results = [r for shape in args.shapes for r in run_shape(shape, args, device)]
     print(
         f"# bench_scoring on {name or device.type}, torch {torch.__version__}, "

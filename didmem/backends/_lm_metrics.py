@@ -8,9 +8,54 @@ once, never the batch x sequence x vocabulary tensor.
 
 from __future__ import annotations
 
+import zlib
+from fractions import Fraction
+
+import numpy as np
 import torch
 
-__all__ = ["batch_metrics", "head_logits"]
+__all__ = ["batch_metrics", "head_logits", "compressed_lengths", "min_k_count"]
+
+# metrics that need every scored token's value kept until the batch's chunks are done
+_PER_TOKEN = ("min_k_logprob", "min_k_plus_plus")
+
+
+def min_k_count(k: float, n: int) -> int:
+    """How many of ``n`` token scores min-k% averages: ``max(1, floor(k * n))``.
+
+    ``k`` is read as the decimal it is written as (``0.29`` is 29/100, not the binary float
+    just below it), so that ``floor(0.29 * 100)`` is 29.
+    """
+    return max(1, int(Fraction(repr(float(k))) * n))
+
+
+def compressed_lengths(token_ids, tokenizer=None) -> np.ndarray:
+    """The zlib-compressed length in bytes (``zlib.compress`` at its default level, 6) of
+    each sequence: its text decoded by ``tokenizer`` (UTF-8), or without one its token ids
+    as little-endian unsigned 32-bit integers (4 bytes a token).
+    """
+    out = np.empty(len(token_ids), dtype=np.float64)
+    for row, tokens in enumerate(token_ids):
+        if tokenizer is None:
+            data = np.asarray(tokens, dtype="<u4").tobytes()
+        else:
+            data = tokenizer.decode([int(t) for t in tokens]).encode("utf-8")
+        out[row] = len(zlib.compress(data))
+    return out
+
+
+def _mean_of_lowest(values: torch.Tensor, seq_of: torch.Tensor, n_scored: torch.Tensor,
+                    k: float) -> torch.Tensor:
+    """Per sequence, the mean of its ``min_k_count(k, n)`` lowest ``values``."""
+    n = n_scored.cpu().numpy()
+    padded = torch.full((n.size, int(n.max())), float("inf"), dtype=values.dtype,
+                        device=values.device)
+    starts = torch.from_numpy(np.concatenate([[0], np.cumsum(n)[:-1]])).to(values.device)
+    padded[seq_of, torch.arange(values.numel(), device=values.device) - starts[seq_of]] = values
+    lowest = padded.sort(dim=1).values
+    counts = torch.as_tensor([min_k_count(k, int(m)) for m in n], device=values.device)
+    keep = torch.arange(lowest.shape[1], device=values.device)[None, :] < counts[:, None]
+    return torch.where(keep, lowest, 0.0).sum(dim=1) / counts.double()
 
 
 def head_logits(hidden: torch.Tensor, head: torch.nn.Module, softcap: float | None):
@@ -50,6 +95,8 @@ def batch_metrics(
     prefix_length: int = 32,
     suffix_length: int = 32,
     softcap: float | None = None,
+    min_k: float = 0.2,
+    zlib_bytes=None,
 ) -> dict:
     """Metrics of each sequence of a batch.
 
@@ -76,6 +123,12 @@ def batch_metrics(
         predicted at positions ``k-1 .. k+l-2``.
     softcap : float, optional
         Final-logit soft-capping of the model, if any.
+    min_k : float
+        The share ``k`` of lowest-scoring tokens that ``min_k_logprob`` and
+        ``min_k_plus_plus`` average (at least one token).
+    zlib_bytes : numpy.ndarray, optional
+        Compressed length of each sequence (:func:`compressed_lengths`); needed for
+        ``zlib_ratio``.
 
     Returns
     -------
@@ -94,6 +147,11 @@ def batch_metrics(
         name: torch.zeros(batch, dtype=torch.float64, device=device)
         for name in ("loglik", "correct", "rank", "entropy", "window_hits")
     }
+    # per-token scores of min-k% (log p) and min-k%++ (standardised log p), float64
+    tokens = {
+        name: torch.empty(flat_targets.numel(), dtype=torch.float64, device=device)
+        for name in _PER_TOKEN if name in want
+    }
     window_lo, window_hi = prefix_length - 1, prefix_length + suffix_length - 1
     for lo in range(0, flat_targets.numel(), chunk_tokens):
         hi = min(lo + chunk_tokens, flat_targets.numel())
@@ -102,18 +160,16 @@ def batch_metrics(
         logits = head_logits(flat_hidden[lo:hi], head, softcap)
         true_logit = logits.gather(1, target)
         logz = torch.logsumexp(logits, dim=1, keepdim=True)
-        acc["loglik"].index_add_(0, seq, (true_logit - logz).squeeze(1).double())
+        true_logp = (true_logit - logz).squeeze(1)
+        acc["loglik"].index_add_(0, seq, true_logp.double())
+        if "min_k_logprob" in want:
+            tokens["min_k_logprob"][lo:hi] = true_logp
         if "token_accuracy" in want:
             hit = logits.argmax(dim=1) == target.squeeze(1)
             acc["correct"].index_add_(0, seq, hit.double())
         if "mean_token_rank" in want:
             rank = (logits > true_logit).sum(dim=1)
             acc["rank"].index_add_(0, seq, rank.double())
-        if "entropy" in want:
-            probs = torch.softmax(logits, dim=1)
-            expected = torch.bmm(probs.unsqueeze(1), logits.unsqueeze(2)).reshape(-1)
-            del probs
-            acc["entropy"].index_add_(0, seq, (logz.squeeze(1) - expected).double())
         if "extractable" in want:
             in_window = (pos_of[lo:hi] >= window_lo) & (pos_of[lo:hi] < window_hi)
             if in_window.any():
@@ -122,6 +178,21 @@ def batch_metrics(
                     rows[:, list(eos_token_ids)] = float("-inf")
                 hit = rows.argmax(dim=1) == target.squeeze(1)[in_window]
                 acc["window_hits"].index_add_(0, seq[in_window], hit.double())
+        if "entropy" in want or "min_k_plus_plus" in want:  # last: min-k%++ overwrites logits
+            probs = torch.softmax(logits, dim=1)
+            if "entropy" in want:
+                expected = torch.bmm(probs.unsqueeze(1), logits.unsqueeze(2)).reshape(-1)
+                acc["entropy"].index_add_(0, seq, (logz.squeeze(1) - expected).double())
+            if "min_k_plus_plus" in want:
+                # (log p(x_t) - mu) / sigma, mu and sigma^2 the mean and variance of log p(v)
+                # under p; the variance two-pass (sum p (log p - mu)^2), not E[(log p)^2] - mu^2
+                logp = logits.sub_(logz)  # in place: no other chunk-sized tensor
+                mu = torch.bmm(probs.unsqueeze(1), logp.unsqueeze(2)).reshape(-1, 1)
+                logp.sub_(mu).square_()
+                var = torch.bmm(probs.unsqueeze(1), logp.unsqueeze(2)).reshape(-1)
+                tokens["min_k_plus_plus"][lo:hi] = (
+                    (true_logp.double() - mu.squeeze(1).double()) / var.double().sqrt())
+            del probs
         del logits
     n = n_scored.double()
     out = {
@@ -132,4 +203,8 @@ def batch_metrics(
         "entropy": acc["entropy"] / n,
         "extractable": acc["window_hits"] == suffix_length,
     }
+    for name, values in tokens.items():
+        out[name] = _mean_of_lowest(values, seq_of, n_scored, min_k)
+    if "zlib_ratio" in want:
+        out["zlib_ratio"] = acc["loglik"] / torch.as_tensor(zlib_bytes, device=device)
     return {m: out[m].cpu().numpy() for m in metrics}

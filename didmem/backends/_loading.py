@@ -7,7 +7,7 @@ import torch
 
 from ..errors import optional_import
 from ._instances import CheckpointError, InstanceBatch
-from ._lm_metrics import batch_metrics, head_logits
+from ._lm_metrics import batch_metrics, compressed_lengths, head_logits
 
 __all__ = ["load_model", "check_head", "forward_metrics", "is_out_of_memory"]
 
@@ -151,4 +151,7 @@ def forward_metrics(backend, batch: InstanceBatch, metrics: tuple) -> dict:
         prefix_length=backend.prefix_length,
         suffix_length=backend.suffix_length,
         softcap=_softcap(model),
+        min_k=backend.min_k,
+        zlib_bytes=(compressed_lengths(batch.token_ids, backend.load_tokenizer())
+                    if "zlib_ratio" in metrics else None),
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validation import Integral, OneOf, check_all
+from .._validation import Integral, Interval, OneOf, check_all
 from ..errors import ParameterError, optional_import
 from ._instances import (CheckpointError, DeviceMemoryError, InstanceBatch, InstanceError,
                          Instances, listing)
@@ -25,6 +25,9 @@ METRICS = (
     "mean_token_rank",
     "entropy",
     "extractable",
+    "min_k_logprob",
+    "min_k_plus_plus",
+    "zlib_ratio",
 )
 # Config entries that must agree across checkpoints of one run.
 _ARCH_KEYS = (
@@ -72,6 +75,13 @@ class TransformersBackend(OutcomeBackend):
         A directory where local pickle checkpoints are converted once to safetensors, so
         that later runs load them memory-mapped; by default they are read from the pickle
         each time.
+    min_k : float
+        The share ``k`` in (0, 1] of lowest-scoring tokens averaged by ``min_k_logprob`` and
+        ``min_k_plus_plus``; default 0.2.
+    tokenizer : str or path, optional
+        A tokenizer (local directory or hub id, loaded with ``AutoTokenizer``, no remote
+        code) that decodes each sequence for ``zlib_ratio``; without one the token ids
+        themselves are compressed (see Notes).
 
     Notes
     -----
@@ -87,6 +97,25 @@ class TransformersBackend(OutcomeBackend):
       equals the true token at each of the ``l`` positions after a ``k``-token prefix, which
       is exactly when greedy decoding from the prefix with a minimum length reproduces them.
       Every sequence needs at least ``k + l`` tokens.
+    - ``min_k_logprob`` (Min-K%, Shi et al. 2024): the mean of the ``m = max(1, floor(k n'))``
+      lowest :math:`\\log p_t` of the :math:`n' = n - 1` scored positions (``k`` is
+      ``min_k``, read as the decimal it is written as).
+    - ``min_k_plus_plus`` (Min-K%++, Zhang et al. 2024): the same mean over
+      :math:`(\\log p_t - \\mu_t) / \\sigma_t`, where :math:`\\mu_t = \\sum_v p_v \\log p_v` and
+      :math:`\\sigma_t^2 = \\sum_v p_v (\\log p_v - \\mu_t)^2` are the mean and variance of the
+      log-probability under the model's own next-token distribution :math:`p` at position
+      ``t``. A position whose distribution is one-hot in floating point (:math:`\\sigma_t = 0`)
+      gives an infinite or NaN score.
+    - ``zlib_ratio`` (Carlini et al. 2021): ``sequence_loglik`` divided by the length in bytes
+      of ``zlib.compress`` (level 6) of the sequence: of its text decoded by ``tokenizer``
+      (UTF-8) when one is given, otherwise of its ``n`` token ids written as little-endian
+      unsigned 32-bit integers (4 bytes a token). The two choices give different values: a
+      panel holds one of them (:meth:`describe` names the tokenizer).
+
+    Every metric is oriented so that higher means the model predicts the instance better,
+    except ``mean_token_rank`` (lower is better) and ``entropy``. Every metric needs at least
+    two tokens per sequence (one scored position); a shorter sequence is refused with an
+    :class:`~didmem.backends.InstanceError` before any weight loads.
 
     Weights load with ``trust_remote_code=False`` and SDPA attention. Safetensors weights
     are preferred; pickle weights (``pytorch_model.bin``, or its shards with
@@ -133,6 +162,7 @@ class TransformersBackend(OutcomeBackend):
         "prefix_length": Integral(1),
         "suffix_length": Integral(1),
         "chunk_tokens": Integral(1, allow_none=True),
+        "min_k": Interval(0, 1, closed="right"),
     }
 
     def __init__(
@@ -147,6 +177,8 @@ class TransformersBackend(OutcomeBackend):
         eos_token_id=None,
         chunk_tokens: int | None = None,
         weights_cache=None,
+        min_k: float = 0.2,
+        tokenizer=None,
     ) -> None:
         if not hasattr(checkpoints, "items"):
             raise ParameterError(
@@ -173,8 +205,16 @@ class TransformersBackend(OutcomeBackend):
         self._sources = {t: sources[t] for t in self._checkpoints}
         check_all("TransformersBackend", {
             "batch_size": batch_size, "dtype": dtype, "prefix_length": prefix_length,
-            "suffix_length": suffix_length, "chunk_tokens": chunk_tokens,
+            "suffix_length": suffix_length, "chunk_tokens": chunk_tokens, "min_k": min_k,
         }, self._constraints)
+        self.min_k = float(min_k)
+        if tokenizer is not None and not isinstance(tokenizer, (str, os.PathLike)):
+            raise ParameterError(
+                "The 'tokenizer' parameter of TransformersBackend must be a tokenizer's "
+                f"directory or hub id (a string or path), or None. Got {type(tokenizer).__name__}."
+            )
+        self.tokenizer_name = None if tokenizer is None else os.fspath(tokenizer)
+        self._tokenizer = None
         self.batch_size = int(batch_size)
         self.prefix_length = int(prefix_length)
         self.suffix_length = int(suffix_length)
@@ -314,6 +354,8 @@ class TransformersBackend(OutcomeBackend):
             "suffix_length": self.suffix_length,
             "eos_token_id": None if self._eos_override is None else list(self._eos_override),
             "chunk_tokens": self.chunk_tokens,
+            "min_k": self.min_k,
+            "tokenizer": self.tokenizer_name,
         }
         if self.weights_cache is not None:
             params["weights_cache"] = self.weights_cache
@@ -328,7 +370,23 @@ class TransformersBackend(OutcomeBackend):
             "prefix_length": self.prefix_length,
             "suffix_length": self.suffix_length,
             "eos_token_ids": list(self._eos_tokens()),
+            "min_k": self.min_k,
+            "tokenizer": self.tokenizer_name,
         }
+
+    def load_tokenizer(self):
+        """The tokenizer named by ``tokenizer`` (loaded once), or None."""
+        if self.tokenizer_name is not None and self._tokenizer is None:
+            transformers = optional_import("transformers", "lm")
+            try:
+                self._tokenizer = transformers.AutoTokenizer.from_pretrained(
+                    self.tokenizer_name, trust_remote_code=False)
+            except (OSError, ValueError) as exc:
+                raise ParameterError(
+                    f"Cannot load the tokenizer {self.tokenizer_name!r} of TransformersBackend "
+                    f"(for zlib_ratio): {exc}"
+                ) from None
+        return self._tokenizer
 
     # ----------------------------------------------------------------- checks
     def _locate(self, checkpoint):
@@ -466,6 +524,8 @@ class TransformersBackend(OutcomeBackend):
                     f"predicted); units {listing(instances.units[long])} have lengths "
                     f"{listing(lengths[long])}."
                 )
+        if "zlib_ratio" in metrics:
+            self.load_tokenizer()
         vocab = cfg.vocab_size
         for unit, tokens in zip(instances.units, instances.token_ids):
             bad = (tokens < 0) | (tokens >= vocab)

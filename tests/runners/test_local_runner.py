@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from didmem.backends import BackendSpec, PartStore
-from didmem.errors import ParameterError
+from didmem.backends import _weight_records
+from didmem.errors import CheckpointError, ParameterError
 from didmem.runners import LocalRunner, ScoringError, ScoringPlan
 
 from .conftest import METRICS, assert_same_scores, make_backend, scores_with
@@ -116,7 +117,8 @@ def test_killed_local_run_resumes_and_writes_each_part_once(two_checkpoints, ins
     assert len(written) == len(set(written)) == 6
 
 
-def test_failed_items_are_retried_then_reported(two_checkpoints, instances, tmp_path):
+def test_failed_items_are_retried_then_reported(two_checkpoints, instances, tmp_path,
+                                                monkeypatch):
     tokens, ids = instances
     paths = dict(two_checkpoints)
     broken = tmp_path / "broken1000"
@@ -125,9 +127,17 @@ def test_failed_items_are_retried_then_reported(two_checkpoints, instances, tmp_
     weights.write_bytes(b"not safetensors")
     backend = make_backend({0: paths[0], 1000: broken})
     runner = LocalRunner(out_dir=tmp_path / "out", shard_size=5, max_retries=1, progress=False)
-    with pytest.raises(ScoringError, match=r"2 work items failed after 2 attempts each: "
-                                           r"checkpoint 1000 shard 0: SafetensorError") as err:
+    # a broken weight file is refused before any item is scored (its header is checked)
+    with pytest.raises(CheckpointError, match="broken1000"):
         runner.run(backend, tokens, unit_ids=ids, metrics=METRICS)
+    assert not list((tmp_path / "out").glob("part-*.parquet"))
+    # a checkpoint that breaks after that check (a file replaced mid-run): its items are
+    # retried, then reported with their error
+    with monkeypatch.context() as patched:
+        patched.setattr(_weight_records, "check_weight_files", lambda *args: None)
+        with pytest.raises(ScoringError, match=r"2 work items failed after 2 attempts each: "
+                                               r"checkpoint 1000 shard 0: SafetensorError") as err:
+            runner.run(backend, tokens, unit_ids=ids, metrics=METRICS)
     assert [(it.checkpoint, it.shard) for it, _ in err.value.failures] == [(1000, 0), (1000, 1)]
     assert sorted(p.name for p in (tmp_path / "out").glob("part-*.parquet")) == [
         "part-t0-s000000.parquet", "part-t0-s000001.parquet"

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from didmem.backends import CallableBackend
+from didmem.errors import CheckpointError
 from didmem.runners import LocalRunner, RayRunner, ScoringError
 
 from .conftest import METRICS, assert_same_scores, make_backend, scores_with
@@ -94,8 +95,8 @@ def test_killed_ray_run_resumes_and_writes_each_part_once(ray_cluster, actor_thr
     assert not list(tmp_path.glob(".*tmp"))
 
 
-def test_failed_items_are_reported_with_their_error(ray_cluster, two_checkpoints, instances,
-                                                    tmp_path):
+def test_a_broken_checkpoint_is_refused_before_any_item(ray_cluster, two_checkpoints,
+                                                        instances, tmp_path):
     tokens, ids = instances
     broken = tmp_path / "broken1000"
     shutil.copytree(two_checkpoints[1000], broken)
@@ -103,11 +104,11 @@ def test_failed_items_are_reported_with_their_error(ray_cluster, two_checkpoints
     backend = make_backend({0: two_checkpoints[0], 1000: broken})
     runner = RayRunner(out_dir=tmp_path / "out", num_workers=1, shard_size=5, max_retries=1,
                        progress=False)
-    with pytest.raises(ScoringError, match="2 work items failed after 2 attempts each: "
-                                           "checkpoint 1000 shard 0: SafetensorError") as err:
+    with pytest.raises(CheckpointError, match="broken1000"):  # refused before any item
         runner.run(backend, tokens, unit_ids=ids, metrics=METRICS)
-    assert [(it.checkpoint, it.shard) for it, _ in err.value.failures] == [(1000, 0), (1000, 1)]
-    assert len(list((tmp_path / "out").glob("part-t0-*.parquet"))) == 2
+    assert not list((tmp_path / "out").glob("part-*.parquet"))
+    # (a checkpoint broken after this check makes the actor that validates it die: the
+    # local runner's test covers the retry-then-report path; see the closing note)
 
 
 def test_score_command_on_ray(ray_cluster, two_checkpoints, instances, local_frame, tmp_path,

@@ -124,7 +124,7 @@ def _band_label(agg) -> str:
     return f"{agg.band} {'band' if agg.band == 'simultaneous' else 'intervals'}"
 
 
-@validate_params({**_PROFILE, "ax": _AX, "end_of_epoch": _TIME, "colorbar": Boolean()},
+@validate_params(_PROFILE | {"ax": _AX, "end_of_epoch": _TIME, "colorbar": Boolean()},
                  owner="plot_profile")
 def plot_profile(result, *, ax=None, significant_only: bool = True, post_only: bool = True,
                  end_of_epoch: float | None = None, value: str = "estimate", cmap: str = "RdBu_r",

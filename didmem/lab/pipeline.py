@@ -178,7 +178,7 @@ RUN_ARGUMENTS = {"out_dir": _PATH, "quick": Boolean(), "overwrite": Boolean(),
 """The declared arguments of :func:`run` (and :func:`~didmem.lab.replicate`)."""
 
 
-@validate_params({**RUN_ARGUMENTS, "progress": OneOf(None, True, False)},
+@validate_params(RUN_ARGUMENTS | {"progress": OneOf(None, True, False)},
                  owner="didmem.lab.run")
 def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
         config: LabConfig | None = None, progress: bool | None = None,

@@ -173,7 +173,7 @@ def _spec(name, spec):
         f"(estimator, covariates); got {type(spec).__name__}.")
 
 
-@validate_params({**{k: v for k, v in RUN_ARGUMENTS.items() if k != "seed"},
+@validate_params({k: v for k, v in RUN_ARGUMENTS.items() if k != "seed"} | {
                   "first_seed": RUN_ARGUMENTS["seed"],
                   "metric": Satisfies(lambda v: isinstance(v, str), "a metric's name"),
                   "estimators": Satisfies(lambda v: v is None or isinstance(v, dict),

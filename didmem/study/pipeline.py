@@ -136,7 +136,7 @@ class Study:
         self.config = config
 
     @classmethod
-    @validate_params({"path": _PATH, **_READ}, owner="Study.from_file")
+    @validate_params({"path": _PATH} | _READ, owner="Study.from_file")
     def from_file(cls, path, *, runner: str | None = None, address: str | None = None) -> Study:
         """Read and check a ``.toml`` or ``.json`` study file.
 
@@ -161,7 +161,7 @@ class Study:
 
     @classmethod
     @validate_params({"data": Satisfies(lambda v: isinstance(v, Mapping), "a dict of tables"),
-                      "base_dir": _PATH, **_READ}, owner="Study.from_dict")
+                      "base_dir": _PATH} | _READ, owner="Study.from_dict")
     def from_dict(cls, data: dict, base_dir=".", *, runner: str | None = None,
                   address: str | None = None) -> Study:
         """Check a configuration given as a dict (the tables of a study file).

@@ -329,7 +329,7 @@ def build_index_maps(doc_sizes, num_samples: int, seq_length: int, seed: int,
     ``(E * T - 1) // L >= num_samples``; ``doc_idx`` the documents repeated ``E`` times and
     shuffled by ``RandomState(seed)``; ``sample_idx`` the starts of the samples, token
     ``i * L`` of the stream each; ``shuffle_idx`` a permutation of every sample, drawn next
-    from the same generator. Vectorised (GPT-NeoX walks the documents in C++).
+    from the same generator. Vectorised, in chunks (GPT-NeoX walks the documents in C++).
 
     Parameters
     ----------
@@ -350,41 +350,77 @@ def build_index_maps(doc_sizes, num_samples: int, seq_length: int, seed: int,
         ``doc_idx`` (int32), ``sample_idx`` (int32, ``(N + 1) x 2``), ``shuffle_idx``
         (uint32, or int64 from ``2**32 - 1`` samples).
     """
-    sizes = np.asarray(doc_sizes, dtype=np.int32)
-    documents = (np.arange(sizes.size, dtype=np.int32) if documents is None
-                 else np.asarray(documents, dtype=np.int32))
-    if seq_length < 2 or num_samples < 1:
-        raise ParameterError(f"seq_length must be at least 2 and num_samples at least 1; got "
-                             f"{seq_length} and {num_samples}.")
-    per_epoch = int(sizes[documents].astype(np.int64).sum())
-    if per_epoch < 2:
-        raise ParameterError("The documents hold fewer than 2 tokens.")
-    epochs = 1
-    while (epochs * per_epoch - 1) // seq_length < num_samples:
-        epochs += 1
-    rng = np.random.RandomState(seed)
-    doc_idx = np.tile(documents, epochs).astype(np.int32)
-    rng.shuffle(doc_idx)
-    n = (epochs * per_epoch - 1) // seq_length
-    starts = np.zeros(doc_idx.size + 1, dtype=np.int64)
-    np.cumsum(sizes[doc_idx], out=starts[1:])
-    flat = np.arange(n + 1, dtype=np.int64) * seq_length
-    position = np.searchsorted(starts, flat, side="right") - 1
-    sample_idx = np.stack([position, flat - starts[position]], axis=1).astype(np.int32)
-    dtype = np.uint32 if n < np.iinfo(np.uint32).max - 1 else np.int64
-    shuffle_idx = np.arange(n, dtype=dtype)
-    rng.shuffle(shuffle_idx)
-    return doc_idx, sample_idx, shuffle_idx
+    maps = _IndexMapBuilder(doc_sizes, num_samples, seq_length, seed, documents)
+    sample_idx = np.empty((maps.n_samples + 1, 2), dtype=np.int32)
+    maps.fill_samples(sample_idx)
+    return maps.doc_idx, sample_idx, maps.shuffle()
+
+
+class _IndexMapBuilder:
+    """GPT-NeoX's three maps, built in its order: ``doc_idx`` at once, ``sample_idx`` into
+    any array (a ``.npy`` memmap for large maps), ``shuffle_idx`` last."""
+
+    def __init__(self, doc_sizes, num_samples, seq_length, seed, documents=None):
+        self.sizes = np.asarray(doc_sizes, dtype=np.int32)
+        documents = (np.arange(self.sizes.size, dtype=np.int32) if documents is None
+                     else np.asarray(documents, dtype=np.int32))
+        if seq_length < 2 or num_samples < 1:
+            raise ParameterError(f"seq_length must be at least 2 and num_samples at least 1; "
+                                 f"got {seq_length} and {num_samples}.")
+        per_epoch = int(self.sizes[documents].astype(np.int64).sum())
+        if per_epoch < 2:
+            raise ParameterError("The documents hold fewer than 2 tokens.")
+        epochs = 1
+        while (epochs * per_epoch - 1) // seq_length < num_samples:
+            epochs += 1
+        self.seq_length = int(seq_length)
+        self.n_samples = (epochs * per_epoch - 1) // seq_length
+        self.rng = np.random.RandomState(seed)
+        self.doc_idx = np.tile(documents, epochs).astype(np.int32, copy=False)
+        self.rng.shuffle(self.doc_idx)
+
+    def fill_samples(self, out) -> None:
+        """Write ``sample_idx`` into ``out`` (``(N + 1) x 2``), one chunk of documents at a
+        time: sample ``i`` starts at token ``i * L`` of the stream."""
+        total, n, step = 0, self.n_samples, self.seq_length
+        for lo in range(0, self.doc_idx.size, _CHUNK):
+            lengths = self.sizes[self.doc_idx[lo:lo + _CHUNK]].astype(np.int64)
+            local = np.empty(lengths.size + 1, dtype=np.int64)
+            local[0] = total
+            np.cumsum(lengths, out=local[1:])
+            local[1:] += total
+            first = -(-total // step)
+            last = min(n, (int(local[-1]) - 1) // step)  # samples starting in this chunk
+            if last >= first:
+                flat = np.arange(first, last + 1, dtype=np.int64) * step
+                where = np.searchsorted(local, flat, side="right") - 1
+                out[first:last + 1, 0] = where + lo
+                out[first:last + 1, 1] = flat - local[where]
+            total = int(local[-1])
+
+    def shuffle(self) -> np.ndarray:
+        """``shuffle_idx``, drawn after ``doc_idx`` from the same generator."""
+        dtype = np.uint32 if self.n_samples < np.iinfo(np.uint32).max - 1 else np.int64
+        shuffle_idx = np.arange(self.n_samples, dtype=dtype)
+        self.rng.shuffle(shuffle_idx)
+        return shuffle_idx
 
 
 def write_index_maps(prefix, doc_sizes, num_samples: int, seq_length: int, seed: int,
                      name: str = "train_0") -> IndexMaps:
-    """Build (:func:`build_index_maps`) and write one run's maps with GPT-NeoX's file names:
-    ``{prefix}_{name}_indexmap_{num_samples}ns_{seq_length}sl_{seed}s_*.npy``."""
+    """Build (as :func:`build_index_maps`) and write one run's maps with GPT-NeoX's file
+    names, ``{prefix}_{name}_indexmap_{num_samples}ns_{seq_length}sl_{seed}s_*.npy``;
+    ``sample_idx`` is written through a memory map, so large maps need little memory."""
     base = f"{os.fspath(prefix)}_{name}_indexmap_{num_samples}ns_{seq_length}sl_{seed}s"
-    for kind, array in zip(MAP_KINDS, build_index_maps(doc_sizes, num_samples, seq_length,
-                                                         seed)):
-        np.save(f"{base}_{kind}.npy", array, allow_pickle=False)
+    maps = _IndexMapBuilder(doc_sizes, num_samples, seq_length, seed)
+    np.save(f"{base}_doc_idx.npy", maps.doc_idx, allow_pickle=False)
+    rows = np.lib.format.open_memmap(f"{base}_sample_idx.npy", mode="w+", dtype=np.int32,
+                                     shape=(maps.n_samples + 1, 2))
+    maps.fill_samples(rows)
+    rows.flush()
+    del rows
+    maps.doc_idx = None
+    np.save(f"{base}_shuffle_idx.npy", maps.shuffle(), allow_pickle=False)
     return read_index_maps(base)
 
 

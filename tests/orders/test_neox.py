@@ -106,9 +106,12 @@ def corpus(tmp_path_factory):
 
 
 # ---------------------------------------------------------------- building and reading
+@pytest.mark.parametrize("chunk", [None, 5])
 @pytest.mark.parametrize("seed", [0, 3])
 @pytest.mark.parametrize("seq_length", [2, 5, 16])
-def test_built_maps_follow_gpt_neox(seed, seq_length):
+def test_built_maps_follow_gpt_neox(seed, seq_length, chunk, monkeypatch):
+    if chunk is not None:  # documents in chunks smaller than the maps
+        monkeypatch.setattr("didmem.orders.neox._CHUNK", chunk)
     docs = _documents(seed)
     sizes = np.array([len(d) for d in docs])
     n_samples = 50

@@ -560,13 +560,16 @@ def span_exposures(maps: IndexMaps, doc_sizes, instances, batch_size: int,
 def _occurrences(maps: IndexMaps, documents: np.ndarray) -> tuple:
     """``(unit, position)``: every position of ``doc_idx`` that holds each unit's document,
     positions ascending (one pass over ``doc_idx``, in chunks)."""
-    wanted = np.unique(documents)
     units_of = pd.Series(np.arange(documents.size)).groupby(documents).apply(np.asarray)
+    wanted = np.zeros(int(documents.max()) + 1 if documents.size else 0, dtype=bool)
+    wanted[documents] = True  # a lookup table: one gather per chunk, not a search
     found = []
     n = maps.doc_idx.shape[0]
     for lo in range(0, n, _CHUNK):
         chunk = np.asarray(maps.doc_idx[lo:lo + _CHUNK])
-        hit = np.flatnonzero(np.isin(chunk, wanted))
+        inside = chunk < wanted.size
+        hit = np.flatnonzero(inside)
+        hit = hit[wanted[chunk[hit]]]
         found.append(np.stack([chunk[hit].astype(np.int64), hit + lo]))
     hits = np.concatenate(found, axis=1) if found else np.zeros((2, 0), np.int64)
     units, positions = [], []
@@ -587,9 +590,11 @@ def _positions_of(maps: IndexMaps, samples: np.ndarray) -> np.ndarray:
         return out
     order = np.argsort(samples, kind="stable")
     ordered = samples[order]
+    wanted = np.zeros(maps.n_samples, dtype=bool)
+    wanted[samples] = True  # a lookup table: one gather per chunk, not a search
     for lo in range(0, len(maps), _CHUNK):
         chunk = np.asarray(maps.shuffle_idx[lo:lo + _CHUNK]).astype(np.int64)
-        hit = np.flatnonzero(np.isin(chunk, ordered))
+        hit = np.flatnonzero(wanted[chunk])
         if hit.size:
             left = np.searchsorted(ordered, chunk[hit], side="left")
             right = np.searchsorted(ordered, chunk[hit], side="right")

@@ -24,7 +24,10 @@ seed's order is a set of GPT-NeoX index maps over the (unshuffled) indexed datas
 
 With one training dataset, the ``j``-th training sequence is trained at step
 ``j // B + 1`` (``B`` the global batch size: 1,024 for Pythia), as
-:func:`~didmem.orders.exposure_steps` counts.
+:func:`~didmem.orders.exposure_steps` counts. Training asks for ``num_samples`` sequences
+(``train_iters * B``, the ``{num_samples}ns`` of the names) and the maps hold every sample of
+the whole epochs built for them, so the positions from ``num_samples`` on are never trained
+(:attr:`IndexMaps.trained`).
 
 Instances are defined by content, so that the same instance is found in every run
 although the packing differs: a *span* ``(document, start, end)`` (tokens ``start ..
@@ -126,6 +129,9 @@ class IndexMaps:
         ``L`` from the files' names (``..._2048sl_...``), when they follow GPT-NeoX's naming.
     seed : int or None
         The seed in the files' names.
+    trained : int or None
+        The training sequences the run asked for (``num_samples``, ``..._146432000ns_...``
+        in the names): positions from it on are never trained. ``None``: every position.
     """
 
     doc_idx: np.ndarray
@@ -134,6 +140,7 @@ class IndexMaps:
     files: dict
     seq_length: int | None = None
     seed: int | None = None
+    trained: int | None = None
 
     @property
     def n_samples(self) -> int:
@@ -284,7 +291,8 @@ def read_index_maps(path, seed: int | None = None, *, n_documents: int | None = 
     return IndexMaps(doc_idx=doc_idx, sample_idx=sample_idx, shuffle_idx=shuffle_idx,
                      files=files,
                      seq_length=int(match["length"]) if match else None,
-                     seed=int(match["seed"]) if match else None)
+                     seed=int(match["seed"]) if match else None,
+                     trained=min(int(match["samples"]), n_samples) if match else None)
 
 
 def _too_many_documents(files, doc_idx, n_documents) -> None:
@@ -527,8 +535,9 @@ def span_exposures(maps: IndexMaps, doc_sizes, instances, batch_size: int,
     pandas.DataFrame
         ``unit, position, step``, one row per exposure (the training sequence that holds
         all of the instance's tokens; a span split between two sequences is not trained
-        whole there), sorted by unit and position. An instance trained nowhere whole has
-        no row.
+        whole there), sorted by unit and position; positions from
+        :attr:`IndexMaps.trained` on are never trained. An instance trained nowhere whole
+        has no row.
     """
     spans = _spans(instances, doc_sizes)
     sizes = np.asarray(doc_sizes)
@@ -553,7 +562,8 @@ def span_exposures(maps: IndexMaps, doc_sizes, instances, batch_size: int,
         position = _positions_of(maps, sample)
     else:
         position = np.asarray(positions)[sample].astype(np.int64)
-    trained = position >= 0
+    limit = len(maps) if maps.trained is None else maps.trained
+    trained = (position >= 0) & (position < limit)
     return exposure_frame(unit[trained], position[trained], batch_size)
 
 
@@ -652,11 +662,13 @@ def _check_alike(runs: dict) -> None:
                     f"Runs {names[0]!r} and {name!r} have {kind} of different dtypes ({a.dtype} "
                     f"in {str(first.files[kind])!r}, {b.dtype} in {str(other.files[kind])!r}): "
                     "index maps of one GPT-NeoX setup share their dtypes.")
-        if len(first) != len(other) or first.doc_idx.shape != other.doc_idx.shape:
+        if len(first) != len(other) or first.doc_idx.shape != other.doc_idx.shape \
+                or first.trained != other.trained:
             raise ParameterError(
                 f"Runs {names[0]!r} and {name!r} have index maps of different lengths "
-                f"({len(first)} training sequences and {first.doc_idx.shape[0]} document "
-                f"positions in {first.label!r}; {len(other)} and {other.doc_idx.shape[0]} in "
+                f"({len(first)} samples, {first.trained} trained, and "
+                f"{first.doc_idx.shape[0]} document positions in {first.label!r}; "
+                f"{len(other)}, {other.trained} and {other.doc_idx.shape[0]} in "
                 f"{other.label!r}): they do not train the same data for as long.")
 
 

@@ -59,7 +59,7 @@ def oracle_getitem(docs, doc_idx, sample_idx, shuffle_idx, j):
 
 def oracle_exposures(docs, maps, spans, batch_size):
     """Brute force: the training sequences whose pieces hold each span whole."""
-    pieces = oracle_pieces(docs, maps)
+    pieces = [p for p in oracle_pieces(docs, maps) if p[0] < maps.trained]  # asked for
     rows = []
     for unit, (d, start, end) in enumerate(spans):
         for j, doc, lo, hi in pieces:
@@ -136,6 +136,8 @@ def test_written_maps_have_gpt_neox_names(corpus):
     root, _, _, runs = corpus
     maps = runs[1234]
     assert maps.seed == 1234 and maps.seq_length == L
+    assert maps.trained < len(maps)  # the samples of whole epochs, more than asked for
+    assert f"_{maps.trained}ns_" in maps.files["doc_idx"].name
     name = maps.files["doc_idx"].name
     assert name.startswith("pile_train_0_indexmap_") and name.endswith("_16sl_1234s_doc_idx.npy")
     for path in (maps.label, maps.files["shuffle_idx"]):

@@ -48,6 +48,19 @@ def _peak_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
+def _rss() -> dict:
+    """Resident memory now, split: anonymous (the process's own arrays) and file-backed (the
+    memory-mapped maps and .idx, page cache the kernel may drop), in GiB."""
+    out = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(("RssAnon", "RssFile")):
+                name, value = line.split(":")
+                out[name.lower().replace("rss", "rss_") + "_gib"] = round(
+                    int(value.split()[0]) / 2**20, 2)
+    return out
+
+
 def _write_idx(prefix: Path, sizes: np.ndarray) -> None:
     """The ``.idx`` of an MMapIndexedDataset (uint16 tokens, one document per entry) and a
     sparse ``.bin`` of the size it names."""
@@ -100,7 +113,8 @@ def read(folder: str, n_instances: int, seed: int, out: str | None) -> None:
 
     def stage(name, clock, cpu, **extra):
         row = {"stage": name, "wall_s": round(time.perf_counter() - clock, 2),
-               "cpu_s": round(_cpu() - cpu, 2), "peak_gib": round(_peak_gib(), 2), **extra}
+               "cpu_s": round(_cpu() - cpu, 2), "peak_gib": round(_peak_gib(), 2), **_rss(),
+               **extra}
         stages.append(row)
         print(json.dumps(row), flush=True)
         return time.perf_counter(), _cpu()

@@ -173,27 +173,6 @@ _CHUNK = 1 << 22
 """Entries of a map read at once (memory stays ~ 100 MB whatever the maps' size)."""
 
 
-def _starts_at(maps: IndexMaps, sizes: np.ndarray, where: np.ndarray) -> np.ndarray:
-    """Token-stream position where the document at each position ``where`` (sorted) of
-    ``doc_idx`` starts: one pass of running sums over ``doc_idx``, in chunks."""
-    out = np.empty(where.size, dtype=np.int64)
-    total, done = 0, 0
-    n = maps.doc_idx.shape[0]
-    for lo in range(0, n + 1, _CHUNK):
-        hi = min(lo + _CHUNK, n)
-        lengths = sizes[np.asarray(maps.doc_idx[lo:hi])].astype(np.int64)
-        local = np.empty(lengths.size + 1, dtype=np.int64)
-        local[0] = total
-        np.cumsum(lengths, out=local[1:])
-        local[1:] += total
-        stop = np.searchsorted(where, hi, side="right") if hi < n else where.size
-        out[done:stop] = local[where[done:stop] - lo]
-        done, total = stop, int(local[-1])
-        if done == where.size:
-            break
-    return out
-
-
 def _sample_starts(maps: IndexMaps, sizes: np.ndarray):
     """Yield ``(i0, F)``: the token-stream starts ``F`` of samples ``i0 .. i0 + len(F) - 1``,
     in chunks that overlap by one sample (so that sample ``i``'s end ``F[i + 1]`` is in the
@@ -541,8 +520,7 @@ def span_exposures(maps: IndexMaps, doc_sizes, instances, batch_size: int,
     """
     spans = _spans(instances, doc_sizes)
     sizes = np.asarray(doc_sizes)
-    unit, occurrence = _occurrences(maps, spans["document"].to_numpy())
-    at = _starts_at(maps, sizes, occurrence)
+    unit, at = _occurrences(maps, sizes, spans["document"].to_numpy())
     first = at + spans["start"].to_numpy()[unit]
     last = at + spans["end"].to_numpy()[unit] - 1
     sample = np.full(first.size, -1, dtype=np.int64)
@@ -567,29 +545,32 @@ def span_exposures(maps: IndexMaps, doc_sizes, instances, batch_size: int,
     return exposure_frame(unit[trained], position[trained], batch_size)
 
 
-def _occurrences(maps: IndexMaps, documents: np.ndarray) -> tuple:
-    """``(unit, position)``: every position of ``doc_idx`` that holds each unit's document,
-    positions ascending (one pass over ``doc_idx``, in chunks)."""
+def _occurrences(maps: IndexMaps, sizes: np.ndarray, documents: np.ndarray) -> tuple:
+    """``(unit, start)``: every time ``doc_idx`` holds each unit's document, with where that
+    document starts in the token stream (one pass of running sums over ``doc_idx``)."""
     units_of = pd.Series(np.arange(documents.size)).groupby(documents).apply(np.asarray)
     wanted = np.zeros(int(documents.max()) + 1 if documents.size else 0, dtype=bool)
     wanted[documents] = True  # a lookup table: one gather per chunk, not a search
-    found = []
+    docs, starts, total = [], [], 0
     n = maps.doc_idx.shape[0]
     for lo in range(0, n, _CHUNK):
         chunk = np.asarray(maps.doc_idx[lo:lo + _CHUNK])
-        inside = chunk < wanted.size
-        hit = np.flatnonzero(inside)
+        lengths = sizes[chunk].astype(np.int64)
+        ends = np.cumsum(lengths)
+        hit = np.flatnonzero(chunk < wanted.size)
         hit = hit[wanted[chunk[hit]]]
-        found.append(np.stack([chunk[hit].astype(np.int64), hit + lo]))
-    hits = np.concatenate(found, axis=1) if found else np.zeros((2, 0), np.int64)
-    units, positions = [], []
-    for doc, position in zip(hits[0], hits[1]):
+        docs.append(chunk[hit].astype(np.int64))
+        starts.append(total + ends[hit] - lengths[hit])
+        total += int(ends[-1]) if ends.size else 0
+    units, at = [], []
+    for doc, start in zip(np.concatenate(docs) if docs else [],
+                          np.concatenate(starts) if starts else []):
         mine = units_of[doc]
         units.append(mine)
-        positions.append(np.full(mine.size, position, dtype=np.int64))
+        at.append(np.full(mine.size, start, dtype=np.int64))
     if not units:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(units).astype(np.int64), np.concatenate(positions)
+    return np.concatenate(units).astype(np.int64), np.concatenate(at)
 
 
 def _positions_of(maps: IndexMaps, samples: np.ndarray) -> np.ndarray:

@@ -136,7 +136,7 @@ def route(scale: int, via: str) -> None:
     del y, event
     panel = didmem.Panel(frame, unit="unit", time="time", cohort="cohort", outcome="y")
     del frame
-    est = didmem.DiDEstimator(n_bootstrap=1000, random_state=0)
+    est = didmem.DiDEstimator(n_bootstrap=1000, seed=0)
     start, cpu0 = time.perf_counter(), _cpu()
     if via == "memory":
         res = est.fit(panel)

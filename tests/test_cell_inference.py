@@ -15,13 +15,13 @@ from didmem.inference.linear import cell_covariance, combination_draws
 @pytest.fixture(scope="module")
 def fitted(small_panel):
     """R's rule (small_sample=False): bootstrap standard errors and the plain sup-t band."""
-    return DiDEstimator(n_bootstrap=199, random_state=3, small_sample=False).fit(small_panel)
+    return DiDEstimator(n_bootstrap=199, seed=3, small_sample=False).fit(small_panel)
 
 
 @pytest.fixture(scope="module")
 def corrected(small_panel):
     """The default: Welch standard errors, t critical values at the sup-t's level."""
-    return DiDEstimator(n_bootstrap=199, random_state=3).fit(small_panel)
+    return DiDEstimator(n_bootstrap=199, seed=3).fit(small_panel)
 
 
 def test_the_result_holds_one_inference_object(fitted):

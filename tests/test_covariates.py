@@ -173,7 +173,7 @@ def test_cell_influence_operations_match_dense_numpy():
 
 
 def test_bootstrap_on_the_generic_route(mpdta_lpop):
-    res = didmem.DiDEstimator(small_sample=False, n_bootstrap=4000, random_state=1).fit(mpdta_lpop)
+    res = didmem.DiDEstimator(small_sample=False, n_bootstrap=4000, seed=1).fit(mpdta_lpop)
     ratio = np.asarray(res.std_errors) / np.asarray(res.analytic_std_errors)
     assert np.all(np.abs(ratio - 1) < 0.12)
     assert res.band == "simultaneous" and res.critical_value > 1.96

@@ -54,9 +54,9 @@ def test_panel_refuses_exposures_out_of_order(two_exposures):
 
 def test_exposure_one_is_todays_estimator(two_exposures):
     df, _ = two_exposures
-    one = didmem.DiDEstimator(n_bootstrap=50, random_state=1).fit(
+    one = didmem.DiDEstimator(n_bootstrap=50, seed=1).fit(
         didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y"))
-    many = didmem.DiDEstimator(exposure=1, n_bootstrap=50, random_state=1).fit(_panel(df))
+    many = didmem.DiDEstimator(exposure=1, n_bootstrap=50, seed=1).fit(_panel(df))
     pd.testing.assert_frame_equal(one.to_frame(), many.to_frame())
 
 
@@ -163,7 +163,7 @@ def test_no_usable_history_is_an_error():
 
 def test_exposure_result_aggregates_saves_and_plots(two_exposures, tmp_path):
     df, _ = two_exposures
-    res = didmem.DiDEstimator(exposure=2, n_bootstrap=100, random_state=0).fit(_panel(df))
+    res = didmem.DiDEstimator(exposure=2, n_bootstrap=100, seed=0).fit(_panel(df))
     assert isinstance(res, didmem.ExposureResult)
     frame = res.to_frame()
     assert (frame["exposure"] == 2).all()
@@ -214,8 +214,8 @@ def test_profiles_per_exposure_side_by_side(two_exposures, tmp_path):
 
     df, _ = two_exposures
     panel = _panel(df)
-    first = didmem.DiDEstimator(n_bootstrap=50, random_state=0).fit(panel)
-    second = didmem.DiDEstimator(exposure=2, n_bootstrap=50, random_state=0).fit(panel)
+    first = didmem.DiDEstimator(n_bootstrap=50, seed=0).fit(panel)
+    second = didmem.DiDEstimator(exposure=2, n_bootstrap=50, seed=0).fit(panel)
     saved = didmem.load_result(second.save(tmp_path / "second.parquet"))
     assert plot_profile(saved).get_ylabel() == "step g of exposure 2"
     axes = plot_exposure_profiles({"first": first, "second": saved}, significant_only=False)

@@ -28,7 +28,7 @@ def _frame(seed=0, n_times=6):
 def _forced_holes(panel):
     """The same balanced panel read through the route of panels with holes."""
     out = copy.copy(panel)
-    out.kind = "unbalanced"
+    out.layout = "unbalanced"
     return out
 
 
@@ -52,7 +52,7 @@ def test_holes_route_on_a_balanced_panel_equals_the_balanced_route(control_group
                                                                     extra):
     df = _frame()
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y", **extra)
-    est = didmem.DiDEstimator(n_bootstrap=199, small_sample=False, random_state=5,
+    est = didmem.DiDEstimator(n_bootstrap=199, small_sample=False, seed=5,
                               control_group=control_group, base_period=base_period)
     ref, got = est.fit(panel), est.fit(_forced_holes(panel))
     assert _max_diff(ref.estimates, got.estimates) < 1e-12
@@ -69,7 +69,7 @@ def test_holes_route_on_a_balanced_panel_equals_the_balanced_route(control_group
 
 def test_small_sample_default_agrees_on_a_balanced_panel():
     panel = didmem.Panel(_frame(), unit="unit", time="time", cohort="cohort", outcome="y")
-    est = didmem.DiDEstimator(n_bootstrap=199, random_state=2)
+    est = didmem.DiDEstimator(n_bootstrap=199, seed=2)
     ref, got = est.fit(panel), est.fit(_forced_holes(panel))
     # Welch standard errors are analytic: equal; the band's Gaussian draws come from the
     # blocks' Gram roots instead of one weight per unit (the same distribution)
@@ -95,7 +95,7 @@ def test_estimates_are_differences_of_four_means_of_observed_rows(kind):
     unit = "unit" if kind == "unbalanced" else None
     panel = didmem.Panel(df, unit=unit, time="time", cohort="cohort", outcome="y",
                          weights="w", balance="keep")
-    assert panel.kind == kind
+    assert panel.layout == kind
     res = didmem.DiDEstimator(n_bootstrap=0, small_sample=False).fit(panel)
     frame = res.to_frame()
     never = df["cohort"].isna() | np.isinf(df["cohort"])
@@ -232,7 +232,7 @@ def test_covariates_on_holes_serve_the_default_inference(unit):
     df["x"] = np.random.default_rng(3).normal(size=len(df))
     panel = didmem.Panel(df, unit=unit, time="time", cohort="cohort", outcome="y",
                          covariates=["x"], cluster="cl", balance="keep")
-    res = didmem.DiDEstimator(n_bootstrap=2000, random_state=0).fit(panel)
+    res = didmem.DiDEstimator(n_bootstrap=2000, seed=0).fit(panel)
     frame = res.to_frame()
     live = frame["std_error"].notna()
     assert live.sum() > 10 and np.all(np.isfinite(frame.loc[live, "estimate"]))
@@ -248,7 +248,7 @@ def test_keep_on_a_balanced_table_is_the_balanced_panel():
     keep = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
                         balance="keep")
     plain = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
-    assert keep.kind == "balanced" and not keep.has_holes
+    assert keep.layout == "balanced" and not keep.has_holes
     np.testing.assert_array_equal(keep.outcome_matrix(), plain.outcome_matrix())
 
 
@@ -272,7 +272,7 @@ def test_cross_sections_describe_rows_per_cell():
     df = _frame()
     panel = didmem.Panel(df, unit=None, time="time", cohort="cohort", outcome="y")
     holes = panel.describe_holes()
-    assert panel.kind == "cross_sections" and panel.n_units == len(df)
+    assert panel.layout == "cross_sections" and panel.n_units == len(df)
     assert holes["n_observed"].sum() == len(df)
     assert holes["n_missing"].isna().all()
     assert len(panel.to_frame()) == len(df)
@@ -318,7 +318,7 @@ def test_results_of_holes_serve_views_plots_and_sensitivity(unit):
     df = _holed(_frame(n_times=8), 0.1)
     panel = didmem.Panel(df, unit=unit, time="time", cohort="cohort", outcome="y",
                          balance="keep")
-    res = didmem.DiDEstimator(n_bootstrap=99, random_state=0,
+    res = didmem.DiDEstimator(n_bootstrap=99, seed=0,
                               base_period="universal").fit(panel)
     for view in ("instantaneous", "persistent", "residual"):
         frame = res.aggregate(view).to_frame()

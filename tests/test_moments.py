@@ -46,8 +46,8 @@ def _from_moments(moments, control_group, base_period, anticipation=0, lower_is_
     return design, cells, MomentsInfluence.build(design, cells)
 
 
-def _settings(n_draws, random_state=0):
-    return InferenceSettings(n_draws=n_draws, multiplier="normal", random_state=random_state,
+def _settings(n_draws, seed=0):
+    return InferenceSettings(n_draws=n_draws, multiplier="normal", seed=seed,
                              alpha=0.05, cband=None, small_sample=False, owner="test")
 
 
@@ -155,7 +155,7 @@ def test_combinations_equal_the_in_memory_route(simulated, control_group, base_p
     _, cells, inf = _from_moments(_moments(simulated, n_parts=2), control_group, base_period)
     rng = np.random.default_rng(5)
     n_keys = 4
-    weights = sparse.random(n_keys, cells.size, density=0.3, random_state=6, format="csr")
+    weights = sparse.random(n_keys, cells.size, density=0.3, seed=6, format="csr")
     omega = rng.normal(size=(n_keys, res.inference.design.n_cohorts))
     cov_ref, parts_ref = combination_moments(res.inference.design, res.inference.cells,
                                              res.inference.stats, weights, omega)
@@ -226,9 +226,9 @@ def test_sup_t_value_matches_the_in_memory_bootstrap(simulated):
     multipliers agree within Monte Carlo error (two independent sets of 4,000 draws; the
     0.95 quantile's error from its binomial standard error through the density)."""
     res = didmem.DiDEstimator(n_bootstrap=4000, multiplier="normal", small_sample=False,
-                              random_state=1).fit(simulated)
+                              seed=1).fit(simulated)
     design, cells, inf = _from_moments(_moments(simulated), "never_treated", "varying")
-    inference = CellInference.draw(inf, _settings(n_draws=4000, random_state=2))
+    inference = CellInference.draw(inf, _settings(n_draws=4000, seed=2))
     _, band = inference.cell_band(inference.variance)
     assert band.rule == res.band == "simultaneous"
     # sup-t statistics of the in-memory draws: the spread of their 0.95 quantile

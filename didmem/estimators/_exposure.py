@@ -99,9 +99,9 @@ def fit_exposure(panel, params, owner: str, *, not_yet: bool, settings) -> Expos
             f"{owner}(exposure={k}) does not take covariates yet; the panel has "
             f"{list(panel.covariates)}. Build the panel without covariates=..."
         )
-    if getattr(panel, "kind", "balanced") != "balanced":
+    if getattr(panel, "layout", "balanced") != "balanced":
         raise ParameterError(
-            f"{owner}(exposure={k}) needs a balanced panel; this one is {panel.kind!r}. "
+            f"{owner}(exposure={k}) needs a balanced panel; this one is {panel.layout!r}. "
             "Build it with balance='error' or 'drop_incomplete_units'."
         )
     view = exposure_view(panel, k, owner)

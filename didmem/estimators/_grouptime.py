@@ -20,7 +20,7 @@ INFERENCE_CONSTRAINTS = {
     "multiplier": OneOf(None, *MULTIPLIERS),
     "alpha": Interval(0, 1, closed="neither"),
     "cband": OneOf(None, True, False),
-    "random_state": Seed(),
+    "seed": Seed(),
     "outcome": Instance(str, allow_none=True),
     "lower_is_better": OneOf(True, False),
     "small_sample": OneOf(True, False),

@@ -86,10 +86,10 @@ class BaseEstimator:
         ParameterError
             When ``data`` is not an ``input_type``, or a parameter is invalid.
         """
-        kind = self.input_type
-        if not isinstance(data, kind):
+        expected = self.input_type
+        if not isinstance(data, expected):
             raise ParameterError(
-                f"{type(self).__name__}.fit needs a didmem.{kind.__name__}; got "
+                f"{type(self).__name__}.fit needs a didmem.{expected.__name__}; got "
                 f"{type(data).__name__}. {self._input_hint}")
         return self._fit(data, self._validated_params())
 

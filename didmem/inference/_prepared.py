@@ -166,7 +166,7 @@ def prepare_panel(
     holes = panel.has_holes
     times = np.asarray(panel.times, dtype=np.float64)
     cohorts = np.array(panel.cohorts, dtype=np.float64)
-    noun = "rows" if holes and panel.kind == "cross_sections" else "units"
+    noun = "rows" if holes and panel.layout == "cross_sections" else "units"
     zero_hint = ""
     if panel.never_treated_code is None and np.any(cohorts == 0) and 0 <= times[0]:
         zero_hint = (" If 0 marks never-treated units (R did's convention), pass "

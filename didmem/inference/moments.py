@@ -261,16 +261,16 @@ def memorised_moments(times, cohort_codes, cohort_values, memorised) -> CohortMo
         raise EstimationError(f"At most 64 checkpoints fit a sequence's bit pattern; got {n_t}.")
     codes = np.asarray(cohort_codes)
     n_seq = codes.size
-    kind = np.uint8 if n_t <= 8 else np.uint16 if n_t <= 16 else np.uint32 if n_t <= 32 \
+    dtype = np.uint8 if n_t <= 8 else np.uint16 if n_t <= 16 else np.uint32 if n_t <= 32 \
         else np.uint64
-    bits = np.zeros(n_seq, dtype=kind)
+    bits = np.zeros(n_seq, dtype=dtype)
     for t, index in memorised:
         index = np.asarray(index, dtype=np.int64)
         if index.size and (index.min() < 0 or index.max() >= n_seq):
             raise EstimationError(
                 f"Memorised indices at checkpoint {t} run outside the {n_seq} sequences of the "
                 f"training order: from {int(index.min())} to {int(index.max())}.")
-        bits[index] |= kind(1) << kind(t)
+        bits[index] |= dtype(1) << dtype(t)
     n_cohorts = np.asarray(cohort_values).size
     if n_seq and (codes.min() < 0 or codes.max() >= n_cohorts):
         raise EstimationError(f"Cohort codes must index the {n_cohorts} cohort values; they run "

@@ -46,7 +46,7 @@ def _event_bound(value) -> bool:
 
 
 _AGGREGATE_OPTIONS = {
-    "kind": Instance(str, description="an aggregation's name (a str)"),
+    "aggregation": Instance(str, description="an aggregation's name (a str)"),
     "min_e": Satisfies(_event_bound, "a number (-inf or inf for no bound), not NaN"),
     "max_e": Satisfies(_event_bound, "a number (-inf or inf for no bound), not NaN"),
     "balance_e": Interval(allow_none=True),
@@ -206,13 +206,14 @@ class GroupTimeResult(PicklableProxies):
 
     # ------------------------------------------------------------ aggregation
     @validate_params(_AGGREGATE_OPTIONS)
-    def aggregate(self, kind: str = "simple", *, min_e: float = -np.inf, max_e: float = np.inf,
-                  balance_e: float | None = None, time: float | None = None) -> "AggregateResult":
+    def aggregate(self, aggregation: str = "simple", *, min_e: float = -np.inf,
+                  max_e: float = np.inf, balance_e: float | None = None,
+                  time: float | None = None) -> "AggregateResult":
         """Aggregate the cells.
 
         Parameters
         ----------
-        kind : str
+        aggregation : str
             Memorisation names: ``"instantaneous"`` (c = g, one value per cohort),
             ``"persistent"`` (by event time e = c - g > 0), ``"residual"`` (c = T, per
             cohort; ``time`` picks T, by default the last checkpoint), ``"cohort"``,
@@ -242,13 +243,13 @@ class GroupTimeResult(PicklableProxies):
         (``dynamic``: keys with e >= 0), as in R ``did``.
         """
         def compute():
-            spec = build_aggregation(self.design, self.cells, np.asarray(self.estimates), kind,
+            spec = build_aggregation(self.design, self.cells, np.asarray(self.estimates), aggregation,
                                      min_e=min_e, max_e=max_e, balance_e=balance_e, time=time)
             return AggregateResult._from_spec(self, spec)
 
-        # computed once per kind and options: the summary, the results file and the report
+        # computed once per aggregation and its options: the summary, the results file and the report
         # ask for the same aggregations
-        return self._memo(("aggregate", kind, min_e, max_e, balance_e, time), compute)
+        return self._memo(("aggregate", aggregation, min_e, max_e, balance_e, time), compute)
 
     # ------------------------------------------------------------- pre-test
     @cached_property
@@ -270,7 +271,7 @@ class GroupTimeResult(PicklableProxies):
             ``e < 0``) are zero; with ``small_sample`` its covariance is scaled by
             ``n / (n - 1)`` and the p-value is Hotelling's F. ``"max_t"``: the largest
             studentised pre-treatment cell against the multiplier bootstrap's maximum (the
-            fit's draws, or 999 fresh ones seeded by ``random_state``). ``"wald"``: R
+            fit's draws, or 999 fresh ones seeded by ``seed``). ``"wald"``: R
             did's Wald test of every pre-treatment cell, the same numbers as
             :attr:`pretest`.
 
@@ -317,17 +318,17 @@ class GroupTimeResult(PicklableProxies):
         return self.inference.pretrend_test(
             method, estimates=self.estimates, std_errors=self.std_errors,
             analytic_std_errors=self.analytic_std_errors, which=which, event_rows=rows,
-            random_state=self.params.get("random_state"))
+            seed=self.params.get("seed"))
 
-    def plot(self, kind: str = "profile", **options):
-        """Draw a figure of :mod:`didmem.plotting` (``kind`` is a key of ``PLOTS``).
+    def plot(self, figure: str = "profile", **options):
+        """Draw a figure of :mod:`didmem.plotting` (``figure`` is a key of ``PLOTS``).
 
         ``options`` (``ax=``, ``lr_schedule=``, ...) go to the plotting function; returns the
         matplotlib Axes.
         """
         from ..plotting import plot_result  # a face: imported when a figure is drawn
 
-        return plot_result(self, kind, **options)
+        return plot_result(self, figure, **options)
 
     # ------------------------------------------------------------------- save
     def save(self, path):

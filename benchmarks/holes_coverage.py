@@ -97,7 +97,7 @@ def pointwise_coverage(res, truth):
     out = {}
     for name, (p, n) in (("groups", (parts, counts)),
                          ("contributing", (two, influence.contributing_units())),
-                         ("all_units", (two, np.stack(cell_counts(res.design, res.cells))))):
+                         ("all_units", (two, np.stack(cell_counts(res.prepared, res.cells))))):
         var, df = group_welch(p, n)
         half = t_critical_values(1 - res.alpha / 2, df) * np.sqrt(var)
         live = np.isfinite(half)

@@ -94,15 +94,15 @@ def fit(folder: str) -> None:
         memorised.append((t, pq.read_table(path, columns=["index"]).column(0).to_numpy()))
     moments = memorised_moments(CHECKPOINTS.astype(float), codes, values, memorised)
     del codes, memorised
-    design = prepare_moments(moments, need_never_treated=True, anticipation=0,
+    prepared = prepare_moments(moments, need_never_treated=True, anticipation=0,
                              lower_is_better=False, owner="DiDEstimator")
-    cells = did_cells(design, base_period="varying", not_yet=False, anticipation=0)
-    inf = MomentsInfluence.build(design, cells)
+    cells = did_cells(prepared, base_period="varying", not_yet=False, anticipation=0)
+    inf = MomentsInfluence.build(prepared, cells)
     se = np.sqrt(inf.variance())
-    post = cells.t >= np.searchsorted(design.times, design.cohorts[cells.k])
+    post = cells.t >= np.searchsorted(prepared.times, prepared.cohorts[cells.k])
     print(json.dumps({
         "step": "fit from memorised-index lists", "sequences": int(moments.n_units),
-        "checkpoints": int(design.times.size), "cells": int(cells.size),
+        "checkpoints": int(prepared.times.size), "cells": int(cells.size),
         "mean_post_att": round(float(inf.att[post].mean()), 5),
         "max_se": float(np.nanmax(se)), "wall_s": round(time.perf_counter() - start, 1),
         "cpu_s": round(_cpu() - cpu0, 1),

@@ -38,12 +38,12 @@ def _moments(panel, n_parts=1, seed=0):
 def _from_moments(moments, control_group, base_period, anticipation=0, lower_is_better=False,
                   never_treated_code=None):
     not_yet = control_group == "not_yet_treated"
-    design = prepare_moments(moments, need_never_treated=not not_yet, anticipation=anticipation,
+    prepared = prepare_moments(moments, need_never_treated=not not_yet, anticipation=anticipation,
                              lower_is_better=lower_is_better, owner="DiDEstimator",
                              never_treated_code=never_treated_code)
-    cells = did_cells(design, base_period=base_period, not_yet=not_yet,
+    cells = did_cells(prepared, base_period=base_period, not_yet=not_yet,
                       anticipation=anticipation)
-    return design, cells, MomentsInfluence.build(design, cells)
+    return prepared, cells, MomentsInfluence.build(prepared, cells)
 
 
 def _settings(n_draws, seed=0):
@@ -127,7 +127,7 @@ def test_cells_equal_the_in_memory_fit(panel, control_group, base_period, small_
     est = didmem.DiDEstimator(control_group=control_group, base_period=base_period,
                               n_bootstrap=0, small_sample=small_sample)
     res = est.fit(panel)
-    design, cells, inf = _from_moments(_moments(panel, n_parts=3), control_group, base_period,
+    prepared, cells, inf = _from_moments(_moments(panel, n_parts=3), control_group, base_period,
                                        never_treated_code=panel.never_treated_code)
     frame = res.to_frame()
     _assert_close(inf.att, frame["estimate"])
@@ -155,9 +155,9 @@ def test_combinations_equal_the_in_memory_route(simulated, control_group, base_p
     _, cells, inf = _from_moments(_moments(simulated, n_parts=2), control_group, base_period)
     rng = np.random.default_rng(5)
     n_keys = 4
-    weights = sparse.random(n_keys, cells.size, density=0.3, seed=6, format="csr")
-    omega = rng.normal(size=(n_keys, res.inference.design.n_cohorts))
-    cov_ref, parts_ref = combination_moments(res.inference.design, res.inference.cells,
+    weights = sparse.random(n_keys, cells.size, density=0.3, random_state=6, format="csr")
+    omega = rng.normal(size=(n_keys, res.inference.prepared.n_cohorts))
+    cov_ref, parts_ref = combination_moments(res.inference.prepared, res.inference.cells,
                                              res.inference.stats, weights, omega)
     cov, parts = inf.combination_moments(weights, omega)
     _assert_close(cov, cov_ref)
@@ -210,7 +210,7 @@ def test_gaussian_draws_have_the_influence_covariance(simulated, control_group):
     z = (sample - cov) / se
     assert np.abs(z).max() < 5.5, np.abs(z).max()
     # the block sums of the weights: sum_i U_i w_i has variance sum_i w_i**2 = n_g
-    counts = np.diff(inf.design.starts)
+    counts = np.diff(inf.prepared.starts)
     var_w = boot.block_weights.var(axis=0)
     assert np.all(np.abs(var_w / counts - 1) < 5 * np.sqrt(2 / n))
 
@@ -227,7 +227,7 @@ def test_sup_t_value_matches_the_in_memory_bootstrap(simulated):
     0.95 quantile's error from its binomial standard error through the density)."""
     res = didmem.DiDEstimator(n_bootstrap=4000, multiplier="normal", small_sample=False,
                               seed=1).fit(simulated)
-    design, cells, inf = _from_moments(_moments(simulated), "never_treated", "varying")
+    prepared, cells, inf = _from_moments(_moments(simulated), "never_treated", "varying")
     inference = CellInference.draw(inf, _settings(n_draws=4000, seed=2))
     _, band = inference.cell_band(inference.variance)
     assert band.rule == res.band == "simultaneous"

@@ -90,7 +90,7 @@ def test_factor_between_smallest_and_largest_group_factor(small_panel):
 def test_treated_variance_by_hand_and_on_the_influence_route():
     frame = staggered_frame(seed=4, n_units=90, n_times=5)
     res = didmem.DiDEstimator(n_bootstrap=0).fit(panel_of(frame))
-    got = treated_variance(res.design, res.cells, res.stats)
+    got = treated_variance(res.prepared, res.cells, res.stats)
     wide = frame.pivot(index="unit", columns="time", values="y")
     cohort = frame.groupby("unit")["cohort"].first()
     f = res.to_frame()
@@ -104,9 +104,9 @@ def test_treated_variance_by_hand_and_on_the_influence_route():
     cov = didmem.DiDEstimator(n_bootstrap=0, est_method="reg").fit(
         panel_of(frame, covariates=["x"]))
     dense = cov.influence.dense()
-    expect = np.array([np.sum(dense[cov.design.starts[k]:cov.design.starts[k + 1], c] ** 2)
+    expect = np.array([np.sum(dense[cov.prepared.starts[k]:cov.prepared.starts[k + 1], c] ** 2)
                        for c, k in enumerate(cov.cells.k)])
-    np.testing.assert_allclose(treated_variance(cov.design, cov.cells, cov.stats, cov.influence),
+    np.testing.assert_allclose(treated_variance(cov.prepared, cov.cells, cov.stats, cov.influence),
                                expect, rtol=1e-12)
 
 

@@ -151,8 +151,8 @@ class DiDEstimator(GroupTimeEstimator):
             return fit_dataset(self, data)
         return super().fit(data)
 
-    def _cells(self, design, params, not_yet):
+    def _cells(self, prepared, params, not_yet):
         from ..inference._prepared import did_cells
 
-        return did_cells(design, base_period=params["base_period"], not_yet=not_yet,
+        return did_cells(prepared, base_period=params["base_period"], not_yet=not_yet,
                          anticipation=params["anticipation"])

@@ -51,7 +51,7 @@ class DifferenceEstimator(GroupTimeEstimator):
                          cband=cband, seed=seed, outcome=outcome,
                          lower_is_better=lower_is_better, small_sample=small_sample)
 
-    def _cells(self, design, params, not_yet):
+    def _cells(self, prepared, params, not_yet):
         from ..inference._prepared import level_cells
 
-        return level_cells(design, not_yet=not_yet, anticipation=params["anticipation"])
+        return level_cells(prepared, not_yet=not_yet, anticipation=params["anticipation"])

@@ -116,7 +116,7 @@ class CellInference(PicklableProxies):
     influence : CellInfluence
         The cells' influence functions, in the form of the fit's route
         (:mod:`didmem.inference.influence`): estimates, variances, the small-sample groups,
-        the bootstrap kernel and the combinations' covariances. Its ``design`` (the
+        the bootstrap kernel and the combinations' covariances. Its ``prepared`` (the
         prepared panel), ``cells`` (the cell layout) and ``stats`` (the cells' grouped
         statistics, read-only here) are this object's too.
     alpha : float
@@ -150,9 +150,9 @@ class CellInference(PicklableProxies):
             object.__setattr__(self, "variance", readonly(self.variance))
 
     @property
-    def design(self):
+    def prepared(self):
         """The prepared panel the cells were estimated on."""
-        return self.influence.design
+        return self.influence.prepared
 
     @property
     def cells(self):
@@ -173,33 +173,33 @@ class CellInference(PicklableProxies):
         warns (:class:`~didmem.InferenceWarning`, naming the owner) when the band cannot be
         simultaneous: without draws, or with two periods.
         """
-        design, owner = influence.design, settings.owner
+        prepared, owner = influence.prepared, settings.owner
         if settings.cband and settings.n_draws == 0:
             warnings.warn(
                 f"{owner}: cband=True needs bootstrap draws for the simultaneous band, but "
                 "n_bootstrap=0: the intervals are pointwise. Pass n_bootstrap > 0, or leave "
                 "cband=None.", InferenceWarning, stacklevel=4)
-        elif settings.cband and design.times.size <= 2:
+        elif settings.cband and prepared.times.size <= 2:
             warnings.warn(
                 f"{owner}: cband=True, but the panel has only two periods (after "
                 "pre-processing), so there is no band over periods to make simultaneous: "
                 "the intervals are pointwise, as in R did.", InferenceWarning, stacklevel=4)
-        variance = influence.variance(design.clusters, design.n_clusters)
+        variance = influence.variance(prepared.clusters, prepared.n_clusters)
         variance[influence.cells.ref == 1] = np.nan
         correction = small_sample_correction(influence, variance) if settings.small_sample else None
         boot = None
         if settings.n_draws > 0:
             boot = influence.bootstrap(settings.n_draws, settings.multiplier,
                                        np.random.default_rng(settings.seed),
-                                       design.clusters, design.n_clusters,
+                                       prepared.clusters, prepared.n_clusters,
                                        multipliers=multipliers)
         return cls(influence=influence, alpha=settings.alpha, cband=settings.cband,
                    bootstrap=boot, correction=correction,
                    multiplier_choice=settings.multiplier, variance=variance)
 
     @staticmethod
-    def start_multipliers(design, settings: InferenceSettings) -> MultiplierChunks | None:
-        """Start drawing the multipliers of :meth:`draw`'s bootstrap on ``design`` (the
+    def start_multipliers(prepared, settings: InferenceSettings) -> MultiplierChunks | None:
+        """Start drawing the multipliers of :meth:`draw`'s bootstrap on ``prepared`` (the
         balanced route without covariates) in a helper thread, so that they are drawn while
         the fit computes its cells; pass them to :meth:`draw` and close them when the fit
         ends. None without draws, and for a ``seed`` that is a Generator (it is the
@@ -207,7 +207,7 @@ class CellInference(PicklableProxies):
         """
         if settings.n_draws == 0 or isinstance(settings.seed, np.random.Generator):
             return None
-        return design_multipliers(design, settings.n_draws, settings.multiplier,
+        return design_multipliers(prepared, settings.n_draws, settings.multiplier,
                                   np.random.default_rng(settings.seed))
 
     # ------------------------------------------------------------ settings
@@ -224,7 +224,7 @@ class CellInference(PicklableProxies):
     def scale(self) -> float:
         """``n / sqrt(G)``: turns sums of influence functions into standard errors (R's
         ``bres`` scale), with ``G`` the clusters (the units when not clustered)."""
-        return self.design.n_units / np.sqrt(self.design.n_clusters or self.design.n_units)
+        return self.prepared.n_units / np.sqrt(self.prepared.n_clusters or self.prepared.n_units)
 
     @property
     def normal_critical_value(self) -> float:
@@ -269,7 +269,7 @@ class CellInference(PicklableProxies):
                 se = np.where(np.isnan(analytic), np.nan, boot_se)
             crit, rule = self.critical_value(
                 self.bootstrap.cells, boot_se,
-                simultaneous=self.cband is not False and self.design.times.size > 2,
+                simultaneous=self.cband is not False and self.prepared.times.size > 2,
                 at_least_normal=False)
         cell_crit = None
         if self.correction is not None:
@@ -295,7 +295,7 @@ class CellInference(PicklableProxies):
         se = analytic_se(np.diag(cov).copy())
         draws = None
         if self.bootstrap is not None:
-            draws = combination_draws(self.design, self.bootstrap, weights, omega)
+            draws = combination_draws(self.prepared, self.bootstrap, weights, omega)
             se = bootstrap_se(draws, self.scale)
         crit, rule = self.critical_value(None if draws is None else draws[:, :-1], se[:-1],
                                          simultaneous=simultaneous, at_least_normal=True)
@@ -316,10 +316,10 @@ class CellInference(PicklableProxies):
         (pointwise) one.
         """
         raw = np.diag(cov).copy()
-        if self.design.clusters is not None:
-            var, df = cluster_correction(raw, self.design.n_clusters)
+        if self.prepared.clusters is not None:
+            var, df = cluster_correction(raw, self.prepared.n_clusters)
         else:
-            var, df = block_welch(parts, np.diff(self.design.starts))
+            var, df = block_welch(parts, np.diff(self.prepared.starts))
         raw_se = analytic_se(raw)
         se = np.where(np.isnan(raw_se), np.nan, analytic_se(var))
         overall = float(t_critical_values(1 - self.alpha / 2, df[-1:])[0])
@@ -338,12 +338,12 @@ class CellInference(PicklableProxies):
         """Analytic covariance of the cells ``which``: ``sum_i psi_ci psi_di``, or with
         clusters that of the cluster sums of ``psi``, as R ``did`` 2.5.1 forms the ``V`` of
         its standard errors and Wald pre-test when it clusters without the bootstrap."""
-        if self.design.clusters is None:
+        if self.prepared.clusters is None:
             return self.influence.pretest_covariance(which)
         pick = sparse.csr_matrix((np.ones(which.size), (np.arange(which.size), which)),
                                  shape=(which.size, self.cells.k.size))
         return self.influence.combination_moments(
-            pick, np.zeros((which.size, self.design.n_cohorts)), blocks=False)[0]
+            pick, np.zeros((which.size, self.prepared.n_cohorts)), blocks=False)[0]
 
     def pretest(self, estimates: np.ndarray, which: np.ndarray, *,
                 n_before: int | None = None) -> tuple[float, int, float, str]:
@@ -366,13 +366,13 @@ class CellInference(PicklableProxies):
                 return (np.nan, 0, np.nan, f"none of the {n_before} pre-treatment cells has a "
                         "standard error; their variance is zero: is the outcome constant?")
             return np.nan, 0, np.nan, "no pre-treatment cells to test"
-        if pretrend_wald.applies(self.design, self.cells, which, self.influence):
+        if pretrend_wald.applies(self.prepared, self.cells, which, self.influence):
             with threadpool_limits(limits=1, user_api="blas"):  # many small products
-                stat = pretrend_wald.structured_wald(self.design, self.cells, self.stats,
+                stat = pretrend_wald.structured_wald(self.prepared, self.cells, self.stats,
                                                      which, np.asarray(estimates)[which])
             if stat is not None:
                 return stat, int(which.size), float(chdtrc(which.size, stat)), ""
-        n_clusters = self.design.n_clusters if self.design.clusters is not None else 0
+        n_clusters = self.prepared.n_clusters if self.prepared.clusters is not None else 0
         if n_clusters and which.size >= n_clusters:  # rank of V <= clusters - 1: singular
             note = (f"{which.size} pre-treatment cells but {n_clusters} clusters: the "
                     f"clustered covariance has rank at most {n_clusters - 1}, so it is "

@@ -22,7 +22,7 @@ DRIFT_IN_SE = 0.25  # the stated pre-trend: a quarter of a pre-cell's SE per per
 
 
 def _n_obs(inf) -> int:
-    return int(inf.design.n_clusters or inf.design.n_units)
+    return int(inf.prepared.n_clusters or inf.prepared.n_units)
 
 
 def _drift(inf, std_errors, which) -> tuple[float, np.ndarray]:
@@ -71,7 +71,7 @@ def _draws(inf, seed):
         return inf.bootstrap.cells
     rng = np.random.default_rng(seed)
     return inf.influence.bootstrap(PRETEST_DRAWS, inf.multiplier_choice, rng,
-                                   inf.design.clusters, inf.design.n_clusters).cells
+                                   inf.prepared.clusters, inf.prepared.n_clusters).cells
 
 
 def max_t_cells_test(inf, estimates, analytic_std_errors, which, seed) -> PretrendTest:

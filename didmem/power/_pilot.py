@@ -108,7 +108,7 @@ def pilot_from(source, estimator) -> tuple[Pilot, dict]:
             f"{exposure} (history-matched controls), which it cannot resample. Plan with a "
             "first-exposure pilot (DiDEstimator(exposure=1)).")
     if isinstance(source, GroupTimeResult):
-        d = source.design
+        d = source.prepared
         if d.holes is not None:
             raise ParameterError(
                 "power_analysis resamples a pilot's complete outcome paths; this pilot result "

@@ -77,17 +77,17 @@ def canonical_aggregation(aggregation: str) -> str:
 class _Cells:
     """Cell labels on the original scale, plus cohort shares."""
 
-    def __init__(self, design, cells, att):
+    def __init__(self, prepared, cells, att):
         self.att = att
         self.k = cells.k
-        self.cohort = design.cohorts[cells.k]
-        self.time = design.times[cells.t]
+        self.cohort = prepared.cohorts[cells.k]
+        self.time = prepared.times[cells.t]
         self.event = self.time - self.cohort
         self.post = self.cohort <= self.time
         self.ref = np.asarray(cells.ref) != 0  # universal base: the cohort's reference cell
-        self.n_cohorts = design.n_cohorts
-        self.cohorts = design.cohorts
-        self.pg = design.cohort_shares
+        self.n_cohorts = prepared.n_cohorts
+        self.cohorts = prepared.cohorts
+        self.pg = prepared.cohort_shares
         self.pg_cell = self.pg[cells.k]
         self.size = cells.k.size
 
@@ -173,11 +173,11 @@ class _Rows:
         )
 
 
-def build_aggregation(design, cells, att, aggregation, *, min_e=-np.inf, max_e=np.inf,
+def build_aggregation(prepared, cells, att, aggregation, *, min_e=-np.inf, max_e=np.inf,
                       balance_e=None, time=None) -> AggregationSpec:
     """Lay out one aggregation of the cells (see :meth:`GroupTimeResult.aggregate`)."""
     aggregation = canonical_aggregation(aggregation)
-    c = _Cells(design, cells, att)
+    c = _Cells(prepared, cells, att)
     rows = _Rows(c)
     options = {"min_e": min_e, "max_e": max_e, "balance_e": balance_e, "time": time}
     _check_options(aggregation, options)
@@ -189,10 +189,10 @@ def build_aggregation(design, cells, att, aggregation, *, min_e=-np.inf, max_e=n
 
     if aggregation in ("group", "instantaneous", "residual"):
         keys = []
-        for g in design.cohorts:
+        for g in prepared.cohorts:
             mine = np.flatnonzero((c.cohort == g) & in_window)
             if aggregation == "residual":
-                last = design.times[-1] if time is None else _checked_time(design, time)
+                last = prepared.times[-1] if time is None else _checked_time(prepared, time)
                 mine = np.flatnonzero((c.cohort == g) & c.post & (c.time == last))
             elif aggregation == "instantaneous" and mine.size:
                 mine = mine[np.argmin(c.time[mine])][None]
@@ -268,11 +268,11 @@ def _check_options(aggregation: str, options: dict) -> None:
         )
 
 
-def _checked_time(design, time) -> float:
-    if not np.any(design.times == time):
+def _checked_time(prepared, time) -> float:
+    if not np.any(prepared.times == time):
         raise ParameterError(
             f"time={time!r} is not a time of the panel; the times run from "
-            f"{design.times[0]:g} to {design.times[-1]:g}."
+            f"{prepared.times[0]:g} to {prepared.times[-1]:g}."
         )
     return float(time)
 

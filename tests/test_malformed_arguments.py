@@ -405,3 +405,12 @@ def test_a_level_too_small_for_floating_point_is_refused(event_study, alpha):
     assumptions = didmem.Assumptions(n_cohorts=2, n_checkpoints=4)
     with pytest.raises(DidmemError, match="'alpha' parameter of power_analysis"):
         didmem.power_analysis(assumptions, units_per_cohort=10, effect=0.5, alpha=alpha)
+
+
+@pytest.mark.parametrize("alpha", [1e-300, 1e-17])
+@pytest.mark.parametrize("estimator", ["DiDEstimator", "DifferenceEstimator", "TWFEEstimator"])
+def test_every_estimator_refuses_a_level_too_small_for_floating_point(panel, estimator, alpha):
+    """``DiDEstimator(alpha=1e-300)`` raised a StatisticsError from inside ``statistics``: the
+    estimators now declare the same ``Alpha()`` constraint as sensitivity and power_analysis."""
+    with pytest.raises(DidmemError, match=rf"'alpha' parameter of {estimator} .*\[1e-12, 1\)"):
+        getattr(didmem, estimator)(alpha=alpha).fit(panel)

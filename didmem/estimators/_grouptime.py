@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..inference._choices import MULTIPLIERS
-from .base import BaseEstimator, Instance, Integral, Interval, OneOf, Seed
+from .base import Alpha, BaseEstimator, Instance, Integral, OneOf, Seed
 
 if TYPE_CHECKING:
     from ..results.cells import GroupTimeResult
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 INFERENCE_CONSTRAINTS = {
     "n_bootstrap": Integral(0),
     "multiplier": OneOf(None, *MULTIPLIERS),
-    "alpha": Interval(0, 1, closed="neither"),
+    "alpha": Alpha(),
     "cband": OneOf(None, True, False),
     "seed": Seed(),
     "outcome": Instance(str, allow_none=True),

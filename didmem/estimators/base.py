@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from .._validation import (
+    Alpha,
     Constraint,
     Instance,
     Integral,
@@ -30,7 +31,7 @@ from .._validation import (
 from ..errors import ParameterError
 from ..panel import Panel
 
-__all__ = ["BaseEstimator", "Interval", "Integral", "OneOf", "Instance", "Seed"]
+__all__ = ["BaseEstimator", "Alpha", "Interval", "Integral", "OneOf", "Instance", "Seed"]
 
 
 class BaseEstimator:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._validation import Instance, Integral, Interval, Seed, validate_params
+from .._validation import Alpha, Instance, Integral, Seed, validate_params
 from ..errors import ParameterError, PanelError
 from ..inference.bands import normal_quantile, sup_t_critical_value
 from ..results.dose import DoseResponseResult
@@ -31,7 +31,7 @@ __all__ = ["dose_response"]
 
 _CONSTRAINTS = {
     "data": Instance(pd.DataFrame, description="a pandas DataFrame"),
-    "alpha": Interval(0, 1, closed="neither"),
+    "alpha": Alpha(),
     "n_bootstrap": Integral(0),
     "seed": Seed(),
 }

@@ -16,7 +16,7 @@ import pandas as pd
 from ..errors import EstimationError, ParameterError, optional_import
 from ..results import CellResult
 from ._per_instance import cell_means
-from .base import BaseEstimator, Instance, Integral, Interval, OneOf, Seed
+from .base import Alpha, BaseEstimator, Instance, Integral, Interval, OneOf, Seed
 from .inputs import TrainedModel
 
 __all__ = ["InfluenceEstimator", "INFLUENCE_ASSUMPTION"]
@@ -134,7 +134,7 @@ class InfluenceEstimator(BaseEstimator):
         "batch_size": Integral(1),
         "hessian_sample": Instance(int, allow_none=True),
         "seed": Seed(),
-        "alpha": Interval(0, 1, closed="neither"),
+        "alpha": Alpha(),
     }
 
     def __init__(self, *, damping=0.0, weight_decay=0.0, solver="cg", max_iter=100, tol=1e-6,

@@ -37,7 +37,7 @@ def add_arguments(parser) -> None:
     """Add the ``didmem estimate`` options to ``parser``."""
     from .._validation import add_option
     from ..estimators.did import DiDEstimator
-    from ..orders.memorised import read_memorised
+    from ..cohorts import PYTHIA_BATCH_SIZE
     from ..panel import Panel
     from ..study.estimate import EstimateSettings
 
@@ -86,9 +86,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", default=None,
                         help="with --memorised: whose lists to read (e.g. deduped.1.4b) when "
                              "the folder holds several models'")
-    parser.add_argument("--batch-size", type=int, default=defaults_of(read_memorised)[
-        "batch_size"], help="with --memorised: Pythia's order, sequence i trained at step "
-                            "i // B + 1 (default: %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=PYTHIA_BATCH_SIZE,
+                        help="with --memorised: Pythia's order, sequence i trained at step "
+                             "i // B + 1 (default: %(default)s)")
     parser.add_argument("--sequences", type=int, default=None,
                         help="with --memorised: sequences in the order (default: 143,000 steps "
                              "x the batch size)")

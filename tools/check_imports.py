@@ -63,9 +63,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
      "the exceptions, the one validation module, messages, array helpers, lazy imports, "
      "the progress line"),
     ("panel", ("didmem.panel", "didmem.panel_checks", "didmem.panel_exposures",
-               "didmem.panel_scan", "didmem.cohorts", "didmem.suites", "didmem.datasets"),
+               "didmem.panel_scan", "didmem.panel_patterns", "didmem.cohorts", "didmem.suites", "didmem.datasets"),
      ("foundation",),
-     "the validated long table and its dense views; a parquet folder read as unit paths; the "
+     "the validated long table and its dense views; a parquet folder read as unit paths; a "
+     "binary panel as its patterns' counts; the "
      "cohort rules; the suites' published facts; simulated panels"),
     # the estimation wing
     ("inference", ("didmem.inference",), ("panel",),

@@ -13,6 +13,8 @@ only scores), and each ends in the same long table of ``(unit, step)`` exposures
   (:func:`find_windows`).
 - OLMo: ``global_indices.npy`` and its token memmaps (:mod:`didmem.orders.olmo`).
 - Hubble: the inserted examples and their perturbation info (:mod:`didmem.orders.hubble`).
+- Memorised-index lists (EleutherAI's pythia-memorized-evals) joined with an order: a binary
+  panel of every training sequence x checkpoint as pattern counts (:func:`read_memorised`).
 - Your own table of ``(unit, step)`` or positions: :func:`exposure_frame`,
   :func:`exposure_steps`, :func:`exposure_cohorts` (:mod:`didmem.orders.exposures`).
 
@@ -48,6 +50,8 @@ _WHERE = {
     "exposure_frame": "exposures",
     "exposure_cohorts": "exposures",
     "cohort_column": "exposures",
+    "read_memorised": "memorised",
+    "find_memorised_lists": "memorised",
 }
 """Public name -> the module of this package that defines it (imported on first use)."""
 

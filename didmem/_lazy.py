@@ -40,6 +40,7 @@ _WHERE: dict[str, str] = {
     "DifferenceEstimator": "estimators",
     "ArchitecturalEstimator": "estimators",
     "ExtractableEstimator": "estimators",
+    "MembershipInferenceEstimator": "estimators",
     "InfluenceEstimator": "estimators",
     "TWFEEstimator": "estimators",
     "dose_response": "estimators",

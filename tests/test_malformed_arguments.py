@@ -345,7 +345,8 @@ def cli_files(panel, root):
                          "--out", str(root / "e.parquet")],
             "plot": ["plot", str(results), "--figure", "profile", "--out", str(root / "p.png")],
             "sensitivity": ["sensitivity", str(results), "--m", "0.1", "--no-figure",
-                            "--out", str(root / "s.csv")]}
+                            "--out", str(root / "s.csv")],
+            "report": ["report", str(results), "--out", str(root / "r.html")]}
 
 
 def _options(command):
@@ -394,6 +395,7 @@ def test_cli_options_are_drawn(cli_files):
     assert {"--outcome", "--control", "--n-bootstrap", "--seed"} <= set(_options("estimate"))
     assert {"--m", "--alpha", "--grid-points"} <= set(_options("sensitivity"))
     assert "--dpi" in _options("plot")
+    assert {"--truth", "--sensitivity-m", "--labels", "--title"} <= set(_options("report"))
 
 
 @pytest.mark.parametrize("alpha", [1e-300, 1e-17, 0.0])

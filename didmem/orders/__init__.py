@@ -13,6 +13,8 @@ only scores), and each ends in the same long table of ``(unit, step)`` exposures
   (:func:`find_windows`).
 - OLMo: ``global_indices.npy`` and its token memmaps (:mod:`didmem.orders.olmo`).
 - Hubble: the inserted examples and their perturbation info (:mod:`didmem.orders.hubble`).
+- Memorised-index lists (EleutherAI's pythia-memorized-evals) joined with an order: a binary
+  panel of every training sequence x checkpoint as pattern counts (:func:`read_memorised`).
 - PolyPythias and any GPT-NeoX run: the index maps of each seed (``*_doc_idx.npy``,
   ``*_sample_idx.npy``, ``*_shuffle_idx.npy``), instances by content (documents or token
   spans) found in every run (:mod:`didmem.orders.neox`: :func:`run_exposures`,
@@ -62,6 +64,8 @@ _WHERE = {
     "exposure_frame": "exposures",
     "exposure_cohorts": "exposures",
     "cohort_column": "exposures",
+    "read_memorised": "memorised",
+    "find_memorised_lists": "memorised",
 }
 """Public name -> the module of this package that defines it (imported on first use)."""
 

@@ -53,9 +53,9 @@ from .exposures import exposure_cohorts, exposure_frame
 
 __all__ = ["IndexMaps", "index_map_files", "read_index_maps", "write_index_maps",
            "build_index_maps", "span_exposures", "run_exposures", "run_cohorts",
-           "sequence_spans", "sample_starts", "MAP_KINDS"]
+           "sequence_spans", "sample_starts", "MAP_NAMES"]
 
-MAP_KINDS = ("doc_idx", "sample_idx", "shuffle_idx")
+MAP_NAMES = ("doc_idx", "sample_idx", "shuffle_idx")
 """The three files of one run's index maps, by the suffix of their names."""
 
 _NAME = re.compile(r"_(?P<samples>\d+)ns_(?P<length>\d+)sl_(?P<seed>\d+)s$")
@@ -99,14 +99,14 @@ def index_map_files(path, seed: int | None = None) -> dict:
         prefix = str(found[0])[: -len("_doc_idx.npy")]
     else:
         prefix = str(path)
-        for kind in MAP_KINDS:
-            if prefix.endswith(f"_{kind}.npy"):
-                prefix = prefix[: -len(f"_{kind}.npy")]
-    files = {kind: Path(f"{prefix}_{kind}.npy") for kind in MAP_KINDS}
+        for map_name in MAP_NAMES:
+            if prefix.endswith(f"_{map_name}.npy"):
+                prefix = prefix[: -len(f"_{map_name}.npy")]
+    files = {map_name: Path(f"{prefix}_{map_name}.npy") for map_name in MAP_NAMES}
     missing = [str(f) for f in files.values() if not f.is_file()]
     if missing:
         raise ParameterError(f"GPT-NeoX index maps {prefix!r}: {missing[0]!r} does not exist "
-                             f"(a run's maps are the three files *_{{{','.join(MAP_KINDS)}}}"
+                             f"(a run's maps are the three files *_{{{','.join(MAP_NAMES)}}}"
                              ".npy).")
     return files
 
@@ -206,19 +206,19 @@ def sample_starts(maps: IndexMaps, doc_sizes) -> np.ndarray:
     return out
 
 
-def _load(path: Path, kind: str, ndim: int) -> np.ndarray:
+def _load(path: Path, map_name: str, ndim: int) -> np.ndarray:
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise ParameterError(f"{str(path)!r} ({kind}) cannot be read as a .npy array: "
+        raise ParameterError(f"{str(path)!r} ({map_name}) cannot be read as a .npy array: "
                              f"{reason}") from None
     if array.dtype.kind not in "iu":
-        raise ParameterError(f"{str(path)!r} ({kind}) must hold integers; it holds "
+        raise ParameterError(f"{str(path)!r} ({map_name}) must hold integers; it holds "
                              f"{array.dtype}.")
-    if array.ndim != ndim or (kind == "sample_idx" and array.shape[1] != 2):
-        shape = "N + 1 rows of 2" if kind == "sample_idx" else "one dimension"
-        raise ParameterError(f"{str(path)!r} ({kind}) must have {shape}; its shape is "
+    if array.ndim != ndim or (map_name == "sample_idx" and array.shape[1] != 2):
+        shape = "N + 1 rows of 2" if map_name == "sample_idx" else "one dimension"
+        raise ParameterError(f"{str(path)!r} ({map_name}) must have {shape}; its shape is "
                              f"{array.shape}.")
     return array
 
@@ -284,8 +284,9 @@ def _check_values(files, doc_idx, sample_idx, shuffle_idx, n_documents) -> None:
     n_samples = sample_idx.shape[0] - 1
     low, high = int(shuffle_idx.min()), int(shuffle_idx.max())
     if low < 0 or high >= n_samples:
-        raise ParameterError(f"{str(files['shuffle_idx'])!r} holds sample {high if high >= n_samples else low}, "
-                             f"outside the {n_samples} samples of {str(files['sample_idx'])!r}.")
+        bad = high if high >= n_samples else low
+        raise ParameterError(f"{str(files['shuffle_idx'])!r} holds sample {bad}, outside the "
+                             f"{n_samples} samples of {str(files['sample_idx'])!r}.")
     if doc_idx.size and int(doc_idx.min()) < 0:
         raise ParameterError(f"{str(files['doc_idx'])!r} holds a negative document id.")
     if n_documents is not None and doc_idx.size and int(doc_idx.max()) >= n_documents:
@@ -636,13 +637,13 @@ def _check_alike(runs: dict) -> None:
     first = runs[names[0]]
     for name in names[1:]:
         other = runs[name]
-        for kind in MAP_KINDS:
-            a, b = getattr(first, kind), getattr(other, kind)
+        for map_name in MAP_NAMES:
+            a, b = getattr(first, map_name), getattr(other, map_name)
             if a.dtype != b.dtype:
                 raise ParameterError(
-                    f"Runs {names[0]!r} and {name!r} have {kind} of different dtypes ({a.dtype} "
-                    f"in {str(first.files[kind])!r}, {b.dtype} in {str(other.files[kind])!r}): "
-                    "index maps of one GPT-NeoX setup share their dtypes.")
+                    f"Runs {names[0]!r} and {name!r} have {map_name} of different dtypes "
+                    f"({a.dtype} in {str(first.files[map_name])!r}, {b.dtype} in "
+                    f"{str(other.files[map_name])!r}): index maps of one GPT-NeoX setup share their dtypes.")
         if len(first) != len(other) or first.doc_idx.shape != other.doc_idx.shape \
                 or first.trained != other.trained:
             raise ParameterError(

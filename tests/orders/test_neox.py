@@ -284,7 +284,8 @@ def test_bad_maps_are_refused_naming_the_file(corpus, tmp_path):
         return prefix
 
     cases = [
-        (write("float", doc_idx=good["doc_idx"].astype(np.float32)), "doc_idx.* must hold integers"),
+        (write("float", doc_idx=good["doc_idx"].astype(np.float32)),
+         "doc_idx.* must hold integers"),
         (write("flat", sample_idx=good["sample_idx"][:, 0]), "sample_idx.* must have N \\+ 1 rows"),
         (write("short", shuffle_idx=good["shuffle_idx"][:-1]), "GPT-NeoX writes one shuffle entry"),
         (write("range", shuffle_idx=good["shuffle_idx"] + 1), "shuffle_idx.* outside the"),

@@ -23,6 +23,12 @@ L, BATCH, SPAN = 24, 3, 12
 METRICS = ["mean_token_loglik", "sequence_loglik"]
 
 
+def _candidates():
+    """Every span of SPAN tokens of the 12 documents."""
+    return pd.DataFrame([(d, s, s + SPAN) for d in range(12) for s in range(24 - SPAN + 1)],
+                        columns=["document", "start", "end"])
+
+
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
     from ..backends.backend_helpers import build_checkpoints
@@ -40,8 +46,7 @@ def suite(tmp_path_factory):
     (root / "maps").mkdir()
     for seed in (1, 2):
         write_index_maps(root / "maps" / "pile", data.sizes, 11, L, seed)  # one epoch
-    candidates = pd.DataFrame([(d, s, s + SPAN) for d in range(12) for s in range(0, 24 - SPAN + 1)],
-                              columns=["document", "start", "end"])
+    candidates = _candidates()
     maps = {seed: read_index_maps(root / "maps", seed) for seed in (1, 2)}
     table = run_exposures(maps, data.sizes, candidates, BATCH)
     both = table.groupby("unit")["run"].nunique()
@@ -147,8 +152,7 @@ def test_an_instance_absent_from_one_run_and_maps_of_other_runs(suite, checkpoin
 
     root, data, maps, instances = suite
     # a span trained whole in seed 1 and split in seed 2
-    candidates = pd.DataFrame([(d, s, s + SPAN) for d in range(12) for s in range(0, 24 - SPAN + 1)],
-                              columns=["document", "start", "end"])
+    candidates = _candidates()
     table = run_exposures({1: maps[1], 2: maps[2]}, data.sizes, candidates, BATCH)
     runs_of = table.groupby("unit")["run"].agg(set)
     only_one = runs_of[runs_of.apply(lambda r: r == {1})].index[0]

@@ -107,8 +107,8 @@ class RunsDesign(Design):
     data : Path
         The indexed dataset (``.idx`` / ``.bin``) the runs' index maps index.
     spans : Path
-        The instances: a ``.parquet`` or ``.csv`` table of ``document`` (and ``start``, ``end``: the tokens
-        ``start .. end - 1`` of the document; without them the whole document), and an
+        The instances: a ``.parquet`` or ``.csv`` table of ``document`` (and ``start``,
+        ``end``: the tokens ``start .. end - 1`` of the document; without them the whole document), and an
         optional ``unit`` column (default: the row number).
     batch_size : int
         Sequences per optimisation step.

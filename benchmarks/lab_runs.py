@@ -44,7 +44,9 @@ def time_lab(runs: int, scale: str, seed: int) -> dict:
         command += ["--runs", str(runs)] if runs > 1 else []
         command += ["--quick"] if scale == "quick" else []
         load, cpu0, start = os.getloadavg()[0], _child_cpu(), time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
         wall, cpu = time.perf_counter() - start, _child_cpu() - cpu0
         stages = next((line for line in done.stdout.splitlines()
                        if line.startswith("seconds:")), "")

@@ -40,7 +40,7 @@ def time_lab(runs: int, scale: str, seed: int) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "lab"
-        command = [sys.executable, "-m", "didmem", "lab", "--out", str(out), "--seed", str(seed)]
+        command = [sys.executable, "-m", "didmem.cli", "lab", "--out", str(out), "--seed", str(seed)]
         command += ["--runs", str(runs)] if runs > 1 else []
         command += ["--quick"] if scale == "quick" else []
         load, cpu0, start = os.getloadavg()[0], _child_cpu(), time.perf_counter()

@@ -159,7 +159,7 @@ class IndexMaps:
 
     def training_positions(self) -> np.ndarray:
         """The inverse of ``shuffle_idx``: the training position of each sample (-1 for a
-        sample never trained); uint32-sized where it fits, filled in chunks."""
+        sample that no position holds); int32 where it fits, filled in chunks."""
         n = self.n_samples
         dtype = np.int32 if len(self) < np.iinfo(np.int32).max else np.int64
         inverse = np.full(n, -1, dtype=dtype)

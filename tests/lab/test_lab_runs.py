@@ -99,6 +99,22 @@ def test_settings_of_several_runs_are_checked():
         quick_config(runs=0)
 
 
+def test_replicate_refuses_several_runs(tmp_path):
+    from didmem.lab import replicate
+
+    with pytest.raises(ParameterError, match="replicate scores single runs; got runs=2"):
+        replicate(tmp_path, n_seeds=2, quick=True, runs=2)
+    assert not any(tmp_path.iterdir())
+
+
+def test_last_batch_placement_in_every_run():
+    cfg = quick_config(seed=2, runs=2, placement="last_batch", n_analysed=4)
+    design = run_design(build_design(cfg), 1)
+    macro = cfg.batch_size * cfg.checkpoint_every
+    assert ((design.analysed_positions % macro) >= macro - cfg.batch_size).all()
+    assert (np.unique(design.analysed_cohorts, return_counts=True)[1] == 4).all()
+
+
 def test_a_single_runs_settings_are_as_before():
     cfg = quick_config()
     assert "runs" not in cfg.to_dict() and "vary_init" not in cfg.to_dict()

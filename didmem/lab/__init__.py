@@ -24,6 +24,8 @@ _WHERE = {
     "LabDesign": "design",
     "build_design": "design",
     "WordTokenizer": "tokenizer",
+    "membership_comparison": "membership",
+    "MIA_SCORES": "membership",
 }
 """Public name -> the module of this package that defines it (imported on first use)."""
 

@@ -6,6 +6,7 @@ directory.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -24,7 +25,8 @@ from ..errors import ParameterError
 from .config import LabConfig, demo_config, quick_config
 from .design import STREAMS, build_design
 from .outputs import FORMAT_VERSION, LabDirectory
-from .scoring import backend_settings, score_run
+from .scoring import REFERENCE_METRIC, backend_settings, reference_checkpoint
+from .scoring import score_run as _score_run
 from .study_files import study_tables, study_toml
 from .truth import (cohort_truth, combine_effects, direct_effects, draw_noise, exact_check,
                     instance_effects, mean_effect, not_yet_treated_effect)
@@ -252,8 +254,9 @@ def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
         tables.update(study_tables(design, tables["data_order.parquet"]))
         for name, frame in tables.items():
             directory.write_parquet(name, frame)
-        (directory.path / "study.toml").write_text(study_toml(
-            runs["main"]["checkpoints"], cfg.metrics, backend_settings(cfg), cfg.seed))
+        (directory.path / "study.toml").write_text(study_toml(  # no reference model there
+            runs["main"]["checkpoints"], [m for m in cfg.metrics if m != REFERENCE_METRIC],
+            backend_settings(cfg), cfg.seed))
         manifest = _manifest(cfg, design, settings, versions)
         directory.finish(manifest)
         lap("writing")
@@ -338,6 +341,8 @@ def _score_all(cfg, design, runs) -> dict:
     analysed = design.analysed_ids
     validation = design.validation_ids
     units = np.concatenate([analysed, validation])
+    ref = reference_checkpoint(cfg, runs)  # one reference model for every run
+    score_run = functools.partial(_score_run, reference=ref)
     scores = {
         "main": score_run(runs["main"]["checkpoints"], tokens[units], units, cfg),
         "twin": score_run(runs["twin"]["checkpoints"], tokens[units], units, cfg),
@@ -649,7 +654,9 @@ def _manifest(cfg, design, settings, versions) -> dict:
             "init_seed": design.init_seed,
             "subset_seeds": [int(s) for s in design.subset_seeds],
             "random_streams": list(STREAMS),
-            "scoring_backend": dict(backend_settings(cfg), backend="TransformersBackend"),
+            "scoring_backend": dict(backend_settings(cfg), backend="TransformersBackend",
+                                    **({"reference": f"twin/checkpoints/step{cfg.n_steps}"}
+                                       if REFERENCE_METRIC in cfg.metrics else {})),
             "batch_trained_at_step": "batch b (positions b*B..b*B+B-1) is trained at step b+1",
         },
         "versions": {

@@ -20,7 +20,9 @@ Each run is judged by :func:`didmem.lab.membership_comparison` (AUCs with DeLong
 at the last checkpoint and before any analysed instance was trained, Spearman of each
 instance's score gap with its counterfactual effect, the implied profile's error beside
 DiD's). The table gives the mean over seeds with the spread (sd, min, max); each run's wall
-time is recorded (runs complete in ``--out`` are loaded, not retrained, and say so).
+and CPU time (of this process: the lab trains and scores on one torch thread, so its CPU time
+is about its wall time on an idle core) are recorded (runs complete in ``--out`` are loaded,
+not retrained, and say so).
 """
 
 from __future__ import annotations
@@ -45,11 +47,11 @@ def one_run(out_dir: Path, seed: int, scenario: str, quick: bool):
     from didmem.lab import MIA_SCORES, run
     from didmem.lab.membership import membership_comparison
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     result = run(out_dir / f"{scenario.replace(' ', '_')}_seed{seed}", quick=quick, seed=seed,
                  metrics=MIA_SCORES, n_domains=2, **SCENARIOS[scenario])
     table = membership_comparison(result)
-    seconds = time.perf_counter() - start
+    seconds = (time.perf_counter() - start, time.process_time() - cpu)
     return table.assign(seed=seed, scenario=scenario), seconds, result.reused
 
 
@@ -81,9 +83,11 @@ def main() -> None:
         for scenario in SCENARIOS:
             table, seconds, reused = one_run(args.out, seed, scenario, args.quick)
             tables.append(table)
-            timings.append({"seed": seed, "scenario": scenario, "seconds": seconds,
-                            "reused": reused, "load": os.getloadavg()})
-            print(f"seed {seed} {scenario}: {seconds:.0f} s" + (" (loaded)" if reused else "")
+            timings.append({"seed": seed, "scenario": scenario, "seconds": seconds[0],
+                            "cpu_seconds": seconds[1], "reused": reused,
+                            "load": os.getloadavg()})
+            print(f"seed {seed} {scenario}: {seconds[0]:.0f} s wall, {seconds[1]:.0f} s CPU"
+                  + (" (loaded)" if reused else "")
                   + f", load {os.getloadavg()[0]:.2f}", flush=True)
     frame = pd.concat(tables, ignore_index=True)
     summary = summarise(frame)

@@ -63,9 +63,9 @@ _WHERE: dict[str, str] = {
     "profile_correlation": "results",
     "sensitivity": "honest",
     "SensitivityResult": "honest",
-    "plan_design": "planning",
-    "Assumptions": "planning",
-    "DesignPlan": "planning",
+    "power_analysis": "power",
+    "Assumptions": "power",
+    "PowerAnalysis": "power",
     # studies
     "Study": "study",
     "StudyRun": "study",

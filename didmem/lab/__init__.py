@@ -23,6 +23,7 @@ _WHERE = {
     "DEFAULT_METRICS": "config",
     "LabDesign": "design",
     "build_design": "design",
+    "run_design": "runs",
     "WordTokenizer": "tokenizer",
     "membership_comparison": "membership",
     "MIA_SCORES": "membership",

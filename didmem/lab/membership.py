@@ -60,7 +60,10 @@ def membership_comparison(result, scores=None, *, alpha: float = 0.05) -> pd.Dat
     """
     from scipy.stats import spearmanr
 
-    from .. import DiDEstimator, MembershipInferenceEstimator, Panel, compare
+    from ..estimators.did import DiDEstimator
+    from ..estimators.membership import MembershipInferenceEstimator
+    from ..panel import Panel
+    from ..results.comparison import compare
 
     cfg = result.config
     if scores is None:

@@ -11,7 +11,7 @@ from didmem.lab import build_design, quick_config
 from didmem.lab.runs import run_design, run_streams, stack_runs
 
 SMALL = {"n_steps": 36, "n_analysed": 12, "n_validation": 16, "truth_draws": 0,
-         "metrics": ("mean_token_loglik",)}
+         "metrics": ("mean_token_loglik", "reference_ratio")}
 
 
 # ---------------------------------------------------------------- designs (no torch)
@@ -191,6 +191,21 @@ def test_each_run_has_its_own_directory_and_manifest_entry(two_runs):
         pd.testing.assert_frame_equal(own, stacked.reset_index(drop=True))
         assert (several.out_dir / "runs" / f"run{r}" / "study.toml").is_file()
     assert several.checkpoint_dir == several.out_dir / "runs" / "run0" / "checkpoints"
+
+
+def test_every_run_has_run_zeros_twin_as_reference(two_runs):
+    several, _ = two_runs
+    manifest = json.loads((several.out_dir / "manifest.json").read_text())
+    assert manifest["derived"]["scoring_backend"]["reference"] == \
+        "runs/run0/twin/checkpoints/step36"
+    panel = several.panel
+    reference = (panel["mean_token_loglik"] - panel["reference_ratio"]).rename("ref")
+    table = panel[["run", "unit", "time"]].assign(ref=reference)
+    wide = table.pivot_table(index=["unit", "time"], columns="run", values="ref")
+    np.testing.assert_allclose(wide[1].to_numpy(), wide[0].to_numpy(), rtol=1e-5, atol=1e-6)
+    # and the same score of a unit at every checkpoint: one fixed reference model
+    spread = table.groupby(["run", "unit"])["ref"].agg(lambda v: v.max() - v.min())
+    assert spread.max() < 1e-5
 
 
 def test_several_runs_reload_and_summarise(two_runs):

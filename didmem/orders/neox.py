@@ -551,7 +551,6 @@ def span_exposures(maps: IndexMaps, doc_sizes, instances, batch_size: int,
 def _occurrences(maps: IndexMaps, sizes: np.ndarray, documents: np.ndarray) -> tuple:
     """``(unit, start)``: every time ``doc_idx`` holds each unit's document, with where that
     document starts in the token stream (one pass of running sums over ``doc_idx``)."""
-    units_of = pd.Series(np.arange(documents.size)).groupby(documents).apply(np.asarray)
     wanted = np.zeros(int(documents.max()) + 1 if documents.size else 0, dtype=bool)
     wanted[documents] = True  # a lookup table: one gather per chunk, not a search
     docs, starts, total = [], [], 0
@@ -565,15 +564,15 @@ def _occurrences(maps: IndexMaps, sizes: np.ndarray, documents: np.ndarray) -> t
         docs.append(chunk[hit].astype(np.int64))
         starts.append(total + ends[hit] - lengths[hit])
         total += int(ends[-1]) if ends.size else 0
-    units, at = [], []
-    for doc, start in zip(np.concatenate(docs) if docs else [],
-                          np.concatenate(starts) if starts else []):
-        mine = units_of[doc]
-        units.append(mine)
-        at.append(np.full(mine.size, start, dtype=np.int64))
-    if not units:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(units).astype(np.int64), np.concatenate(at)
+    docs = np.concatenate(docs) if docs else np.zeros(0, np.int64)
+    starts = np.concatenate(starts) if starts else np.zeros(0, np.int64)
+    # each hit stands for every unit of its document (units sorted by document)
+    by_doc = np.argsort(documents, kind="stable")
+    lo = np.searchsorted(documents[by_doc], docs, side="left")
+    count = np.searchsorted(documents[by_doc], docs, side="right") - lo
+    first = np.repeat(lo, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count,
+                                                                       count))
+    return by_doc[first].astype(np.int64), np.repeat(starts, count)
 
 
 def _positions_of(maps: IndexMaps, samples: np.ndarray) -> np.ndarray:

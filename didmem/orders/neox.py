@@ -671,9 +671,9 @@ def run_cohorts(exposures: pd.DataFrame, n_units: int, checkpoints, *, runs=None
         Every run's name, so that a run in which no instance is trained still gets its
         rows (default: the runs of ``exposures``).
     require_all : bool
-        Refuse an instance that one run trains (within the checkpoints) and another never
-        trains whole: with the same data in every run, it marks a span that falls across
-        a sequence boundary in that run. ``False`` keeps it, never treated in that run.
+        Refuse an instance that some run never trains whole within the checkpoints: with
+        the same data in every run, it marks a span that falls across a sequence boundary
+        there (or is longer than a sequence). ``False`` keeps it, never treated in that run.
     where : str
         How messages name the source.
 
@@ -699,14 +699,16 @@ def run_cohorts(exposures: pd.DataFrame, n_units: int, checkpoints, *, runs=None
     out = pd.concat(parts, ignore_index=True)
     if require_all:
         trained = out.pivot(index="unit", columns="run", values="exposures") > 0
-        partly = trained.any(axis=1) & ~trained.all(axis=1)
-        if partly.any():
-            unit = int(partly.index[np.flatnonzero(partly.to_numpy())[0]])
+        absent_somewhere = ~trained.all(axis=1)
+        if absent_somewhere.any():
+            unit = int(absent_somewhere.index[np.flatnonzero(absent_somewhere.to_numpy())[0]])
             absent = [r for r in trained.columns if not trained.loc[unit, r]]
             raise ParameterError(
-                f"{where + ': ' if where else ''}instance {unit} is trained in some runs but "
-                f"absent from run {absent[0]!r}'s order ({int(partly.sum())} instances are): "
-                "a span split across two training sequences there. Choose spans within one "
-                "sequence, or pass require_all=False to keep them as never trained there.")
+                f"{where + ': ' if where else ''}instance {unit} is absent from run "
+                f"{absent[0]!r}'s order ({int(absent_somewhere.sum())} instances are absent "
+                "from some run's): no training sequence there, within the checkpoints, holds "
+                "all of its tokens (a span split across two sequences, or longer than one). "
+                "Choose spans within one sequence, or pass require_all=False to keep them as "
+                "never trained there.")
     columns = ["run"] + [c for c in out.columns if c != "run"]
     return out[columns]

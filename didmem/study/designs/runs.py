@@ -115,8 +115,8 @@ class RunsDesign(Design):
     runs : tuple of RunOrder
         The runs (``[[design.runs]]``), at least one, names distinct.
     require_all : bool
-        Refuse an instance that one run trains and another never trains whole (``false``:
-        never treated in that run).
+        Refuse an instance that some run never trains whole within the checkpoints
+        (``false``: never treated in that run; held-out instances go in ``validation``).
     validation : Path, optional
         A 2-D ``.npy`` of held-out token ids (units ``-1 - j``), never trained in any run.
     """

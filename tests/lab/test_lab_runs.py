@@ -10,7 +10,8 @@ from didmem.errors import ParameterError
 from didmem.lab import build_design, quick_config
 from didmem.lab.runs import run_design, run_streams, stack_runs
 
-SMALL = {"n_steps": 36, "n_analysed": 24, "n_validation": 32, "truth_draws": 0}
+SMALL = {"n_steps": 36, "n_analysed": 12, "n_validation": 16, "truth_draws": 0,
+         "metrics": ("mean_token_loglik",)}
 
 
 # ---------------------------------------------------------------- designs (no torch)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..errors import ParameterError
+from ..errors import EstimationError, ParameterError
 from ..inference.runs import (RunCells, gaussian_band, pooled_cells, wald_pretest,
                               within_cells)
 from ..results._common import _interval, _significant
@@ -71,6 +71,14 @@ def fit_runs(panel, params) -> RunsResult:
     :class:`~didmem.RunsEstimator`)."""
     _check_panel(panel)
     runs = list(panel.runs)
+    cohorts = np.stack([panel.run_panel(r).cohorts for r in runs])
+    validation = int(np.all(np.isinf(cohorts) | (cohorts > panel.times[-1]), axis=0).sum())
+    if params["run_trends"] == "never_treated" and validation < 2:  # before any run's fit
+        raise EstimationError(
+            "RunsEstimator: run_trends='never_treated' removes each run's shift at each "
+            "checkpoint with the instances that no run trains (validation instances), but the "
+            f"panel has {validation}. Add validation instances, or pass run_trends='none' "
+            "(runs that differ only in their data order).")
     seed = params["random_state"]
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     seeds = rng.integers(0, 2**63 - 1, size=len(runs) + 2)
@@ -94,7 +102,6 @@ def fit_runs(panel, params) -> RunsResult:
 
     sign = -1.0 if params["lower_is_better"] else 1.0
     y = np.stack([sign * panel.run_panel(r).outcome_matrix(outcome) for r in runs])
-    cohorts = np.stack([panel.run_panel(r).cohorts for r in runs])
     within = within_cells(y, cohorts, panel.times, base_period=params["base_period"],
                           anticipation=params["anticipation"], run_trends=params["run_trends"])
     wband = gaussian_band(within.psi, np.full(within.cohort.size, np.inf),

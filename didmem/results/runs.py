@@ -167,6 +167,11 @@ class RunsResult(TableFile, PicklableProxies):
         object.__setattr__(self, "per_run", MappingProxyType(dict(self.per_run)))
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
 
+    @property
+    def estimator(self) -> str:
+        """``"RunsEstimator"``: the estimator that fitted the runs."""
+        return "RunsEstimator"
+
     # ------------------------------------------------------------------ tables
     def to_frame(self) -> pd.DataFrame:
         """Every row: each run's cells (``run`` set, ``estimand="run"``), then the pooled

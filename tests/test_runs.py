@@ -207,11 +207,20 @@ def test_pooled_variance_is_spread_over_r_plus_shared_instance_part():
     np.testing.assert_allclose(pooled.estimate, est.mean(axis=0))
     spread = np.cov(est, rowvar=False)
     cross = sum(a.psi.T @ b.psi for a in runs for b in runs if a is not b) / (r * (r - 1))
-    # unclipped (the run estimates spread far more than their instance error)
-    assert np.all(np.linalg.eigvalsh(pooled.covariance - pooled.instance_covariance) > 0)
-    np.testing.assert_allclose(pooled.covariance, spread / r + cross, rtol=1e-10)
+    psi_bar = sum(x.psi for x in runs) / r
+    np.testing.assert_allclose(pooled.instance_covariance, psi_bar.T @ psi_bar, rtol=1e-10)
+    # the run estimates spread far more than their instance error: nothing is truncated, and
+    # each cell's variance is the spread over R plus the instance part shared by the runs
+    assert np.all(pooled.between_variance > 0)
+    np.testing.assert_allclose(np.diag(pooled.covariance), np.diag(spread / r + cross),
+                               rtol=1e-10)
+    # the between-run part is independent across cells (its rank-(R-1) estimate is not used)
+    off = ~np.eye(c, dtype=bool)
+    np.testing.assert_allclose(pooled.covariance[off], pooled.instance_covariance[off])
     np.testing.assert_allclose(pooled.rows.T @ pooled.rows, pooled.covariance, rtol=1e-10)
-    assert np.all(pooled.df < 1e6) and np.all(pooled.df >= r - 1)
+    v = np.diag(pooled.covariance)
+    np.testing.assert_allclose(pooled.df, (r - 1) * (v / (np.diag(spread) / r)) ** 2)
+    assert np.all(pooled.df >= r - 1)
 
 
 def test_pooled_identical_runs_have_no_between_variance():

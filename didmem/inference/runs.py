@@ -112,7 +112,8 @@ class PooledCells:
         The cells and the mean over runs of the runs' estimates.
     run_estimates : ndarray (runs x cells)
     covariance : ndarray
-        The pooled estimates' covariance: between-run part / R plus the instance part.
+        The pooled estimates' covariance: the instance part plus the between-run variances
+        / R on the diagonal.
     instance_covariance : ndarray
         The instance part alone, ``psi_bar' psi_bar`` with ``psi_bar`` the runs' influence
         functions averaged per instance: the variance with the runs held fixed.
@@ -122,8 +123,8 @@ class PooledCells:
     df : ndarray
         Satterthwaite degrees of freedom of each cell's variance.
     rows : ndarray
-        Influence rows whose cross-product is ``covariance`` (the instances', then the
-        between-run factor's): what the band draws from.
+        Influence rows whose cross-product is ``covariance`` (the instances', then one per
+        cell with a between-run variance): what the band draws from.
     n_dropped : int
         Cells some run lacks (left out of the pooled profile).
     """
@@ -174,11 +175,16 @@ def pooled_cells(runs: list[RunCells]) -> PooledCells:
                                 - \frac{1}{R(R-1)}\sum_{r \ne s} V_{rs}\Big),
 
     ``S`` the sample covariance of the run estimates: its expectation is ``Sigma_b`` plus the
-    run-specific part of the instance error (the diagonal less the off-diagonal blocks).
-    ``hat Sigma_b`` is clipped to its positive part (its negative eigenvalues set to 0), so
-    the variance is never below the fixed-run one. Without clipping the variance equals
-    ``S / R + mean_{r != s} V_rs``, whose ``S / R`` part has ``R - 1`` degrees of freedom: each
-    cell's degrees of freedom are Satterthwaite's, ``(R - 1) (v / (S_cc / R))^2``.
+    run-specific part ``V_d`` of the instance error (the diagonal less the off-diagonal
+    blocks). Each cell's between-run variance is ``max(0, S_cc - V_d,cc)``, so the variance is
+    never below the fixed-run one; untruncated it equals ``S_cc / R + mean_{r != s} V_rs,cc``.
+    The between-run part enters the covariance as independent across cells: estimated from
+    ``R - 1`` degrees of freedom its correlation has rank ``R - 1`` at most and cannot stand
+    for the true one, and independence gives the largest sup-t value (Sidak's inequality),
+    a conservative band. The ``S / R`` part rests on ``R - 1`` degrees of freedom: each
+    cell's are Satterthwaite's, ``(R - 1) (v / (max(S_cc, V_d,cc) / R))^2`` (the spread is
+    at least its instance part in expectation, which keeps a spread small by chance from
+    passing for many degrees of freedom).
     """
     if len(runs) < 2:
         raise EstimationError("The pooled profile over runs needs at least 2 runs; got "
@@ -201,13 +207,16 @@ def pooled_cells(runs: list[RunCells]) -> PooledCells:
     cross = psi_sum.T @ psi_sum - own
     within_specific = own / n_runs - cross / (n_runs * (n_runs - 1))
     spread = np.cov(est, rowvar=False, ddof=1).reshape(est.shape[1], est.shape[1])
-    between = spread - within_specific
-    between = (between + between.T) / 2
-    values, vectors = np.linalg.eigh(between)
-    positive = values > 0
-    factor = (vectors[:, positive] * np.sqrt(values[positive] / n_runs)).T
-    covariance = instance + factor.T @ factor
-    run_part = np.diag(spread) / n_runs
+    between = np.maximum(np.diag(spread) - np.diag(within_specific), 0.0)
+    # the between-run part enters as independent across cells: with R - 1 degrees of freedom
+    # its estimated correlation has rank R - 1 at most and cannot stand for the true one;
+    # independence makes the sup-t value the largest (Sidak), a conservative band
+    factor = np.diag(np.sqrt(between / n_runs))[between > 0]
+    covariance = instance + np.diag(between / n_runs)
+    # the run-sampled part of the variance, S / R, rests on R - 1 degrees of freedom; it is at
+    # least the run-specific instance part (known from the instances), which keeps a spread
+    # small by chance from passing for many degrees of freedom
+    run_part = np.maximum(np.diag(spread), np.diag(within_specific)) / n_runs
     total = np.diag(covariance)
     with np.errstate(divide="ignore", invalid="ignore"):
         df = np.where(run_part > 0, (n_runs - 1) * (total / run_part) ** 2, np.inf)
@@ -215,7 +224,7 @@ def pooled_cells(runs: list[RunCells]) -> PooledCells:
     return PooledCells(cohort=first.cohort[c0], time=first.time[c0],
                        base_time=first.base_time[c0], estimate=est.mean(axis=0),
                        run_estimates=est, covariance=covariance, instance_covariance=instance,
-                       between_variance=np.maximum(np.diag(between), 0.0),
+                       between_variance=between,
                        df=np.minimum(df, _DF_CAP), rows=np.vstack([psi_bar, factor]),
                        n_dropped=n_dropped)
 

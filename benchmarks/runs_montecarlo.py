@@ -5,8 +5,8 @@ run, each run with its own random data order), fits :class:`didmem.RunsEstimator
 
 * the pooled profile's simultaneous 95% band (runs a random factor) against the mean over
   the population of runs, ``tau(g, c)`` (``tau_mean``; 0 before treatment), over every
-  cell; and, for contrast, the same band with the runs held fixed (``instance_se`` alone,
-  the between-run variance left out);
+  cell; and, for contrast, the band a fit with the runs held fixed would draw
+  (``instance_se`` times the normal-scale sup-t value: no between-run variance, no t);
 * the within-instance comparison's simultaneous 95% band against its target given the
   runs: for each cell the mean over its (run, instance) pairs of the run's true effect
   ``tau_r(g, c)`` (0 before treatment), with the pairs counted here from the cohorts, apart
@@ -84,9 +84,10 @@ def one_replication(dgp: str, seed: int, draws: int) -> dict:
     pooled = res.pooled.to_frame().merge(mean_truth, on=["cohort", "time"], how="left")
     target = pooled["tau_mean"].fillna(0.0).to_numpy()
     inside = (pooled["ci_lower"] <= target) & (target <= pooled["ci_upper"])
-    # the same band with the runs held fixed: the instance part of the variance alone
-    crit = (pooled["ci_upper"] - pooled["estimate"]) / pooled["std_error"]
-    fixed = np.abs(pooled["estimate"] - target) <= crit * pooled["instance_se"]
+    # the band with the runs held fixed: the instance part of the variance alone and the
+    # normal-scale sup-t value, as a fit that ignored the run would draw it
+    fixed = (np.abs(pooled["estimate"] - target)
+             <= res.pooled.critical_value * pooled["instance_se"])
     within = res.within.to_frame()
     cohorts = df.pivot_table(index="run", columns="unit", values="cohort",
                              aggfunc="first", dropna=False).to_numpy()

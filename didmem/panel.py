@@ -283,7 +283,9 @@ class Panel:
         # only reached for attributes a panel does not have: a panel of several runs has no
         # single cohort, outcome matrix or layout, each of its runs has its own
         if name in _per_run_attributes() and self.__dict__.get("run_column") is not None:
-            raise PanelError(
+            from .panel_runs import PerRunAttributeError
+
+            raise PerRunAttributeError(
                 f"Panel.{name.lstrip('_')}: this panel holds {len(self.runs)} runs (column "
                 f"{self.run_column!r}), each with its own cohorts and outcomes. Read one run "
                 "with panel.run_panel(run), or fit all with didmem.RunsEstimator.")

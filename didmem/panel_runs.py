@@ -21,11 +21,18 @@ from .errors import PanelError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["split_runs", "PER_RUN_ATTRIBUTES"]
+__all__ = ["split_runs", "PER_RUN_ATTRIBUTES", "PerRunAttributeError"]
+
+
+class PerRunAttributeError(PanelError, AttributeError):
+    """A single run's attribute asked of a panel of several runs (also an AttributeError, so
+    that ``hasattr`` and ``getattr`` with a default read it as absent)."""
 
 PER_RUN_ATTRIBUTES = frozenset({
     "cohorts", "exposure_cohorts", "weights", "clusters", "cluster_labels", "kind",
-    "_outcomes", "_covariates", "_rows", "has_weights", "_unit_exposures"})
+    "_outcomes", "_covariates", "_rows", "has_weights", "_unit_exposures",
+    # properties that read them (an AttributeError inside a property comes back by its name)
+    "has_holes", "n_rows", "never_treated"})
 """A single run's attributes, which a panel of several runs has one of per run (read them
 from :meth:`~didmem.Panel.run_panel`)."""
 

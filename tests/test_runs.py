@@ -102,6 +102,13 @@ def test_panel_of_runs_refuses_bad_run_columns_and_single_run_views():
         panel.cohorts
     with pytest.raises(PanelError, match="run_panel"):
         panel.outcome_matrix()
+    with pytest.raises(PanelError, match="Panel.has_holes: this panel holds 3 runs"):
+        panel.has_holes
+    assert not hasattr(panel, "cohorts")  # also an AttributeError: hasattr reads it as absent
+    import pickle
+
+    again = pickle.loads(pickle.dumps(panel))
+    np.testing.assert_array_equal(again.run_panel(0).cohorts, panel.run_panel(0).cohorts)
     with pytest.raises(ParameterError, match="DiDEstimator.fit got a panel of 3 runs"):
         didmem.DiDEstimator(n_bootstrap=0).fit(panel)
     with pytest.raises(ParameterError, match="Unknown run 7"):

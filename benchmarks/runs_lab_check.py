@@ -76,7 +76,7 @@ def main(argv=None):
     start = time.perf_counter()
     panel = didmem.Panel(frame, unit="unit", time="time", cohort="cohort",
                          outcome=args.metric, run="run")
-    res = didmem.RunsEstimator(n_bootstrap=args.draws, random_state=0).fit(panel)
+    res = didmem.RunsEstimator(n_bootstrap=args.draws, seed=0).fit(panel)
     seconds = time.perf_counter() - start
     mean_truth = truth.groupby(["cohort", "time"], as_index=False)["tau"].mean()
     pooled = res.pooled.to_frame().merge(mean_truth, on=["cohort", "time"], how="inner")

@@ -79,7 +79,7 @@ def within_truth(cells, cohorts, truth, times):
 def one_replication(dgp: str, seed: int, draws: int) -> dict:
     df, truth = simulate_runs(**DGPS[dgp], seed=seed)
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y", run="run")
-    res = didmem.RunsEstimator(n_bootstrap=draws, random_state=seed).fit(panel)
+    res = didmem.RunsEstimator(n_bootstrap=draws, seed=seed).fit(panel)
     mean_truth = truth[truth["run"] == 0][["cohort", "time", "tau_mean"]]
     pooled = res.pooled.to_frame().merge(mean_truth, on=["cohort", "time"], how="left")
     target = pooled["tau_mean"].fillna(0.0).to_numpy()

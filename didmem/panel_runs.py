@@ -29,7 +29,7 @@ class PerRunAttributeError(PanelError, AttributeError):
     that ``hasattr`` and ``getattr`` with a default read it as absent)."""
 
 PER_RUN_ATTRIBUTES = frozenset({
-    "cohorts", "exposure_cohorts", "weights", "clusters", "cluster_labels", "kind",
+    "cohorts", "exposure_cohorts", "weights", "clusters", "cluster_labels", "layout",
     "_outcomes", "_covariates", "_rows", "has_weights", "_unit_exposures",
     # properties that read them (an AttributeError inside a property comes back by its name)
     "has_holes", "n_rows", "never_treated"})

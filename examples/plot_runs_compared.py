@@ -25,7 +25,7 @@ df, truth = didmem.datasets.simulate_runs(
     unit_sd=3.0, path_sd=1.0, run_effect_sd=0.2, run_shift_sd=0.1, seed=0,
 )
 panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y", run="run")
-result = didmem.RunsEstimator(n_bootstrap=499, random_state=0).fit(panel)
+result = didmem.RunsEstimator(n_bootstrap=499, seed=0).fit(panel)
 print(result.summary())
 
 # %%

@@ -9,7 +9,7 @@ import pytest
 from scipy import sparse
 
 import didmem
-from didmem.errors import DataDroppedWarning, EstimationError
+from didmem.errors import DataDroppedWarning, EstimationError, PanelError
 from didmem.inference._prepared import did_cells
 from didmem.inference.cell_inference import CellInference, InferenceSettings
 from didmem.inference.linear import combination_moments
@@ -38,16 +38,16 @@ def _moments(panel, n_parts=1, seed=0):
 def _from_moments(moments, control_group, base_period, anticipation=0, lower_is_better=False,
                   never_treated_code=None):
     not_yet = control_group == "not_yet_treated"
-    design = prepare_moments(moments, need_never_treated=not not_yet, anticipation=anticipation,
+    prepared = prepare_moments(moments, need_never_treated=not not_yet, anticipation=anticipation,
                              lower_is_better=lower_is_better, owner="DiDEstimator",
                              never_treated_code=never_treated_code)
-    cells = did_cells(design, base_period=base_period, not_yet=not_yet,
+    cells = did_cells(prepared, base_period=base_period, not_yet=not_yet,
                       anticipation=anticipation)
-    return design, cells, MomentsInfluence.build(design, cells)
+    return prepared, cells, MomentsInfluence.build(prepared, cells)
 
 
-def _settings(n_draws, random_state=0):
-    return InferenceSettings(n_draws=n_draws, multiplier="normal", random_state=random_state,
+def _settings(n_draws, seed=0):
+    return InferenceSettings(n_draws=n_draws, multiplier="normal", seed=seed,
                              alpha=0.05, cband=None, small_sample=False, owner="test")
 
 
@@ -127,7 +127,7 @@ def test_cells_equal_the_in_memory_fit(panel, control_group, base_period, small_
     est = didmem.DiDEstimator(control_group=control_group, base_period=base_period,
                               n_bootstrap=0, small_sample=small_sample)
     res = est.fit(panel)
-    design, cells, inf = _from_moments(_moments(panel, n_parts=3), control_group, base_period,
+    prepared, cells, inf = _from_moments(_moments(panel, n_parts=3), control_group, base_period,
                                        never_treated_code=panel.never_treated_code)
     frame = res.to_frame()
     _assert_close(inf.att, frame["estimate"])
@@ -155,9 +155,9 @@ def test_combinations_equal_the_in_memory_route(simulated, control_group, base_p
     _, cells, inf = _from_moments(_moments(simulated, n_parts=2), control_group, base_period)
     rng = np.random.default_rng(5)
     n_keys = 4
-    weights = sparse.random(n_keys, cells.size, density=0.3, random_state=6, format="csr")
-    omega = rng.normal(size=(n_keys, res.inference.design.n_cohorts))
-    cov_ref, parts_ref = combination_moments(res.inference.design, res.inference.cells,
+    weights = sparse.random(n_keys, cells.size, density=0.3, seed=6, format="csr")
+    omega = rng.normal(size=(n_keys, res.inference.prepared.n_cohorts))
+    cov_ref, parts_ref = combination_moments(res.inference.prepared, res.inference.cells,
                                              res.inference.stats, weights, omega)
     cov, parts = inf.combination_moments(weights, omega)
     _assert_close(cov, cov_ref)
@@ -210,7 +210,7 @@ def test_gaussian_draws_have_the_influence_covariance(simulated, control_group):
     z = (sample - cov) / se
     assert np.abs(z).max() < 5.5, np.abs(z).max()
     # the block sums of the weights: sum_i U_i w_i has variance sum_i w_i**2 = n_g
-    counts = np.diff(inf.design.starts)
+    counts = np.diff(inf.prepared.starts)
     var_w = boot.block_weights.var(axis=0)
     assert np.all(np.abs(var_w / counts - 1) < 5 * np.sqrt(2 / n))
 
@@ -226,9 +226,9 @@ def test_sup_t_value_matches_the_in_memory_bootstrap(simulated):
     multipliers agree within Monte Carlo error (two independent sets of 4,000 draws; the
     0.95 quantile's error from its binomial standard error through the density)."""
     res = didmem.DiDEstimator(n_bootstrap=4000, multiplier="normal", small_sample=False,
-                              random_state=1).fit(simulated)
-    design, cells, inf = _from_moments(_moments(simulated), "never_treated", "varying")
-    inference = CellInference.draw(inf, _settings(n_draws=4000, random_state=2))
+                              seed=1).fit(simulated)
+    prepared, cells, inf = _from_moments(_moments(simulated), "never_treated", "varying")
+    inference = CellInference.draw(inf, _settings(n_draws=4000, seed=2))
     _, band = inference.cell_band(inference.variance)
     assert band.rule == res.band == "simultaneous"
     # sup-t statistics of the in-memory draws: the spread of their 0.95 quantile
@@ -243,9 +243,13 @@ def test_sup_t_value_matches_the_in_memory_bootstrap(simulated):
 
 
 # ---------------------------------------------------------------- memorised-index lists
-def test_memorised_index_lists_give_the_binary_panels_moments():
-    """Lists of memorised indices per checkpoint give the moments of the dense 0/1 panel of
-    every sequence (its zeros never written), and the same cells."""
+def test_pattern_counts_give_the_binary_panels_moments():
+    """The per-cohort counts of each 0/1 path (:func:`didmem.panel_patterns.count_patterns`,
+    from each unit's bits) give the moments of the dense 0/1 panel of every unit (its zeros
+    never written)."""
+    from didmem.inference.moments import pattern_moments
+    from didmem.panel_patterns import count_patterns, pattern_bits
+
     rng = np.random.default_rng(3)
     n_seq, times = 5000, np.arange(1.0, 8.0)
     cohort_values = np.array([2.0, 3.0, 4.0, 5.0, np.inf])
@@ -253,15 +257,17 @@ def test_memorised_index_lists_give_the_binary_panels_moments():
     cohorts = cohort_values[codes]
     p = np.where(times[None, :] >= cohorts[:, None], 0.3, 0.1)
     dense = (rng.random((n_seq, times.size)) < p).astype(float)
-    memorised = [(t, np.flatnonzero(dense[:, t])) for t in range(times.size)]
-    from didmem.inference.moments import memorised_moments
-
-    got = memorised_moments(times, codes, cohort_values, memorised)
+    bits = pattern_bits(n_seq, times.size)
+    for t in range(times.size):
+        bits[np.flatnonzero(dense[:, t])] |= np.uint8(1 << t)
+    panel = count_patterns(times, bits, lambda lo, hi: codes[lo:hi], cohort_values)
+    assert panel.n_units == n_seq
+    got = pattern_moments(panel.times, panel.cohorts, panel.patterns, panel.counts)
     ref = CohortMoments.from_paths(times, cohorts, dense)
     np.testing.assert_array_equal(got.cohorts, ref.cohorts)
     np.testing.assert_array_equal(got.count, ref.count)
     for name in ("weight", "weight_sq", "mean", "cross"):
         np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-12,
                                    atol=1e-9, err_msg=name)
-    with pytest.raises(EstimationError, match="outside the 5000 sequences"):
-        memorised_moments(times, codes, cohort_values, [(0, np.array([5000]))])
+    with pytest.raises(PanelError, match="Cohort codes must index the 5 cohort values"):
+        count_patterns(times, bits, lambda lo, hi: codes[lo:hi] + 1, cohort_values)

@@ -32,7 +32,7 @@ def _panel(frame, **options):
 def fitted():
     frame, truth = _frame(path_sd=1.0, run_shift_sd=0.1)
     panel = _panel(frame)
-    return panel, didmem.RunsEstimator(n_bootstrap=199, random_state=3).fit(panel)
+    return panel, didmem.RunsEstimator(n_bootstrap=199, seed=3).fit(panel)
 
 
 # ---------------------------------------------------------------------------- the panel

@@ -37,6 +37,7 @@ def add_arguments(parser) -> None:
     """Add the ``didmem estimate`` options to ``parser``."""
     from .._validation import add_option
     from ..estimators.did import DiDEstimator
+    from ..cohorts import PYTHIA_BATCH_SIZE
     from ..estimators.runs import RunsEstimator
     from ..panel import Panel
     from ..study.estimate import EstimateSettings
@@ -45,7 +46,8 @@ def add_arguments(parser) -> None:
 
     parser.add_argument("panel", help="the panel file (.parquet or .csv), or a folder of "
                                       "parquet files (a balanced panel, fitted from moments)")
-    parser.add_argument("--outcome", required=True, help="the outcome column")
+    parser.add_argument("--outcome", default=None,
+                        help="the outcome column (required, except with --memorised)")
     parser.add_argument("--out", required=True, help="the results file to write (.parquet)")
     add_option(parser, EstimateSettings, "estimator",
                help="difference-in-differences or the plain difference")
@@ -85,6 +87,20 @@ def add_arguments(parser) -> None:
                              "local)")
     parser.add_argument("--address", default=None,
                         help="address of an existing Ray cluster, e.g. 'auto' (ray runner)")
+    parser.add_argument("--memorised", action="store_true",
+                        help="PANEL is a folder of memorised-index lists (EleutherAI's "
+                             "pythia-memorized-evals layout, one list per checkpoint): a binary "
+                             "panel of every sequence of the training order x checkpoint, "
+                             "outcome 'memorised', fitted from its pattern counts")
+    parser.add_argument("--model", default=None,
+                        help="with --memorised: whose lists to read (e.g. deduped.1.4b) when "
+                             "the folder holds several models'")
+    parser.add_argument("--batch-size", type=int, default=PYTHIA_BATCH_SIZE,
+                        help="with --memorised: Pythia's order, sequence i trained at step "
+                             "i // B + 1 (default: %(default)s)")
+    parser.add_argument("--sequences", type=int, default=None,
+                        help="with --memorised: sequences in the order (default: 143,000 steps "
+                             "x the batch size)")
 
 
 def run(args) -> int:
@@ -96,6 +112,14 @@ def run(args) -> int:
     out = Path(args.out)
     if out.suffix != ".parquet":
         raise ParameterError(f"--out must name a '.parquet' file; got {args.out!r}.")
+    memorised_only = [flag for flag, value in (("--model", args.model), ("--sequences",
+                      args.sequences)) if value is not None]
+    if memorised_only and not args.memorised:
+        raise ParameterError(f"{' and '.join(memorised_only)} apply to --memorised only.")
+    if args.memorised:
+        args.outcome = args.outcome or "memorised"
+    elif not args.outcome:
+        raise ParameterError("--outcome is required: name the outcome column.")
     cls = ESTIMATORS[args.estimator]
     takes = defaults_of(cls)  # the estimator's own keywords: the flags that apply to it
     for flag, name, unset in (("--base-period", "base_period", None),
@@ -111,9 +135,11 @@ def run(args) -> int:
     if args.exposure != 1:
         options["exposure"] = args.exposure
     estimator = cls(control_group=args.control_group, n_bootstrap=args.n_bootstrap,
-                    random_state=args.seed, lower_is_better=args.lower_is_better,
+                    seed=args.seed, lower_is_better=args.lower_is_better,
                     outcome=args.outcome, small_sample=not args.r_inference, **options)
-    if Path(args.panel).is_dir():
+    if args.memorised:
+        res = _fit_memorised(estimator, args)
+    elif Path(args.panel).is_dir():
         res = _fit_folder(estimator, args)
     else:
         if args.runner != "local" or args.address is not None:
@@ -143,7 +169,7 @@ def _run_runs(args) -> int:
                                                      f"--exposure {args.exposure}") + ".")
     options = {} if args.base_period is None else {"base_period": args.base_period}
     estimator = RunsEstimator(control_group=args.control_group, n_bootstrap=args.n_bootstrap,
-                              random_state=args.seed, lower_is_better=args.lower_is_better,
+                              seed=args.seed, lower_is_better=args.lower_is_better,
                               outcome=args.outcome, small_sample=not args.r_inference,
                               run_trends=args.run_trends, **options)
     frame = read_panel_frame(Path(args.panel))
@@ -175,6 +201,20 @@ def _fit_folder(estimator, args):
         with ray_session(args.address) as ray:
             return fit_dataset(estimator, data, map_items=ray_map(ray))
     return fit_dataset(estimator, data)
+
+
+def _fit_memorised(estimator, args):
+    """A folder of memorised-index lists: the pattern counts of the binary panel, fitted."""
+    from ..orders.memorised import read_memorised
+
+    if args.estimator != "did" or args.exposure != 1 or args.runner != "local":
+        raise ParameterError("--memorised is fitted from pattern counts: --estimator did, one "
+                             "exposure and the local runner only.")
+    if args.outcome != "memorised":
+        raise ParameterError(f"--memorised names its outcome 'memorised'; got --outcome "
+                             f"{args.outcome!r}.")
+    return estimator.fit(read_memorised(args.panel, model=args.model,
+                                        batch_size=args.batch_size, sequences=args.sequences))
 
 
 def cli_message(message: str) -> str:

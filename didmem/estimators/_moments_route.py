@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import ParameterError
 
-__all__ = ["fit_moments", "fit_dataset", "moments_applies"]
+__all__ = ["fit_moments", "fit_dataset", "fit_patterns", "moments_applies"]
 
 
 def moments_applies(params) -> str | None:
@@ -60,12 +60,12 @@ def fit_moments(estimator, moments, *, outcome: str, never_treated_code=None):
     if why is not None:
         raise ParameterError(f"{name}: this fit cannot come from moments: {why}.")
     not_yet = params.get("control_group") == "not_yet_treated"
-    design = prepare_moments(moments, need_never_treated=not not_yet,
+    prepared = prepare_moments(moments, need_never_treated=not not_yet,
                              anticipation=params.get("anticipation", 0),
                              lower_is_better=params["lower_is_better"], owner=name,
                              never_treated_code=never_treated_code)
-    cells = estimator._cells(design, params, not_yet)
-    influence = MomentsInfluence.build(design, cells)
+    cells = estimator._cells(prepared, params, not_yet)
+    influence = MomentsInfluence.build(prepared, cells)
     inference = CellInference.draw(influence, InferenceSettings.from_params(params, name))
     return GroupTimeResult.from_inference(inference, estimator=name, params=params,
                                           outcome=outcome,
@@ -85,6 +85,15 @@ def fit_dataset(estimator, dataset, *, map_items=map):
     moments = dataset_moments(dataset, map_items=map_items)
     return fit_moments(estimator, moments, outcome=dataset.outcome,
                        never_treated_code=dataset.never_treated)
+
+
+def fit_patterns(estimator, panel):
+    """The result of ``estimator`` on a binary panel given by the counts of its paths
+    (:class:`~didmem.panel_patterns.PatternPanel`), from their moments."""
+    from ..inference.moments import pattern_moments
+
+    moments = pattern_moments(panel.times, panel.cohorts, panel.patterns, panel.counts)
+    return fit_moments(estimator, moments, outcome=panel.outcome)
 
 
 def panel_moments(panel, outcome: str | None = None):

@@ -38,10 +38,10 @@ def _check_panel(panel) -> None:
                              f"cohort columns {list(first.cohort_columns)}: build it with the "
                              "first alone.")
     for run in panel.runs:
-        if panel.run_panel(run).kind != "balanced":
+        if panel.run_panel(run).layout != "balanced":
             raise ParameterError(
                 f"RunsEstimator needs every run observed at every checkpoint; run {run!r} is "
-                f"{panel.run_panel(run).kind!r}. Build the Panel with the instances observed "
+                f"{panel.run_panel(run).layout!r}. Build the Panel with the instances observed "
                 "everywhere (the within-instance comparison reads each instance's whole path "
                 "in every run).")
 
@@ -51,7 +51,7 @@ def _run_cells(result, units: pd.Index) -> RunCells:
     frame = result.to_frame()
     dense = result.inference.influence.dense()
     psi = np.zeros((len(units), dense.shape[1]))
-    psi[units.get_indexer(result.design.unit_labels)] = dense
+    psi[units.get_indexer(result.prepared.unit_labels)] = dense
     return RunCells(cohort=frame["cohort"].to_numpy(float), time=frame["time"].to_numpy(float),
                     base_time=frame["base_time"].to_numpy(float),
                     estimate=np.asarray(result.estimates, dtype=float), psi=psi,
@@ -79,11 +79,11 @@ def fit_runs(panel, params) -> RunsResult:
             "checkpoint with the instances that no run trains (validation instances), but the "
             f"panel has {validation}. Add validation instances, or pass run_trends='none' "
             "(runs that differ only in their data order).")
-    seed = params["random_state"]
+    seed = params["seed"]
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     seeds = rng.integers(0, 2**63 - 1, size=len(runs) + 2)
     did = {name: params[name] for name in _DID_PARAMS}
-    per_run = {run: DiDEstimator(**did, random_state=int(s)).fit(panel.run_panel(run))
+    per_run = {run: DiDEstimator(**did, seed=int(s)).fit(panel.run_panel(run))
                for run, s in zip(runs, seeds)}
     first = per_run[runs[0]]
     outcome = first.outcome

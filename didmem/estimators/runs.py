@@ -31,7 +31,7 @@ class RunsEstimator(BaseEstimator):
     Parameters
     ----------
     control_group, base_period, anticipation, est_method, n_bootstrap, multiplier, alpha,
-    cband, random_state, outcome, lower_is_better, small_sample
+    cband, seed, outcome, lower_is_better, small_sample
         As :class:`~didmem.DiDEstimator` (the per-run fits take them as they are; the
         pooled and within-instance bands use ``n_bootstrap`` Gaussian draws, ``alpha`` and
         ``cband``, and the within-instance cells the same base period and anticipation).
@@ -44,7 +44,7 @@ class RunsEstimator(BaseEstimator):
     -----
     The estimands and their assumptions are on the docs' *Estimands* page (section
     *Several runs*); when each is right, on the *Several runs* page. The per-run seeds of
-    the bootstrap are drawn from ``random_state``.
+    the bootstrap are drawn from ``seed``.
 
     Examples
     --------
@@ -52,7 +52,7 @@ class RunsEstimator(BaseEstimator):
     >>> df, truth = didmem.datasets.simulate_runs(n_runs=3, seed=0)
     >>> panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
     ...                      run="run")
-    >>> res = didmem.RunsEstimator(n_bootstrap=200, random_state=0).fit(panel)
+    >>> res = didmem.RunsEstimator(n_bootstrap=200, seed=0).fit(panel)
     >>> sorted(res.to_frame()["estimand"].unique())
     ['pooled', 'run', 'within_instance']
     """
@@ -67,12 +67,12 @@ class RunsEstimator(BaseEstimator):
 
     def __init__(self, *, control_group="never_treated", base_period="varying", anticipation=0,
                  est_method="dr", n_bootstrap=1000, multiplier=None, alpha=0.05, cband=None,
-                 random_state=None, outcome=None, lower_is_better=False, small_sample=True,
+                 seed=None, outcome=None, lower_is_better=False, small_sample=True,
                  run_trends="never_treated"):
         super().__init__(control_group=control_group, base_period=base_period,
                          anticipation=anticipation, est_method=est_method,
                          n_bootstrap=n_bootstrap, multiplier=multiplier, alpha=alpha,
-                         cband=cband, random_state=random_state, outcome=outcome,
+                         cband=cband, seed=seed, outcome=outcome,
                          lower_is_better=lower_is_better, small_sample=small_sample,
                          run_trends=run_trends)
 

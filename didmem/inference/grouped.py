@@ -24,21 +24,21 @@ from .influence import CellInfluence
 __all__ = ["GroupedInfluence", "grouped_influence", "bootstrap_cells"]
 
 
-def grouped_influence(design, cells) -> "GroupedInfluence":
+def grouped_influence(prepared, cells) -> "GroupedInfluence":
     """The cells of a balanced design without covariates: estimates, variances (of cluster
     sums with clusters) and the means and weights their influence functions need."""
-    clusters = design.clusters if design.clusters is not None else np.zeros(1, dtype=np.int64)
+    clusters = prepared.clusters if prepared.clusters is not None else np.zeros(1, dtype=np.int64)
     att, var, mu1, mu0, w1, w0 = kernels.cell_statistics(
-        design.y, design.w, design.starts, *cells.kernel_args(), clusters, design.n_clusters)
-    return GroupedInfluence(design, cells, {"mu1": mu1, "mu0": mu0, "w1": w1, "w0": w0},
+        prepared.y, prepared.w, prepared.starts, *cells.kernel_args(), clusters, prepared.n_clusters)
+    return GroupedInfluence(prepared, cells, {"mu1": mu1, "mu0": mu0, "w1": w1, "w0": w0},
                             att=att, var=var)
 
 
-def bootstrap_cells(design, cells, stats, *, n_draws: int, multiplier: str, rng,
+def bootstrap_cells(prepared, cells, stats, *, n_draws: int, multiplier: str, rng,
                     multipliers=None):
     """The bootstrap of a balanced design's cells from their grouped statistics."""
-    return GroupedInfluence(design, cells, stats).bootstrap(
-        n_draws, multiplier, rng, design.clusters, design.n_clusters, multipliers=multipliers)
+    return GroupedInfluence(prepared, cells, stats).bootstrap(
+        n_draws, multiplier, rng, prepared.clusters, prepared.n_clusters, multipliers=multipliers)
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,7 +58,7 @@ class GroupedInfluence(CellInfluence):
         are asked for.
     """
 
-    design: Any
+    prepared: Any
     cells: Any
     stats: Mapping[str, np.ndarray]
     att: np.ndarray | None = field(default=None, repr=False)
@@ -75,25 +75,25 @@ class GroupedInfluence(CellInfluence):
         return self.att
 
     def variance(self, clusters=None, n_clusters: int = 0) -> np.ndarray:
-        if n_clusters == self.design.n_clusters and self.var is not None:
+        if n_clusters == self.prepared.n_clusters and self.var is not None:
             return self.var.copy()
         clusters = clusters if clusters is not None else np.zeros(1, dtype=np.int64)
-        return kernels.cell_statistics(self.design.y, self.design.w, self.design.starts,
+        return kernels.cell_statistics(self.prepared.y, self.prepared.w, self.prepared.starts,
                                        *self.cells.kernel_args(), clusters, n_clusters)[1]
 
     def treated_variance(self) -> np.ndarray:
         """``sum_{i in g} psi_i**2`` with ``psi_i = w_i (d_i - mu_1) / W_1``."""
-        design, cells, stats = self.design, self.cells, self.stats
+        prepared, cells, stats = self.prepared, self.cells, self.stats
         out = np.zeros(cells.size)
-        for k in range(design.n_cohorts):
+        for k in range(prepared.n_cohorts):
             sel = np.flatnonzero((cells.k == k) & (cells.ref == 0))
             if sel.size == 0:
                 continue
-            lo, hi = design.starts[k], design.starts[k + 1]
-            y = design.y[lo:hi]
+            lo, hi = prepared.starts[k], prepared.starts[k + 1]
+            y = prepared.y[lo:hi]
             base = np.where(cells.b[sel] >= 0, y[:, np.maximum(cells.b[sel], 0)], 0.0)
             change = y[:, cells.t[sel]] - base
-            psi = design.w[lo:hi, None] * (change - stats["mu1"][sel]) / stats["w1"][sel]
+            psi = prepared.w[lo:hi, None] * (change - stats["mu1"][sel]) / stats["w1"][sel]
             out[sel] = np.einsum("ij,ij->j", psi, psi)
         return out
 
@@ -101,13 +101,13 @@ class GroupedInfluence(CellInfluence):
     def chunk_drawer(self, multipliers, clusters, n_clusters: int) -> Callable:
         """Per chunk: the grouped sums of ``U_i (w_i y_i, w_i, 1)`` per block (one matrix
         product each), then every cell's draw from them in the numba kernel."""
-        design, cells, stats = self.design, self.cells, self.stats
-        n, n_t = design.y.shape
-        n_blocks = design.starts.size - 1
+        prepared, cells, stats = self.prepared, self.cells, self.stats
+        n, n_t = prepared.y.shape
+        n_blocks = prepared.starts.size - 1
         # columns: w*y (times), w, 1 -> one matrix product per block gives every grouped sum
         features = np.empty((n, n_t + 2))
-        features[:, :n_t] = design.y * design.w[:, None]
-        features[:, n_t] = design.w
+        features[:, :n_t] = prepared.y * prepared.w[:, None]
+        features[:, n_t] = prepared.w
         features[:, n_t + 1] = 1.0
         never_only = bool(np.all(cells.cs == n_blocks - 1))
         sums = np.empty((n_blocks, multipliers.chunk, n_t + 2))
@@ -118,7 +118,7 @@ class GroupedInfluence(CellInfluence):
                 weights = weights[:, clusters]
             part = sums[:, :m]
             for k in range(n_blocks):
-                lo, hi = design.starts[k], design.starts[k + 1]
+                lo, hi = prepared.starts[k], prepared.starts[k + 1]
                 np.matmul(weights[:, lo:hi], features[lo:hi], out=part[k])
             by_draw = np.ascontiguousarray(part.transpose(1, 0, 2))
             if never_only:  # controls are the never-treated block alone: no suffix sums
@@ -136,14 +136,14 @@ class GroupedInfluence(CellInfluence):
     def combination_psi(self, weights, omega) -> np.ndarray:
         """From per-block coefficients of ``y_i`` and ``1`` and one matrix product per
         block, formed only for the rows whose cells use the block."""
-        design, cells, stats = self.design, self.cells, self.stats
+        prepared, cells, stats = self.prepared, self.cells, self.stats
         csc = weights.tocsc()
-        n, n_time = design.y.shape
-        n_keys, k = csc.shape[0], design.n_cohorts
+        n, n_time = prepared.y.shape
+        n_keys, k = csc.shape[0], prepared.n_cohorts
         coef, beta = kernels.aggregate_coefficients(
             *cells.kernel_args(), stats["mu1"], stats["mu0"], stats["w1"], stats["w0"],
             csc.indptr.astype(np.int64), csc.indices.astype(np.int64), csc.data, n_keys,
-            design.starts.size - 1, n_time,
+            prepared.starts.size - 1, n_time,
         )
         beta[:k] += omega.T / n  # estimated-weights term: omega_g w_i / n on cohort g's units
         # a block enters only the keys whose cells use it (a cohort's own keys, the
@@ -151,15 +151,15 @@ class GroupedInfluence(CellInfluence):
         # active columns only
         active = (coef != 0).any(axis=1) | (beta != 0)
         psi = np.zeros((n, n_keys))
-        for j in range(design.starts.size - 1):
-            lo, hi = design.starts[j], design.starts[j + 1]
-            w = design.w[lo:hi, None]
+        for j in range(prepared.starts.size - 1):
+            lo, hi = prepared.starts[j], prepared.starts[j + 1]
+            w = prepared.w[lo:hi, None]
             cols = np.flatnonzero(active[j])
             if cols.size == n_keys:
-                psi[lo:hi] = w * (design.y[lo:hi] @ coef[j] + beta[j])
+                psi[lo:hi] = w * (prepared.y[lo:hi] @ coef[j] + beta[j])
             elif cols.size:
-                psi[lo:hi, cols] = w * (design.y[lo:hi] @ coef[j][:, cols] + beta[j, cols])
-        psi -= (omega @ design.cohort_shares)[None, :] / n
+                psi[lo:hi, cols] = w * (prepared.y[lo:hi] @ coef[j][:, cols] + beta[j, cols])
+        psi -= (omega @ prepared.cohort_shares)[None, :] / n
         return psi
 
     def combine(self, matrix) -> np.ndarray:
@@ -167,18 +167,18 @@ class GroupedInfluence(CellInfluence):
         from scipy import sparse
 
         matrix = sparse.csr_matrix(matrix)
-        return self.combination_psi(matrix, np.zeros((matrix.shape[0], self.design.n_cohorts)))
+        return self.combination_psi(matrix, np.zeros((matrix.shape[0], self.prepared.n_cohorts)))
 
     def covariance(self, which: np.ndarray) -> np.ndarray:
         """From per-block Gram matrices of ``(y_i, 1)`` weighted by ``w_i**2``: O(units x
         times**2) once plus O(1) per pair of cells."""
-        design, cells, stats = self.design, self.cells, self.stats
-        z = np.concatenate([design.y, np.ones((design.n_units, 1))], axis=1)
-        zw = z * design.w[:, None]
-        n_blocks = design.starts.size - 1
+        prepared, cells, stats = self.prepared, self.cells, self.stats
+        z = np.concatenate([prepared.y, np.ones((prepared.n_units, 1))], axis=1)
+        zw = z * prepared.w[:, None]
+        n_blocks = prepared.starts.size - 1
         gram = np.empty((n_blocks, z.shape[1], z.shape[1]))
         for b in range(n_blocks):
-            lo, hi = design.starts[b], design.starts[b + 1]
+            lo, hi = prepared.starts[b], prepared.starts[b + 1]
             gram[b] = zw[lo:hi].T @ zw[lo:hi]
         suffix = np.ascontiguousarray(np.cumsum(gram[::-1], axis=0)[::-1])
         return kernels.pretest_covariance(

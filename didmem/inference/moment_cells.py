@@ -37,7 +37,7 @@ __all__ = ["MomentsDesign", "MomentsInfluence", "prepare_moments"]
 
 @dataclass(frozen=True, eq=False)
 class MomentsDesign:
-    """A prepared design held as moments: blocks are the treated cohorts, then never-treated.
+    """A prepared panel held as moments: blocks are the treated cohorts, then never-treated.
 
     It answers what the cell layout and the small-sample correction read of a
     :class:`~didmem.inference._prepared.PreparedPanel` (``times``, ``cohorts``,
@@ -158,7 +158,7 @@ class MomentsInfluence(CellInfluence):
     is Gaussian only (:meth:`bootstrap`); no unit's influence is held (:meth:`dense`).
     """
 
-    design: MomentsDesign
+    prepared: MomentsDesign
     cells: object
     att: np.ndarray
     stats: dict
@@ -181,9 +181,9 @@ class MomentsInfluence(CellInfluence):
                               "memory for the units x cells matrix.")
 
     @classmethod
-    def build(cls, design: MomentsDesign, cells) -> "MomentsInfluence":
-        m = design.moments
-        means = design.block_means()
+    def build(cls, prepared: MomentsDesign, cells) -> "MomentsInfluence":
+        m = prepared.moments
+        means = prepared.block_means()
         n_blocks = m.cohorts.size
         t, b = cells.t, cells.b
         base = b >= 0
@@ -200,12 +200,12 @@ class MomentsInfluence(CellInfluence):
         mu0 = np.where(live, mu0, 0.0)
         att = np.where(live, mu1 - mu0, 0.0)
         stats = {"mu1": mu1, "mu0": mu0, "w1": w1, "w0": w0}
-        return cls(design=design, cells=cells, att=att, stats=stats, gram=design.gram())
+        return cls(prepared=prepared, cells=cells, att=att, stats=stats, gram=prepared.gram())
 
     # ------------------------------------------------------------------ variances
     def _quadratic(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``a'C_j a``, ``a'h_j`` and ``a'm_j`` of every cell's change vector ``a``."""
-        m = self.design.moments
+        m = self.prepared.moments
         t, b = self.cells.t, self.cells.b
         base = b >= 0
         bb = np.where(base, b, 0)
@@ -218,7 +218,7 @@ class MomentsInfluence(CellInfluence):
     def treated_variance(self) -> np.ndarray:
         """The treated cohort's part ``sum_{i in g} psi_i**2`` of every cell's variance."""
         out = np.zeros(self.cells.size)
-        for k in range(self.design.n_cohorts):
+        for k in range(self.prepared.n_cohorts):
             sel = (self.cells.k == k) & (self.cells.ref == 0)
             if sel.any():
                 quad, _, _ = self._quadratic(k)
@@ -229,10 +229,10 @@ class MomentsInfluence(CellInfluence):
         """``sum_i psi_ic**2`` per cell (0 for reference cells), about each cohort's mean."""
         if n_clusters:
             raise EstimationError("Moments hold no cluster: fit clustered panels in memory.")
-        m = self.design.moments
+        m = self.prepared.moments
         cells = self.cells
         member = _control_member(cells, m.cohorts.size)
-        centre = self.design.centre
+        centre = self.prepared.centre
         # the control mean in raw units: mu0 is in the centred outcome
         shift = centre[cells.t] - np.where(cells.b >= 0, centre[np.maximum(cells.b, 0)], 0.0)
         mu0_raw = self.stats["mu0"] + shift
@@ -252,7 +252,7 @@ class MomentsInfluence(CellInfluence):
     def covariance(self, which: np.ndarray) -> np.ndarray:
         """``sum_i psi_ci psi_di`` of the cells ``which`` (the pre-test's ``V``)."""
         which = np.asarray(which, dtype=np.int64)
-        n_t = self.design.times.size
+        n_t = self.prepared.times.size
         gram = np.ascontiguousarray(self.gram[:, : n_t + 1, : n_t + 1])
         suffix = np.ascontiguousarray(np.cumsum(gram[::-1], axis=0)[::-1])
         c, s = self.cells, self.stats
@@ -267,7 +267,7 @@ class MomentsInfluence(CellInfluence):
         from scipy import sparse
 
         csc = sparse.csc_matrix(weights)
-        d, c, s = self.design, self.cells, self.stats
+        d, c, s = self.prepared, self.cells, self.stats
         n_t, n_keys = d.times.size, csc.shape[0]
         n_blocks = d.starts.size - 1
         a, beta = kernels.aggregate_coefficients(

@@ -35,7 +35,7 @@ from threadpoolctl import threadpool_limits
 from ..errors import EstimationError
 
 __all__ = ["CohortMoments", "reference_moments", "dataset_moments", "item_moments",
-           "pattern_moments", "memorised_moments"]
+           "pattern_moments"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -233,73 +233,6 @@ def pattern_moments(times, cohorts, patterns, counts) -> CohortMoments:
     return CohortMoments(times=times, cohorts=values, count=np.rint(n).astype(np.int64),
                          weight=n, weight_sq=n.copy(), mean=mean,
                          lever=np.zeros((values.size, n_t)), cross=cross)
-
-
-def memorised_moments(times, cohort_codes, cohort_values, memorised) -> CohortMoments:
-    """The moments of a binary panel of every sequence x checkpoint (1: memorised) given as
-    lists of memorised sequence indices, without writing its zeros.
-
-    Parameters
-    ----------
-    times : array (T,), at most 64 checkpoints
-    cohort_codes : integer array (n_sequences,)
-        Each sequence's cohort as an index into ``cohort_values`` (from the training order).
-    cohort_values : array (K,)
-        The cohorts' first treated checkpoints (``inf`` for sequences never trained on).
-    memorised : iterable of (int, integer array)
-        For each checkpoint (its index in ``times``), the indices of the memorised sequences.
-
-    Notes
-    -----
-    Each sequence's path is a bit pattern over the checkpoints; the per-cohort counts of each
-    pattern are the sufficient statistics (:func:`pattern_moments`), so the work is one pass
-    over the sequences (a byte or word each) and the memory grows with the sequences, not
-    with sequences x checkpoints.
-    """
-    n_t = np.asarray(times).size
-    if n_t > 64:
-        raise EstimationError(f"At most 64 checkpoints fit a sequence's bit pattern; got {n_t}.")
-    codes = np.asarray(cohort_codes)
-    n_seq = codes.size
-    kind = np.uint8 if n_t <= 8 else np.uint16 if n_t <= 16 else np.uint32 if n_t <= 32 \
-        else np.uint64
-    bits = np.zeros(n_seq, dtype=kind)
-    for t, index in memorised:
-        index = np.asarray(index, dtype=np.int64)
-        if index.size and (index.min() < 0 or index.max() >= n_seq):
-            raise EstimationError(
-                f"Memorised indices at checkpoint {t} run outside the {n_seq} sequences of the "
-                f"training order: from {int(index.min())} to {int(index.max())}.")
-        bits[index] |= kind(1) << kind(t)
-    n_cohorts = np.asarray(cohort_values).size
-    if n_seq and (codes.min() < 0 or codes.max() >= n_cohorts):
-        raise EstimationError(f"Cohort codes must index the {n_cohorts} cohort values; they run "
-                              f"from {int(codes.min())} to {int(codes.max())}.")
-    keys, counts = _pattern_counts(codes, bits, n_cohorts, n_t)
-    cohort = (keys >> np.uint64(n_t)).astype(np.int64)
-    pattern = keys & np.uint64((1 << n_t) - 1)
-    paths = ((pattern[:, None] >> np.arange(n_t, dtype=np.uint64)) & np.uint64(1)).astype(float)
-    return pattern_moments(times, np.asarray(cohort_values, dtype=np.float64)[cohort], paths,
-                           counts)
-
-
-_COUNT_CHUNK = 1 << 24  # sequences keyed at once (128 MB of int64 keys)
-
-
-def _pattern_counts(codes, bits, n_cohorts: int, n_t: int):
-    """The distinct (cohort, pattern) keys ``cohort << T | pattern`` and their counts: by
-    ``bincount`` over all keys when they are few (no sort), else by ``unique``."""
-    n_keys = n_cohorts << n_t
-    if n_keys <= 1 << 24:
-        counts = np.zeros(n_keys, dtype=np.int64)
-        for lo in range(0, codes.size, _COUNT_CHUNK):
-            key = (codes[lo:lo + _COUNT_CHUNK].astype(np.int64) << n_t) | \
-                bits[lo:lo + _COUNT_CHUNK].astype(np.int64)
-            counts += np.bincount(key, minlength=n_keys)
-        keys = np.flatnonzero(counts)
-        return keys.astype(np.uint64), counts[keys]
-    key = codes.astype(np.uint64) << np.uint64(n_t) | bits.astype(np.uint64)
-    return np.unique(key, return_counts=True)
 
 
 def item_moments(item) -> CohortMoments:

@@ -23,6 +23,7 @@ _WHERE = {
     "DEFAULT_METRICS": "config",
     "LabDesign": "design",
     "build_design": "design",
+    "run_design": "runs",
     "WordTokenizer": "tokenizer",
 }
 """Public name -> the module of this package that defines it (imported on first use)."""

@@ -36,7 +36,7 @@ def test_estimate_run_writes_one_file_with_pooled_and_per_run_rows(runs_files, c
     assert sorted(frame.loc[frame["run"].notna(), "run"].unique()) == ["0", "1", "2"]
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
                          run="run")
-    fitted = didmem.RunsEstimator(n_bootstrap=99, random_state=1).fit(panel)
+    fitted = didmem.RunsEstimator(n_bootstrap=99, seed=1).fit(panel)
     pd.testing.assert_frame_equal(res.pooled.to_frame(), fitted.pooled.to_frame())
     assert pickle.loads(pickle.dumps(res)).summary() == res.summary()
 
@@ -48,10 +48,10 @@ def test_report_and_plot_of_a_runs_file(runs_files, tmp_path, capsys):
     page = html.read_text()
     assert "R: 3 runs compared" in page and "R: run 0" in page
     assert "The pooled band covers the mean truth over runs in" in page
-    assert main(["plot", str(out), "--kind", "runs", "--out", str(tmp_path / "a.png")]) == 0
-    assert main(["plot", str(out), "--kind", "profile", "--out", str(tmp_path / "b.png")]) == 0
+    assert main(["plot", str(out), "--figure", "runs", "--out", str(tmp_path / "a.png")]) == 0
+    assert main(["plot", str(out), "--figure", "profile", "--out", str(tmp_path / "b.png")]) == 0
     assert (tmp_path / "a.png").stat().st_size > 0
-    assert main(["plot", str(out), "--kind", "residual"]) != 0
+    assert main(["plot", str(out), "--figure", "residual"]) != 0
     assert "holds several runs" in capsys.readouterr().err
 
 

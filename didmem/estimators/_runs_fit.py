@@ -104,7 +104,8 @@ def fit_runs(panel, params) -> RunsResult:
     y = np.stack([sign * panel.run_panel(r).outcome_matrix(outcome) for r in runs])
     within = within_cells(y, cohorts, panel.times, base_period=params["base_period"],
                           anticipation=params["anticipation"], run_trends=params["run_trends"])
-    wband = gaussian_band(within.psi, np.full(within.cohort.size, np.inf),
+    # clustered by instance: t quantiles with (instances - 1) degrees of freedom per cell
+    wband = gaussian_band(within.psi, within.n_instances - 1.0,
                           rng=np.random.default_rng(seeds[-1]), **band_options)
     within_frame = _cells_frame(within.cohort, within.time, within.base_time, within.estimate,
                                 wband, {"n_pairs": within.n_pairs,

@@ -55,8 +55,9 @@ class RunsProfile(PicklableProxies):
         within-instance: ``n_pairs`` (run, instance) pairs with a control run,
         ``n_instances``).
     critical_value : float
-        The band's value on the normal scale (each cell's interval uses the t quantile with
-        its ``df`` at that value's level; the normal one for the within-instance cells).
+        The band's value on the normal scale (each cell's interval uses the t quantile at
+        that value's level: with its ``df`` for the pooled cells, with ``n_instances - 1``
+        for the within-instance cells, whose instances are the clusters).
     band : {"simultaneous", "pointwise"}
     pretest : tuple or None
         The within-instance comparison's Wald pre-test ``(statistic, df, pvalue)`` of its

@@ -155,7 +155,7 @@ def test_combinations_equal_the_in_memory_route(simulated, control_group, base_p
     _, cells, inf = _from_moments(_moments(simulated, n_parts=2), control_group, base_period)
     rng = np.random.default_rng(5)
     n_keys = 4
-    weights = sparse.random(n_keys, cells.size, density=0.3, seed=6, format="csr")
+    weights = sparse.random(n_keys, cells.size, density=0.3, random_state=6, format="csr")
     omega = rng.normal(size=(n_keys, res.inference.prepared.n_cohorts))
     cov_ref, parts_ref = combination_moments(res.inference.prepared, res.inference.cells,
                                              res.inference.stats, weights, omega)

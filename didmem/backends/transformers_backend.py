@@ -123,7 +123,9 @@ class TransformersBackend(OutcomeBackend):
       ``reference`` model, :math:`\\frac{1}{n'} \\sum_t (\\log p_t - \\log p^{ref}_t)`, that is
       ``mean_token_loglik`` of the checkpoint minus that of its reference on the same
       batch. Both forward passes run batch by batch, so the reference adds one model's
-      weights and one batch's hidden states, never a table of the instances. The two
+      weights and one batch's hidden states. One reference for every checkpoint scores each
+      instance once, at the first checkpoint, and its values are kept (about 150 bytes an
+      instance, see :meth:`reference_scores`): later checkpoints run no reference pass. The two
       models must read the same token ids: their configs must agree on ``vocab_size`` and,
       where both are local directories with a ``tokenizer.json`` (or ``vocab.json``), on
       its vocabulary; otherwise a :class:`~didmem.backends.CheckpointError` names both.
@@ -269,6 +271,7 @@ class TransformersBackend(OutcomeBackend):
         self._checked_head = False
         self._reference_sources = _reference_sources(reference, self._checkpoints)
         self._reference = None
+        self._reference_cache = {}
 
     @classmethod
     def from_pretrained_revisions(cls, name: str, steps, *, revision_format="step{}", **kwargs):
@@ -660,6 +663,33 @@ class TransformersBackend(OutcomeBackend):
             check_head(self._model, self.device)
             self._checked_head = True
 
+    def reference_scores(self, batch: InstanceBatch) -> np.ndarray:
+        """``mean_token_loglik`` of each instance of ``batch`` under the reference model of
+        the checkpoint being scored.
+
+        With one reference for every checkpoint an instance's value does not depend on the
+        checkpoint: it is computed once (at the first checkpoint that scores it, in that
+        batch) and kept, keyed by unit and a hash of its tokens (about 150 bytes an
+        instance), so the reference model is loaded and run only while new instances come.
+        """
+        from ._loading import forward_metrics
+
+        name = self._REFERENCE_METRIC
+        fixed = None in self._reference_sources
+        keys = [(u, hash(t.tobytes())) for u, t in zip(batch.units.tolist(), batch.token_ids)]
+        todo = [i for i, k in enumerate(keys) if not fixed or k not in self._reference_cache]
+        values = {}
+        if todo:
+            self._open_reference(self._scoring)
+            sub = batch if len(todo) == len(batch) else InstanceBatch(
+                batch.units[todo], [batch.token_ids[i] for i in todo])
+            scores = forward_metrics(self.reference_backend(), sub, (name,))[name]
+            values = dict(zip((keys[i] for i in todo), scores))
+            if fixed:
+                self._reference_cache.update(values)
+        return np.array([values[k] if k in values else self._reference_cache[k]
+                         for k in keys], dtype=np.float64)
+
     def _open_reference(self, checkpoint) -> None:
         """Load the reference model of ``checkpoint`` unless it is the one loaded; it is
         freed with the checkpoint (:meth:`close_checkpoint`)."""
@@ -694,8 +724,7 @@ class TransformersBackend(OutcomeBackend):
         from ._loading import forward_metrics, is_out_of_memory
 
         torch = optional_import("torch", "lm")
-        if "reference_ratio" in metrics:
-            self._open_reference(checkpoint)
+        self._scoring = checkpoint  # whose reference model reference_scores loads
         size, start, parts = len(batch), 0, []
         while start < len(batch):
             stop = min(start + size, len(batch))

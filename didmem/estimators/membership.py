@@ -9,7 +9,7 @@ from ..errors import EstimationError
 from ..inference.bands import normal_quantile
 from ..results import CellResult
 from ._auc import delong_auc
-from .base import BaseEstimator, Instance, Interval, OneOf
+from .base import Alpha, BaseEstimator, Instance, OneOf
 
 __all__ = ["MembershipInferenceEstimator", "MEMBERSHIP_ASSUMPTION", "MEMBER_SETS"]
 
@@ -107,7 +107,7 @@ class MembershipInferenceEstimator(BaseEstimator):
         "score": Instance(str, allow_none=True),
         "members": OneOf(*MEMBER_SETS),
         "lower_is_better": OneOf(True, False),
-        "alpha": Interval(0, 1, closed="neither"),
+        "alpha": Alpha(),
     }
 
     def __init__(self, *, score=None, members="trained", lower_is_better=False, alpha=0.05):

@@ -25,6 +25,8 @@ _WHERE = {
     "build_design": "design",
     "run_design": "runs",
     "WordTokenizer": "tokenizer",
+    "membership_comparison": "membership",
+    "MIA_SCORES": "membership",
 }
 """Public name -> the module of this package that defines it (imported on first use)."""
 

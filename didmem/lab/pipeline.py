@@ -6,6 +6,7 @@ directory.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -25,7 +26,8 @@ from .config import LabConfig, demo_config, quick_config
 from .design import STREAMS, build_design
 from .outputs import FORMAT_VERSION, LabDirectory
 from .runs import run_design, run_directory, stack_runs
-from .scoring import backend_settings, score_run
+from .scoring import REFERENCE_METRIC, backend_settings, reference_checkpoint
+from .scoring import score_run as _score_run
 from .study_files import study_tables, study_toml
 from .truth import (cohort_truth, combine_effects, direct_effects, draw_noise, exact_check,
                     instance_effects, mean_effect, not_yet_treated_effect)
@@ -304,8 +306,9 @@ def _one_run(cfg, design, root: Path, lap, prefix: str = "") -> dict:
     lap(prefix + "scoring")
     tables = _tables(cfg, design, runs, scores)
     tables.update(study_tables(design, tables["data_order.parquet"]))
-    (root / "study.toml").write_text(study_toml(
-        runs["main"]["checkpoints"], cfg.metrics, backend_settings(cfg), cfg.seed))
+    (root / "study.toml").write_text(study_toml(  # no reference model there
+        runs["main"]["checkpoints"], [m for m in cfg.metrics if m != REFERENCE_METRIC],
+        backend_settings(cfg), cfg.seed))
     return tables
 
 
@@ -395,6 +398,8 @@ def _score_all(cfg, design, runs) -> dict:
     analysed = design.analysed_ids
     validation = design.validation_ids
     units = np.concatenate([analysed, validation])
+    ref = reference_checkpoint(cfg, runs)  # one reference model for every run
+    score_run = functools.partial(_score_run, reference=ref)
     scores = {
         "main": score_run(runs["main"]["checkpoints"], tokens[units], units, cfg),
         "twin": score_run(runs["twin"]["checkpoints"], tokens[units], units, cfg),
@@ -706,7 +711,9 @@ def _manifest(cfg, design, settings, versions) -> dict:
             "init_seed": design.init_seed,
             "subset_seeds": [int(s) for s in design.subset_seeds],
             "random_streams": list(STREAMS),
-            "scoring_backend": dict(backend_settings(cfg), backend="TransformersBackend"),
+            "scoring_backend": dict(backend_settings(cfg), backend="TransformersBackend",
+                                    **({"reference": f"twin/checkpoints/step{cfg.n_steps}"}
+                                       if REFERENCE_METRIC in cfg.metrics else {})),
             "batch_trained_at_step": "batch b (positions b*B..b*B+B-1) is trained at step b+1",
             **_runs_manifest(cfg, design),
         },

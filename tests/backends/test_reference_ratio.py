@@ -156,3 +156,28 @@ def test_reference_carried_by_spec_and_describe(checkpoints, smaller):
     assert spec.params["reference"]["1000"] == ["org/model", "step1000"]
     assert TransformersBackend.from_spec(spec)._reference_sources == hub._reference_sources
     assert "reference" not in TransformersBackend(checkpoints).describe()
+
+
+def test_fixed_reference_runs_once_per_instance(checkpoints, smaller, monkeypatch):
+    """One reference for every checkpoint: its model is loaded and run at the first
+    checkpoint only; a later call with the same unit ids but other tokens is not served
+    the kept values of the first."""
+    backend = TransformersBackend(checkpoints, device="cpu", dtype="float64", reference=smaller)
+    opened = []
+    reference = backend.reference_backend()
+    original = reference.open_checkpoint
+    monkeypatch.setattr(reference, "open_checkpoint",
+                        lambda t: (opened.append(t), original(t))[1])
+    seqs = _sequences(7, [10, 13, 6])
+    frame = backend.score(seqs, unit_ids=np.arange(3), metrics=["reference_ratio"],
+                          progress=False)
+    assert opened == [0]  # once, for three checkpoints
+    other = _sequences(8, [10, 13, 6])
+    again = backend.score(other, unit_ids=np.arange(3), metrics=["reference_ratio"],
+                          progress=False)
+    assert opened == [0, 0]  # new tokens: the reference runs again
+    for step, path in checkpoints.items():
+        got = again[again["time"] == step].sort_values("unit")["reference_ratio"].to_numpy()
+        np.testing.assert_allclose(got, [_hand_ratio(path, smaller, s) for s in other],
+                                   rtol=1e-9, atol=1e-12)
+    assert not np.allclose(frame["reference_ratio"], again["reference_ratio"])

@@ -82,9 +82,9 @@ def pattern_bits(n_units: int, n_times: int) -> np.ndarray:
     if n_times > MAX_PATTERN_TIMES:
         raise PanelError(f"At most {MAX_PATTERN_TIMES} times fit a unit's bit pattern; got "
                          f"{n_times}.")
-    kind = np.uint8 if n_times <= 8 else np.uint16 if n_times <= 16 else \
+    dtype = np.uint8 if n_times <= 8 else np.uint16 if n_times <= 16 else \
         np.uint32 if n_times <= 32 else np.uint64
-    return np.zeros(n_units, dtype=kind)
+    return np.zeros(n_units, dtype=dtype)
 
 
 def count_patterns(times, bits, cohort_codes: Callable[[int, int], np.ndarray],

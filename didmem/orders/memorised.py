@@ -141,9 +141,10 @@ def _read_index(file: Path) -> np.ndarray:
     if "index" not in schema.names:
         raise PanelError(f"{file}: no 'index' column; a memorised-index list has the columns "
                          f"'index' and 'tokens' (this file: {listing(schema.names)}).")
-    kind = schema.field("index").type
-    if not pa.types.is_integer(kind):
-        raise PanelError(f"{file}: column 'index' holds {kind}, not integer sequence indices.")
+    arrow_type = schema.field("index").type
+    if not pa.types.is_integer(arrow_type):
+        raise PanelError(f"{file}: column 'index' holds {arrow_type}, not integer sequence "
+                         "indices.")
     try:
         column = parquet.read(columns=["index"]).column(0)
     except (pa.ArrowException, OSError) as exc:

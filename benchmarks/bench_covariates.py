@@ -55,7 +55,7 @@ def main():
     kw = dict(unit="unit", time="time", cohort="cohort", outcome="y")
     plain = didmem.Panel(df, **kw)
     withx = didmem.Panel(df, covariates=["x1", "x2"], **kw)
-    est = dict(n_bootstrap=args.n_bootstrap, random_state=0, control_group=args.control_group)
+    est = dict(n_bootstrap=args.n_bootstrap, seed=0, control_group=args.control_group)
     didmem.DiDEstimator(**est).fit(plain)  # compile
     base = best_of(lambda: didmem.DiDEstimator(**est).fit(plain), args.reps)
     print(f"machine: {platform.processor() or platform.machine()}, {platform.python_version()}")

@@ -47,13 +47,13 @@ def main(argv=None):
                                            n_never_treated=args.never, n_times=args.cohorts + 1,
                                            seed=0)
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
-    didmem.DiDEstimator(n_bootstrap=50, random_state=0).fit(panel)  # compile
-    didmem.DiDEstimator(n_bootstrap=50, random_state=0, small_sample=False).fit(panel)
+    didmem.DiDEstimator(n_bootstrap=50, seed=0).fit(panel)  # compile
+    didmem.DiDEstimator(n_bootstrap=50, seed=0, small_sample=False).fit(panel)
     rows = {"machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}",
             "load_avg_1min": round(os.getloadavg()[0], 2), "panel": f"{panel}",
             "draws": args.draws, "repeat": args.repeat}
     for small in (True, False):
-        est = didmem.DiDEstimator(n_bootstrap=args.draws, random_state=1, small_sample=small)
+        est = didmem.DiDEstimator(n_bootstrap=args.draws, seed=1, small_sample=small)
         sec, res = timed(lambda: est.fit(panel), args.repeat)
         key = "default (small_sample=True)" if small else "small_sample=False (R)"
         rows[f"fit {key} s"] = round(sec, 3)

@@ -63,7 +63,7 @@ def ekfac(seqs):
                                    ("ekfac", (), "fc (EK-FAC)")):
         t0 = time.perf_counter()
         res = InfluenceEstimator(weight_decay=WD, solver=solver, include=include,
-                                 random_state=0).fit(TrainedModel(model, seqs))
+                                 seed=0).fit(TrainedModel(model, seqs))
         est = res.unit_frame()["estimate"].to_numpy()
         print(f"{solver:7s} {label:13s} {np.corrcoef(est, exact)[0, 1]:6.3f} "
               f"{np.abs(est - exact).max():9.4f} {est.mean():7.4f} "

@@ -76,7 +76,7 @@ def signal(out_dir: Path, figure: str | None) -> None:
     else:
         panel = Panel(result.panel, unit="unit", time="time", cohort="cohort",
                       outcome="mean_token_loglik")
-        fit = DiDEstimator(n_bootstrap=999, random_state=0).fit(panel)
+        fit = DiDEstimator(n_bootstrap=999, seed=0).fit(panel)
         cells = fit.to_frame()
         own = cells[cells["cohort"] == cells["time"]].set_index("cohort")
         columns = ["estimate", "std_error", "ci_lower", "ci_upper", "significant"]

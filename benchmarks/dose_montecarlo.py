@@ -35,7 +35,7 @@ Z = 1.959963984540054
 def one_replication(dgp, seed, args):
     df, truth = simulate_doses(units_per_dose=args.units, dgp=dgp, seed=seed)
     frame = didmem.dose_response(df, base=0.0, n_bootstrap=args.draws,
-                                 random_state=seed).to_frame().merge(truth)
+                                 seed=seed).to_frame().merge(truth)
     err = (frame["estimate"] - frame["theta"]).to_numpy()
     se = frame["std_error"].to_numpy()
     inside = (frame["ci_lower"] <= frame["theta"]) & (frame["theta"] <= frame["ci_upper"])

@@ -61,7 +61,7 @@ def one_replication(dgp: str, seed: int, args):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", didmem.SmallCohortWarning)
             res = didmem.DiDEstimator(exposure=2, history=history, n_bootstrap=args.draws,
-                                      random_state=seed).fit(panel)
+                                      seed=seed).fit(panel)
         frame = res.to_frame().set_index(["cohort", "time"])
         tau = truth.reindex(frame.index).to_numpy()
         tau = np.where(frame["post"].to_numpy(), tau, 0.0)

@@ -64,7 +64,7 @@ def main(argv=None):
                "draws": args.draws, "repeat": args.repeat,
                "load_avg_1min_before": round(os.getloadavg()[0], 2)}
         for k in (1, 2):
-            est = didmem.DiDEstimator(n_bootstrap=args.draws, random_state=1, exposure=k,
+            est = didmem.DiDEstimator(n_bootstrap=args.draws, seed=1, exposure=k,
                                       control_group=controls)
             est.with_params(n_bootstrap=20).fit(panel)  # compile
             sec, res = timed(lambda: est.fit(panel), args.repeat)

@@ -97,7 +97,7 @@ def pointwise_coverage(res, truth):
     out = {}
     for name, (p, n) in (("groups", (parts, counts)),
                          ("contributing", (two, influence.contributing_units())),
-                         ("all_units", (two, np.stack(cell_counts(res.design, res.cells))))):
+                         ("all_units", (two, np.stack(cell_counts(res.prepared, res.cells))))):
         var, df = group_welch(p, n)
         half = t_critical_values(1 - res.alpha / 2, df) * np.sqrt(var)
         live = np.isfinite(half)
@@ -152,7 +152,7 @@ def study(layout, dgp, n_cohorts, units, n_never, n_times, missing, reps, draws,
                                   rng)
         boot_seed = int(rng.integers(2**62))
         for rule in rules:
-            res = didmem.DiDEstimator(n_bootstrap=draws, random_state=boot_seed,
+            res = didmem.DiDEstimator(n_bootstrap=draws, seed=boot_seed,
                                       small_sample=rule == "default").fit(panel)
             hits[rule] += covers(res, truth)[0]
             n_cells = res.estimates.size

@@ -53,7 +53,7 @@ def main(argv=None) -> None:
     parser.add_argument("--small-sample", action="store_true")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
-    est = didmem.DiDEstimator(n_bootstrap=args.draws, random_state=0,
+    est = didmem.DiDEstimator(n_bootstrap=args.draws, seed=0,
                               small_sample=args.small_sample)
     rows = []
     base = None

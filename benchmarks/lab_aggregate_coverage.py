@@ -8,7 +8,7 @@ Usage::
 
 For each master seed it runs the lab (``didmem.lab.run``; a complete run in
 ``--out/seed{s}`` is loaded, not retrained), fits ``DiDEstimator(n_bootstrap=999,
-random_state=0)`` on ``mean_token_loglik`` with never-treated controls and with not-yet-treated
+seed=0)`` on ``mean_token_loglik`` with never-treated controls and with not-yet-treated
 controls, and writes ``--results/{scale}_seed{s}.json`` as soon as the seed is done (so
 the run is resumable: seeds with a file are skipped). Each file holds, for the
 instantaneous, persistent and overall (``simple``) aggregations, the estimate, its standard
@@ -94,7 +94,7 @@ def one_seed(out: Path, seed: int, scale: str, draws: int) -> dict:
     panel = Panel(lab.panel, unit="unit", time="time", cohort="cohort", outcome=METRIC)
     for name, control in CONTROLS.items():
         fitted = DiDEstimator(control_group=control, n_bootstrap=draws,
-                              random_state=0).fit(panel)
+                              seed=0).fit(panel)
         frame = fitted.to_frame()
         fit = {"aggregations": {}, "band": {}}
         for kind in AGGREGATIONS:

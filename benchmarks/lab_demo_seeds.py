@@ -5,7 +5,7 @@ Usage::
     python benchmarks/lab_demo_seeds.py --seeds 5 --out /tmp/lab-demo-seeds
 
 Runs the lab at the demo scale for seeds ``0 .. seeds-1`` (runs already complete in ``--out``
-are loaded, not retrained), fits ``DiDEstimator(n_bootstrap=999, random_state=0)`` on
+are loaded, not retrained), fits ``DiDEstimator(n_bootstrap=999, seed=0)`` on
 ``mean_token_loglik`` and prints, per seed and over seeds (mean ± Monte Carlo standard
 error), the correlation with the exact truth over the post-treatment cells and the share
 of cells whose simultaneous band covers it (issue 16's demo targets: corr >= 0.8, coverage
@@ -66,7 +66,7 @@ def main(argv=None) -> None:
     out = Path(args.out)
     config = demo_config()
     rep = replicate(out, n_seeds=args.seeds, config=config,
-                    estimators={"did": DiDEstimator(n_bootstrap=999, random_state=0)})
+                    estimators={"did": DiDEstimator(n_bootstrap=999, seed=0)})
     print(rep.to_text())
     runs = rep.runs.set_index("seed")
     found = findings(out, range(args.seeds), config).set_index("seed")

@@ -42,7 +42,7 @@ def evaluate(lab, metric: str, draws: int) -> list[dict]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", didmem.SmallCohortWarning)
             res = didmem.DiDEstimator(exposure=2, history=history, n_bootstrap=draws,
-                                      random_state=0).fit(panel)
+                                      seed=0).fit(panel)
         frame = res.to_frame().merge(truth, on=["cohort", "time"], validate="one_to_one")
         post = frame[frame["post"]]
         covered = (post["ci_lower"] <= post["tau"]) & (post["tau"] <= post["ci_upper"])

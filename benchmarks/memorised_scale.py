@@ -106,7 +106,7 @@ def fit(folder: str, fraction: float) -> None:
     read_s, read_cpu = time.perf_counter() - start, _cpu() - cpu0
     with warnings.catch_warnings():  # the first cohort has no pre-period: dropped, as R did
         warnings.simplefilter("ignore", didmem.errors.DataDroppedWarning)
-        res = didmem.DiDEstimator(control_group="not_yet_treated", random_state=0).fit(panel)
+        res = didmem.DiDEstimator(control_group="not_yet_treated", seed=0).fit(panel)
     frame = res.to_frame()
     with tempfile.TemporaryDirectory() as tmp:
         res.save(os.path.join(tmp, "results.parquet"))

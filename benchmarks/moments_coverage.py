@@ -46,7 +46,7 @@ def study(dgp, n_cohorts, units, n_never, n_times, reps, draws, seed):
         moments = panel_moments(panel)
         boot_seed = int(rng.integers(2**62))
         for rule, options in RULES.items():
-            est = didmem.DiDEstimator(n_bootstrap=draws, random_state=boot_seed, **options)
+            est = didmem.DiDEstimator(n_bootstrap=draws, seed=boot_seed, **options)
             for route, res in (("memory", est.fit(panel)),
                                ("moments", fit_moments(est, moments, outcome="y"))):
                 hits[(rule, route)][r] = covers(res, truth)[0]

@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     small, _ = didmem.datasets.simulate_panel(seed=0)
     warm = didmem.Panel(small, unit="unit", time="time", cohort="cohort", outcome="y")
-    est = didmem.DiDEstimator(n_bootstrap=1000, random_state=0)
+    est = didmem.DiDEstimator(n_bootstrap=1000, seed=0)
     est.fit(warm).aggregate("dynamic")
     fit_moments(est, panel_moments(warm), outcome="y").aggregate("dynamic")
     rows = []

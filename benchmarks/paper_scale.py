@@ -269,7 +269,7 @@ def _run_didmem(df, n_bootstrap, seed, control_group, warm, est_method):
                          never_treated=0)
     setup = clock.lap()
     est = didmem.DiDEstimator(control_group=control_group, base_period="varying",
-                              anticipation=0, n_bootstrap=n_bootstrap, random_state=seed)
+                              anticipation=0, n_bootstrap=n_bootstrap, seed=seed)
     res = est.fit(panel)
     frame = res.to_frame()
     out = _timings(setup, clock.lap())

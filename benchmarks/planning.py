@@ -1,4 +1,4 @@
-"""Check didmem.planning.plan_design against Monte Carlo power, and time it at the paper's shape.
+"""Check didmem.power.power_analysis against Monte Carlo power, and time it at the paper's shape.
 
 Validation: on two data-generating processes with a known instantaneous effect, the power
 planned at three designs (analytic from the true assumptions; simulated from five
@@ -32,7 +32,7 @@ import pandas as pd
 
 import didmem
 from didmem.errors import DidmemWarning
-from didmem.planning import Assumptions, plan_design
+from didmem.power import Assumptions, power_analysis
 
 
 def ar1_panel(n_cohorts, units, n_never, n_times, *, effect, ar1, unit_sd, noise_sd, seed):
@@ -81,7 +81,7 @@ def mc_power(name, units, n_never, reps, seed):
         panel = make_panel(name, units, n_never, int(rng.integers(2**63)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DidmemWarning)
-            res = didmem.DiDEstimator(random_state=int(rng.integers(2**63))).fit(panel)
+            res = didmem.DiDEstimator(seed=int(rng.integers(2**63))).fit(panel)
         shares[r] = res.aggregate("instantaneous").to_frame()["significant"].mean()
     return float(shares.mean()), float(shares.std(ddof=1) / np.sqrt(reps))
 
@@ -91,15 +91,15 @@ def validation(designs, reps, sims, n_pilots=5, pilot_units=16):
     rows = []
     for name, d in DGPS.items():
         a = Assumptions(n_cohorts=d["n_cohorts"], n_checkpoints=d["n_times"], **d["assumptions"])
-        ana = plan_design(a, units_per_cohort=designs, n_validation=d["n_never"],
-                          effect=d["effect"], random_state=1).to_frame()
+        ana = power_analysis(a, units_per_cohort=designs, n_validation=d["n_never"],
+                          effect=d["effect"], seed=1).to_frame()
         planned = {pool: [] for pool in ("all", "cohort")}
         t0 = time.perf_counter()
         for j in range(n_pilots):
             pilot = make_panel(name, pilot_units, d["n_never"], seed=1000 + j)
             for pool in planned:
-                sim = plan_design(pilot, units_per_cohort=designs, effect=d["effect"], pool=pool,
-                                  n_simulations=sims, random_state=j).to_frame()
+                sim = power_analysis(pilot, units_per_cohort=designs, effect=d["effect"], pool=pool,
+                                  n_simulations=sims, seed=j).to_frame()
                 planned[pool].append(sim["power"].to_numpy())
         sim_s = (time.perf_counter() - t0) / (2 * n_pilots * len(designs))
         planned = {pool: np.array(v) for pool, v in planned.items()}
@@ -125,7 +125,7 @@ def speed(repeats=3):
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        plan_design(a, units_per_cohort=designs, n_validation=2000, effect=0.1, random_state=0)
+        power_analysis(a, units_per_cohort=designs, n_validation=2000, effect=0.1, seed=0)
         times.append(time.perf_counter() - t0)
     out["analytic_assumptions_s"] = min(times)
     df, _ = didmem.datasets.simulate_panel(n_cohorts=95, units_per_cohort=16, n_never_treated=200,
@@ -134,13 +134,13 @@ def speed(repeats=3):
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        plan_design(pilot, units_per_cohort=designs, n_validation=2000, method="analytic",
-                    random_state=0)
+        power_analysis(pilot, units_per_cohort=designs, n_validation=2000, method="analytic",
+                    seed=0)
         times.append(time.perf_counter() - t0)
     out["analytic_pilot_s"] = min(times)
     t0 = time.perf_counter()
-    sim = plan_design(pilot, units_per_cohort=designs, n_validation=2000, n_simulations=10,
-                      random_state=0).to_frame()
+    sim = power_analysis(pilot, units_per_cohort=designs, n_validation=2000, n_simulations=10,
+                      seed=0).to_frame()
     out["simulated_10_per_design_s"] = time.perf_counter() - t0
     out["simulated_max_mc_error"] = float(sim["power_mc_error"].max())
     return out

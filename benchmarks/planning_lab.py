@@ -1,7 +1,7 @@
 """Does a 16-per-cohort lab pilot predict the power of the lab's default (quick-scale) run?
 
 Pilot: one quick-scale lab run (``didmem.lab.run(quick=True)``) with ``n_analysed=16``
-instances per cohort; ``plan_design`` (simulated, the pilot's own instantaneous estimates as
+instances per cohort; ``power_analysis`` (simulated, the pilot's own instantaneous estimates as
 the effect, and separately the pilot's exact instantaneous truth as a stated effect) plans
 the quick default design (read from ``quick_config()``). Monte Carlo: the quick default run
 at ``--reps`` other seeds, each fitted with the default ``DiDEstimator``; its power is the
@@ -48,19 +48,19 @@ def main(argv=None):
     default = quick_config()
     pilot, pilot_truth = lab_panel(args.out, 0, n_analysed=16)
     kw = dict(units_per_cohort=default.n_analysed, n_validation=default.n_validation,
-              n_simulations=args.sims, random_state=0)
-    own = didmem.plan_design(pilot, **kw).to_frame()
-    stated = didmem.plan_design(pilot, effect=pilot_truth, **kw).to_frame()
+              n_simulations=args.sims, seed=0)
+    own = didmem.power_analysis(pilot, **kw).to_frame()
+    stated = didmem.power_analysis(pilot, effect=pilot_truth, **kw).to_frame()
     shares, truths = [], []
     for seed in range(1, args.reps + 1):
         panel, tau = lab_panel(args.out, seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DidmemWarning)
-            res = didmem.DiDEstimator(random_state=seed).fit(panel)
+            res = didmem.DiDEstimator(seed=seed).fit(panel)
             shares.append(res.aggregate("instantaneous").to_frame()["significant"].mean())
         truths.append(tau)
     shares = np.array(shares)
-    at_mean = didmem.plan_design(pilot, effect=float(np.mean(truths)), **kw).to_frame()
+    at_mean = didmem.power_analysis(pilot, effect=float(np.mean(truths)), **kw).to_frame()
     print(f"pilot (16 per cohort, seed 0): own instantaneous effect {own['effect'][0]:.4f}, "
           f"exact truth {pilot_truth:.4f}")
     print(f"planned power of the quick default ({default.n_analysed} per cohort, "

@@ -1,7 +1,7 @@
 """Planned power from a pilot's own effects against the estimator's Monte Carlo power.
 
 Issue 23, item 6: with a pilot of 8 cohorts x 30 instances, planning at each cohort's noisy
-pilot estimate overstated the power (Jensen's inequality). ``plan_design(pilot, ...)`` now
+pilot estimate overstated the power (Jensen's inequality). ``power_analysis(pilot, ...)`` now
 shrinks the keys' effects towards their pooled mean (empirical Bayes) and reports an interval
 (``power_lower``, ``power_upper``: the central 90% over posterior draws of the effects).
 
@@ -69,7 +69,7 @@ def mc_power(name, units, reps, seed):
         panel = make_panel(name, units, int(rng.integers(2**63)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DidmemWarning)
-            res = didmem.DiDEstimator(random_state=int(rng.integers(2**63))).fit(panel)
+            res = didmem.DiDEstimator(seed=int(rng.integers(2**63))).fit(panel)
         shares[r] = res.aggregate("instantaneous").to_frame()["significant"].mean()
     return float(shares.mean()), float(shares.std(ddof=1) / np.sqrt(reps))
 
@@ -81,8 +81,8 @@ def planned(name, n_pilots, sims, methods=("simulated", "analytic")):
         pilot = make_panel(name, PILOT_UNITS, seed=5000 + j)
         for method in out:
             kw = {"n_simulations": sims} if method == "simulated" else {}
-            t = didmem.plan_design(pilot, units_per_cohort=list(DESIGNS), method=method,
-                                   random_state=j, **kw).to_frame()
+            t = didmem.power_analysis(pilot, units_per_cohort=list(DESIGNS), method=method,
+                                   seed=j, **kw).to_frame()
             out[method][j] = t[["power", "power_lower", "power_upper"]].to_numpy().T
     return out
 

@@ -28,7 +28,7 @@ def main(argv=None):
             df, _ = didmem.datasets.simulate_panel(n_cohorts=n_cohorts, units_per_cohort=args.units,
                                                    n_never_treated=args.never, seed=seed)
             panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
-            res = didmem.DiDEstimator(n_bootstrap=99, random_state=0).fit(panel)
+            res = didmem.DiDEstimator(n_bootstrap=99, seed=0).fit(panel)
             pt = res.pretest
             n_sig = int(res.to_frame().query("not post")["significant"].sum())
             rows.append(f"df={pt.df} W/df={pt.statistic / pt.df:.2f} p={pt.pvalue:.3g} "

@@ -92,7 +92,7 @@ def main(argv=None):
             panel = one_panel(args.cohorts, args.units, args.never, n_times, drift, args.noise,
                               int(rng.integers(2**62)), args.dgp)
             res = didmem.DiDEstimator(n_bootstrap=args.draws,
-                                      random_state=int(rng.integers(2**62))).fit(panel)
+                                      seed=int(rng.integers(2**62))).fit(panel)
             for m in methods:
                 test = res.pretrend_test(m)
                 rejected[m] += test.pvalue < 0.05

@@ -103,10 +103,10 @@ def fit(folder: str, n_draws: int) -> None:
     data = ParquetPaths(folder, unit="unit", time="time", cohort="cohort", outcome="y")
     moments = dataset_moments(data)
     read_s = time.perf_counter() - start
-    design = prepare_moments(moments, need_never_treated=True, anticipation=0,
+    prepared = prepare_moments(moments, need_never_treated=True, anticipation=0,
                              lower_is_better=False, owner="DiDEstimator")
-    cells = did_cells(design, base_period="varying", not_yet=False, anticipation=0)
-    inf = MomentsInfluence.build(design, cells)
+    cells = did_cells(prepared, base_period="varying", not_yet=False, anticipation=0)
+    inf = MomentsInfluence.build(prepared, cells)
     var = inf.variance()
     boot = inf.bootstrap(n_draws, "normal", np.random.default_rng(0))
     _report("fit from moments", start, cpu0, rows=data.n_rows, units=moments.n_units,
@@ -136,7 +136,7 @@ def route(scale: int, via: str) -> None:
     del y, event
     panel = didmem.Panel(frame, unit="unit", time="time", cohort="cohort", outcome="y")
     del frame
-    est = didmem.DiDEstimator(n_bootstrap=1000, random_state=0)
+    est = didmem.DiDEstimator(n_bootstrap=1000, seed=0)
     start, cpu0 = time.perf_counter(), _cpu()
     if via == "memory":
         res = est.fit(panel)

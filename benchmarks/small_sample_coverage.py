@@ -97,7 +97,7 @@ def study(dgp, n_cohorts, units, n_never, n_times, reps, draws, seed):
         panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
         boot_seed = int(rng.integers(2**62))
         for small in (True, False):
-            res = didmem.DiDEstimator(n_bootstrap=draws, random_state=boot_seed,
+            res = didmem.DiDEstimator(n_bootstrap=draws, seed=boot_seed,
                                       small_sample=small).fit(panel)
             ok, _ = covers(res, truth)
             hits[small] += ok

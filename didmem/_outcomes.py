@@ -15,6 +15,7 @@ OUTCOME_UNITS = {
     "min_k_logprob": "nats per token",
     "min_k_plus_plus": "standard deviations",
     "zlib_ratio": "nats per compressed byte",
+    "reference_ratio": "nats per token",
     "sup_seq": "nats per token",
     "acc_seq": "share of tokens predicted",
     "avg_rank": "rank of the true token",

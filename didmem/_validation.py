@@ -62,10 +62,10 @@ class Interval(Constraint):
     def __init__(self, low=None, high=None, *, closed="both", integer=False, allow_none=False):
         self.low, self.high, self.closed, self.integer = low, high, closed, integer
         self.allow_none = allow_none
-        kind = "an integer" if integer else "a number"
+        noun = "an integer" if integer else "a number"
         lo = "(" if closed in ("right", "neither") else "["
         hi = ")" if closed in ("left", "neither") else "]"
-        self.description = (f"{kind} in {lo}{'-inf' if low is None else low}, "
+        self.description = (f"{noun} in {lo}{'-inf' if low is None else low}, "
                             f"{'inf' if high is None else high}{hi}"
                             + (" or None" if allow_none else ""))
 

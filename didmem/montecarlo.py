@@ -68,7 +68,7 @@ def band_coverage(reps: int = 300, *, units_per_cohort: int = 200, n_cohorts: in
             warnings.simplefilter("ignore", SmallCohortWarning)
             res = DiDEstimator(n_bootstrap=n_bootstrap, multiplier=multiplier, alpha=alpha,
                                control_group=control_group, small_sample=small_sample,
-                               random_state=int(rng.integers(2**63))).fit(panel)
+                               seed=int(rng.integers(2**63))).fit(panel)
         frame = res.to_frame().merge(truth, on=["cohort", "time"], how="left")
         tau = np.where(frame["post"], frame["tau"], 0.0)
         hits += bool(((frame["ci_lower"] <= tau) & (tau <= frame["ci_upper"])).all())

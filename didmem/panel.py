@@ -138,7 +138,7 @@ class Panel:
     exposure_cohorts : numpy.ndarray
         Units x exposures: the cohort of each exposure (``inf`` where a unit has fewer);
         its first column is ``cohorts``.
-    kind : {"balanced", "unbalanced", "cross_sections"}
+    layout : {"balanced", "unbalanced", "cross_sections"}
         A balanced panel, a panel kept with holes, or repeated cross-sections.
 
     Raises
@@ -294,12 +294,12 @@ class Panel:
         return outcome_rows, covariate_rows
 
     def _lay_out(self, rows: _RowIndex, outcome_rows, covariate_rows, balance) -> np.ndarray:
-        """Store the rows as the panel's kind wants them and return the kept units' codes:
+        """Store the rows as the panel's layout wants them and return the kept units' codes:
         cross-sections and panels kept with holes in long form, a balanced panel (after
         ``balance``'s treatment of missing cells) as units x times matrices."""
         n_units, n_times = rows.n_units, len(rows.times)
         if rows.counts is None:
-            self.kind = "cross_sections"
+            self.layout = "cross_sections"
             self._store_rows(rows.unit_codes, rows.time_codes, outcome_rows, covariate_rows,
                              np.ones(n_units, dtype=bool))
             return np.arange(n_units)
@@ -307,11 +307,11 @@ class Panel:
         keep = present.all(axis=1)
         if not keep.all():
             if self._handle_missing_cells(rows, present, keep, balance) == "keep":
-                self.kind = "unbalanced"
+                self.layout = "unbalanced"
                 self._store_rows(rows.unit_codes, rows.time_codes, outcome_rows, covariate_rows,
                                  None)
                 return np.arange(n_units)
-        self.kind = "balanced"
+        self.layout = "balanced"
         kept = np.flatnonzero(keep)
         self._store_dense(rows, keep, kept, outcome_rows, covariate_rows)
         return kept
@@ -423,7 +423,7 @@ class Panel:
     def has_holes(self) -> bool:
         """True for a panel kept with holes and for repeated cross-sections: the estimators
         then read :meth:`observed_rows`, not the dense views."""
-        return self.kind != "balanced"
+        return self.layout != "balanced"
 
     @property
     def n_rows(self) -> int:
@@ -434,13 +434,13 @@ class Panel:
 
     def _refuse_holes(self, what: str) -> None:
         if self.has_holes:
-            noun = ("repeated cross-sections" if self.kind == "cross_sections"
+            noun = ("repeated cross-sections" if self.layout == "cross_sections"
                     else f"a panel with holes ({self.n_units * self.n_times - self.n_rows} "
                          "missing (unit, time) cells)")
             remedy = ("for the others a panel of the same units at every time is needed "
                       "(Panel(..., unit=...) with balance='drop_incomplete_units'); repeated "
                       "cross-sections have no units to drop"
-                      if self.kind == "cross_sections" else
+                      if self.layout == "cross_sections" else
                       "for the others build the Panel with balance='drop_incomplete_units'")
             raise PanelError(
                 f"{what} needs a balanced panel, but this is {noun}. The group-time "
@@ -516,7 +516,7 @@ class Panel:
             "n_units": np.repeat(sizes, n_t),
             "n_observed": observed.ravel(),
         })
-        if self.kind == "cross_sections":
+        if self.layout == "cross_sections":
             frame["n_missing"] = np.nan
             frame.attrs.update(n_missing=0, n_incomplete_units=0)
         else:
@@ -637,9 +637,9 @@ class Panel:
     def __repr__(self) -> str:
         n_never = int(self.never_treated.sum())
         n_cohorts = np.unique(self.cohorts[~self.never_treated]).size
-        if self.kind == "cross_sections":
+        if self.layout == "cross_sections":
             head = f"Panel(repeated cross-sections: {self.n_units} rows, {self.n_times} times; "
-        elif self.kind == "unbalanced":
+        elif self.layout == "unbalanced":
             head = (f"Panel({self.n_units} units x {self.n_times} times with "
                     f"{self.n_units * self.n_times - self.n_rows} missing cells; ")
         else:

@@ -145,12 +145,12 @@ def _data_files(path: Path) -> list[Path]:
     return files
 
 
-def _is_numeric(kind) -> bool:
+def _is_numeric(arrow_type) -> bool:
     import pyarrow as pa
 
-    return (pa.types.is_integer(kind) or pa.types.is_floating(kind)
-            or pa.types.is_boolean(kind) or pa.types.is_decimal(kind)
-            or (pa.types.is_dictionary(kind) and _is_numeric(kind.value_type)))
+    return (pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
+            or pa.types.is_boolean(arrow_type) or pa.types.is_decimal(arrow_type)
+            or (pa.types.is_dictionary(arrow_type) and _is_numeric(arrow_type.value_type)))
 
 
 def _open(file):
@@ -386,18 +386,18 @@ class ParquetPaths:
                     f"File {str(file)!r} has another schema: missing " + "; ".join(missing)
                     + f". It has columns {schema.names}.")
             for role in ("time", "cohort", "outcome"):
-                kind = schema.field(roles[role]).type
-                if not _is_numeric(kind):
+                arrow_type = schema.field(roles[role]).type
+                if not _is_numeric(arrow_type):
                     raise PanelError(
                         f"Column {roles[role]!r} ({role}) must be numeric; in file "
-                        f"{str(file)!r} it has type {kind}.")
-            kind = schema.field(self.unit).type
-            family = "integer" if _is_numeric(kind) else str(kind).replace("large_", "")
+                        f"{str(file)!r} it has type {arrow_type}.")
+            arrow_type = schema.field(self.unit).type
+            family = "integer" if _is_numeric(arrow_type) else str(arrow_type).replace("large_", "")
             if unit_type is None:
                 unit_type = (family, file)
             elif family != unit_type[0]:
                 raise PanelError(
-                    f"Column {self.unit!r} (unit) has type {kind} in file {str(file)!r} but "
+                    f"Column {self.unit!r} (unit) has type {arrow_type} in file {str(file)!r} but "
                     f"{unit_type[0]} in file {str(unit_type[1])!r}: one unit type for the "
                     "whole dataset.")
 

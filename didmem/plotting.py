@@ -27,7 +27,7 @@ __all__ = [
     "plot_residual",
     "plot_profile_correlation",
     "plot_pretrends",
-    "plot_plan",
+    "plot_power_analysis",
     "plot_sensitivity",
     "plot_dose_response",
     "plot_result",
@@ -111,7 +111,7 @@ def _result(value, func: str, param: str = "result"):
         raise ParameterError(
             f"The {param!r} parameter of {func} takes a fitted or saved result, not the path "
             f"{os.fspath(value)!r}; read the file first: {func}(didmem.load_result(path)), or "
-            "didmem.load_result(path).plot(kind)."
+            "didmem.load_result(path).plot(figure)."
         )
     raise ParameterError(
         f"The {param!r} parameter of {func} must be a fitted or saved result (such as a "
@@ -263,10 +263,10 @@ def _schedule(lr_schedule):
     )
 
 
-def _band_and_line(result, kind, ax, color, label, xlabel):
+def _band_and_line(result, aggregation, ax, color, label, xlabel):
     """An aggregation's estimates as a line over its band, on a zero line."""
-    result = _result(result, f"plot_{kind}")
-    agg = result.aggregate(kind)
+    result = _result(result, f"plot_{aggregation}")
+    agg = result.aggregate(aggregation)
     t = agg.to_frame()
     key = t[agg.key_name]
     ax = _axes(ax)
@@ -275,7 +275,7 @@ def _band_and_line(result, kind, ax, color, label, xlabel):
                     label=_band_label(agg))
     ax.plot(key, t["estimate"], "o-", color=color, markersize=4, label=label)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(f"{kind} tau\n({outcome_label(result)})")
+    ax.set_ylabel(f"{aggregation} tau\n({outcome_label(result)})")
     return ax
 
 
@@ -567,16 +567,16 @@ def _kind(name: str, *attributes: str, made_by: str) -> Satisfies:
                      f"a didmem.{name} (the result of {made_by})")
 
 
-@validate_params({"plan": _kind("DesignPlan", "table", "recommend",
-                                made_by="didmem.plan_design"),
+@validate_params({"analysis": _kind("PowerAnalysis", "table", "recommend",
+                                made_by="didmem.power_analysis"),
                   "power": Interval(0, 1, closed="neither"), "ax": _AX})
-def plot_plan(plan, *, power: float = 0.8, ax=None):
+def plot_power_analysis(analysis, *, power: float = 0.8, ax=None):
     """Power and scoring cost against instances per cohort, with the recommended design.
 
     Parameters
     ----------
-    plan : didmem.DesignPlan
-        The result of :func:`didmem.plan_design`.
+    analysis : didmem.PowerAnalysis
+        The result of :func:`didmem.power_analysis`.
     power : float
         The target power: a dashed line, and the cheapest design reaching it is marked.
     ax : matplotlib Axes, optional
@@ -587,7 +587,7 @@ def plot_plan(plan, *, power: float = 0.8, ax=None):
         The power axes; the cost (tokens) is on its twin on the right.
     """
     ax = _axes(ax)
-    t = plan.to_frame()
+    t = analysis.to_frame()
     combos = t.groupby(["n_validation", "checkpoint_every"], sort=True)
     for (n_val, every), part in combos:
         part = part.sort_values("units_per_cohort")
@@ -600,16 +600,16 @@ def plot_plan(plan, *, power: float = 0.8, ax=None):
     ax.axhline(power, color="0.4", linestyle="--", linewidth=1)
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("instances per cohort")
-    ax.set_ylabel(f"power ({plan.target}, {plan.method})")
+    ax.set_ylabel(f"power ({analysis.target}, {analysis.method})")
     cost = ax.twinx()
     for (n_val, every), part in combos:
         part = part.sort_values("units_per_cohort")
         cost.plot(part["units_per_cohort"], part["tokens"], color="0.55", linestyle=":",
                   marker=".")
     cost.set_ylabel("tokens scored (dotted)")
-    title = f"{plan.target} memorisation: power and cost"
+    title = f"{analysis.target} memorisation: power and cost"
     if (t["power"] >= power).any():
-        best = plan.recommend(power)
+        best = analysis.recommend(power)
         ax.plot([best["units_per_cohort"]], [best["power"]], marker="*", markersize=16,
                 color="#c0392b", linestyle="none", label="recommended", zorder=5)
         title += (f"\nrecommended: {best['units_per_cohort']:g} per cohort, "
@@ -707,15 +707,15 @@ PLOTS: dict[str, Callable] = {
     "residual": plot_residual,
     "pretrends": plot_pretrends,
 }
-"""The single-result figures by name (``didmem plot --kind``)."""
+"""The single-result figures by name (``didmem plot --figure``)."""
 
 
-def plot_result(result, kind: str = "profile", **options):
-    """Draw the figure ``kind`` (a key of :data:`PLOTS`) of a fitted or saved result.
+def plot_result(result, figure: str = "profile", **options):
+    """Draw the figure ``figure`` (a key of :data:`PLOTS`) of a fitted or saved result.
 
     ``options`` (``ax=``, ``lr_schedule=``, ...) go to the plotting function; returns the
-    matplotlib Axes. This is what ``result.plot(kind)`` calls.
+    matplotlib Axes. This is what ``result.plot(figure)`` calls.
     """
-    if not isinstance(kind, str) or kind not in PLOTS:
-        raise ParameterError(f"Unknown figure {kind!r}; choose from {sorted(PLOTS)}.")
-    return PLOTS[kind](_result(result, "plot_result"), **options)
+    if not isinstance(figure, str) or figure not in PLOTS:
+        raise ParameterError(f"Unknown figure {figure!r}; choose from {sorted(PLOTS)}.")
+    return PLOTS[figure](_result(result, "plot_result"), **options)

@@ -1,6 +1,6 @@
 """What each public suite publishes: tokens per instance, global batch and checkpoint grid.
 
-The planner (:func:`didmem.planning.plan_design`, ``suite=``) and the docs' *Suites* page read
+The planner (:func:`didmem.power.power_analysis`, ``suite=``) and the docs' *Suites* page read
 these facts. Each suite's checkpoint grid is a package data file,
 ``didmem/data/checkpoints/<grid>.csv`` (``step,tokens``), whose ``#`` lines name its source;
 ``tools/make_suite_checkpoints.py`` writes them:
@@ -69,7 +69,7 @@ class Suite:
     Attributes
     ----------
     name : str
-        The name ``plan_design(suite=...)`` takes.
+        The name ``power_analysis(suite=...)`` takes.
     tokens_per_instance : int
         Tokens scored per instance and checkpoint.
     batch_size : int

@@ -49,7 +49,7 @@ def main(argv=None):
     print(f"lab run with {args.models} subset models: {time.perf_counter() - clock:.1f} s")
     out = Path(run.out_dir)
     panel = didmem.Panel(run.panel, unit="unit", time="time", cohort="cohort", outcome=METRIC)
-    did = didmem.DiDEstimator(n_bootstrap=499, random_state=0).fit(panel)
+    did = didmem.DiDEstimator(n_bootstrap=499, seed=0).fit(panel)
     arch = didmem.ArchitecturalEstimator(outcome=METRIC).fit(
         didmem.SubsetModels(pd.read_parquet(out / "subset_scores.parquet"),
                             pd.read_parquet(out / "membership.parquet")))

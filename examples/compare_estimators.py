@@ -64,7 +64,7 @@ def influence_on_lab(run, per_cohort: int = 3, seed: int = 0):
     pick = analysed.groupby("cohort").sample(per_cohort, random_state=seed)
     last = max(run.config.checkpoints)
     est = didmem.InfluenceEstimator(damping=0.1, max_iter=20, include=("layers.1.mlp",),
-                                    hessian_sample=96, random_state=seed)
+                                    hessian_sample=96, seed=seed)
     return est.fit(didmem.TrainedModel(
         run.checkpoint_dir / f"step{last}", tokens[order], tokens[pick["unit"].to_numpy()],
         units=pick["unit"].to_numpy(), cohorts=pick["cohort"].to_numpy(), time=last))
@@ -74,8 +74,8 @@ def all_estimators(run, with_influence: bool = True) -> dict:
     panel = didmem.Panel(run.panel, unit="unit", time="time", cohort="cohort",
                          outcome=[METRIC, "extractable"])
     results = {
-        "did": didmem.DiDEstimator(n_bootstrap=499, random_state=0, outcome=METRIC).fit(panel),
-        "difference": didmem.DifferenceEstimator(n_bootstrap=499, random_state=0,
+        "did": didmem.DiDEstimator(n_bootstrap=499, seed=0, outcome=METRIC).fit(panel),
+        "difference": didmem.DifferenceEstimator(n_bootstrap=499, seed=0,
                                                  outcome=METRIC).fit(panel),
         "twfe": didmem.TWFEEstimator(outcome=METRIC).fit(panel),
     }
@@ -88,7 +88,7 @@ def all_estimators(run, with_influence: bool = True) -> dict:
         results["influence"] = influence_on_lab(run)
     extractable = {
         "extractable": didmem.ExtractableEstimator().fit(panel),
-        "did": didmem.DiDEstimator(n_bootstrap=499, random_state=0,
+        "did": didmem.DiDEstimator(n_bootstrap=499, seed=0,
                                    outcome="extractable").fit(panel),
     }
     return results, extractable

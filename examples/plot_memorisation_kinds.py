@@ -26,7 +26,7 @@ df, truth = didmem.datasets.simulate_panel(
     cohort_scale=scale, seed=1,
 )
 panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
-result = didmem.DiDEstimator(n_bootstrap=499, random_state=0).fit(panel)
+result = didmem.DiDEstimator(n_bootstrap=499, seed=0).fit(panel)
 
 fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
 plotting.plot_instantaneous(result, ax=axes[0], lr_schedule=schedule)

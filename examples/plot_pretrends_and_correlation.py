@@ -21,7 +21,7 @@ def fit(decay, seed):
         decay=decay, seed=seed,
     )
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
-    return didmem.DiDEstimator(n_bootstrap=299, random_state=seed).fit(panel)
+    return didmem.DiDEstimator(n_bootstrap=299, seed=seed).fit(panel)
 
 
 models = {"fast decay": fit(0.2, 0), "medium": fit(0.5, 1), "slow decay": fit(0.9, 2)}

@@ -17,7 +17,7 @@ df, truth = didmem.datasets.simulate_panel(
     instantaneous=1.0, decay=0.5, residual=0.2, seed=0,
 )
 panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
-result = didmem.DiDEstimator(n_bootstrap=499, random_state=0).fit(panel)
+result = didmem.DiDEstimator(n_bootstrap=499, seed=0).fit(panel)
 print(result.summary())
 
 # %%

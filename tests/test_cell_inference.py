@@ -15,21 +15,21 @@ from didmem.inference.linear import cell_covariance, combination_draws
 @pytest.fixture(scope="module")
 def fitted(small_panel):
     """R's rule (small_sample=False): bootstrap standard errors and the plain sup-t band."""
-    return DiDEstimator(n_bootstrap=199, random_state=3, small_sample=False).fit(small_panel)
+    return DiDEstimator(n_bootstrap=199, seed=3, small_sample=False).fit(small_panel)
 
 
 @pytest.fixture(scope="module")
 def corrected(small_panel):
     """The default: Welch standard errors, t critical values at the sup-t's level."""
-    return DiDEstimator(n_bootstrap=199, random_state=3).fit(small_panel)
+    return DiDEstimator(n_bootstrap=199, seed=3).fit(small_panel)
 
 
 def test_the_result_holds_one_inference_object(fitted):
     inf = fitted.inference
     assert isinstance(inf, CellInference)
-    assert fitted.design is inf.design and fitted.bootstrap is inf.bootstrap
+    assert fitted.prepared is inf.prepared and fitted.bootstrap is inf.bootstrap
     assert inf.n_bootstrap == 199 and inf.multiplier == "rademacher" and inf.alpha == 0.05
-    n, g = inf.design.n_units, inf.design.n_clusters or inf.design.n_units
+    n, g = inf.prepared.n_units, inf.prepared.n_clusters or inf.prepared.n_units
     assert inf.scale == pytest.approx(n / np.sqrt(g))
     with pytest.raises(ValueError, match="read-only"):
         inf.stats["mu1"][0] = 1.0
@@ -50,9 +50,9 @@ def test_aggregations_use_the_same_draws_and_rule(fitted):
     agg = fitted.aggregate("dynamic")
     from didmem.results.aggregations import build_aggregation
 
-    spec = build_aggregation(fitted.design, fitted.cells, np.asarray(fitted.estimates), "dynamic")
+    spec = build_aggregation(fitted.prepared, fitted.cells, np.asarray(fitted.estimates), "dynamic")
     inf = fitted.inference
-    draws = combination_draws(inf.design, inf.bootstrap, spec.weights, spec.omega)
+    draws = combination_draws(inf.prepared, inf.bootstrap, spec.weights, spec.omega)
     se = bootstrap_se(draws, inf.scale)
     crit, kind = simultaneous_band(draws[:, :-1], se[:-1], inf.alpha, inf.scale,
                                    at_least_normal=True)
@@ -107,7 +107,7 @@ def test_corrected_aggregation_overall_is_a_t_interval(small_panel):
 def test_pretest_is_the_wald_statistic_of_the_pre_cells(fitted):
     pre = np.flatnonzero((fitted.cohorts > fitted.times)
                          & np.isfinite(fitted.analytic_std_errors))
-    cov = cell_covariance(fitted.design, fitted.cells, fitted.stats, pre, fitted.influence)
+    cov = cell_covariance(fitted.prepared, fitted.cells, fitted.stats, pre, fitted.influence)
     est = np.asarray(fitted.estimates)[pre]
     assert fitted.pretest.statistic == pytest.approx(est @ np.linalg.solve(cov, est), rel=1e-9)
     assert fitted.pretest.df == pre.size

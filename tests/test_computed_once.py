@@ -10,12 +10,12 @@ import pytest
 
 import didmem
 from didmem.inference.cell_inference import CellInference
-from didmem.results.aggregations import KINDS
+from didmem.results.aggregations import AGGREGATIONS
 
 
 @pytest.fixture
 def fitted(small_panel):
-    return didmem.DiDEstimator(n_bootstrap=99, random_state=0).fit(small_panel)
+    return didmem.DiDEstimator(n_bootstrap=99, seed=0).fit(small_panel)
 
 
 def _counting(monkeypatch, cls, name):
@@ -37,7 +37,7 @@ def test_summary_and_save_compute_each_aggregation_once(fitted, monkeypatch, tmp
     fitted.save(tmp_path / "a.parquet")
     fitted.save(tmp_path / "b.parquet")
     assert fitted.summary() == first
-    assert len(combinations) == len(KINDS)  # every kind once, 'simple' shared with the summary
+    assert len(combinations) == len(AGGREGATIONS)  # every aggregation once, 'simple' shared with the summary
     assert len(pretrends) == 1
     assert didmem.load_result(tmp_path / "a.parquet").summary() == first
 

@@ -173,7 +173,7 @@ def test_cell_influence_operations_match_dense_numpy():
 
 
 def test_bootstrap_on_the_generic_route(mpdta_lpop):
-    res = didmem.DiDEstimator(small_sample=False, n_bootstrap=4000, random_state=1).fit(mpdta_lpop)
+    res = didmem.DiDEstimator(small_sample=False, n_bootstrap=4000, seed=1).fit(mpdta_lpop)
     ratio = np.asarray(res.std_errors) / np.asarray(res.analytic_std_errors)
     assert np.all(np.abs(ratio - 1) < 0.12)
     assert res.band == "simultaneous" and res.critical_value > 1.96
@@ -290,7 +290,7 @@ def test_compiled_kernel_matches_numpy_oracle(est_method, not_yet):
     """Weighted, irregular panel with a time-varying covariate: the compiled per-cell kernel
     equals :mod:`didmem.estimators.drdid` applied cell by cell."""
     from didmem.inference.covariates import covariate_cells
-    from didmem.inference._prepared import did_cells, prepare_panel as prepare_design
+    from didmem.inference._prepared import did_cells, prepare_panel
 
     from .conftest import staggered_frame
 
@@ -300,11 +300,11 @@ def test_compiled_kernel_matches_numpy_oracle(est_method, not_yet):
     df["u"] = np.repeat(rng.uniform(size=160), 6)
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
                          weights="w", covariates=["z", "u"])
-    design = prepare_design(panel, None, need_never_treated=not not_yet, anticipation=0,
+    prepared = prepare_panel(panel, None, need_never_treated=not not_yet, anticipation=0,
                             lower_is_better=False, owner="test", use_covariates=True)
-    cells = did_cells(design, base_period="varying", not_yet=not_yet, anticipation=0)
-    a1, i1 = covariate_cells(design, cells, est_method, ["z", "u"], "test", engine="numba")
-    a2, i2 = covariate_cells(design, cells, est_method, ["z", "u"], "test", engine="numpy")
+    cells = did_cells(prepared, base_period="varying", not_yet=not_yet, anticipation=0)
+    a1, i1 = covariate_cells(prepared, cells, est_method, ["z", "u"], "test", engine="numba")
+    a2, i2 = covariate_cells(prepared, cells, est_method, ["z", "u"], "test", engine="numpy")
     np.testing.assert_allclose(a1, a2, rtol=0, atol=1e-10)
     np.testing.assert_allclose(i1.dense(), i2.dense(), rtol=0, atol=1e-10)
 

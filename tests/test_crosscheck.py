@@ -143,7 +143,7 @@ def _didmem_result(df: pd.DataFrame, control_group: str, base_period: str = "var
     return didmem.DiDEstimator(
         small_sample=False,
         control_group=control_group, base_period=base_period, anticipation=anticipation,
-        n_bootstrap=0, random_state=0,
+        n_bootstrap=0, seed=0,
     ).fit(panel)
 
 

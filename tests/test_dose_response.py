@@ -30,7 +30,7 @@ def test_estimates_are_welch_differences_of_means():
 
 def test_recovers_a_log_linear_dose_response():
     df, truth = simulate_doses(units_per_dose=400, slope=0.1, seed=5)
-    res = didmem.dose_response(df, base=0.0, random_state=1)
+    res = didmem.dose_response(df, base=0.0, seed=1)
     frame = res.to_frame().merge(truth, on=["dose", "time"], validate="one_to_one")
     assert res.band == "simultaneous" and res.critical_value > 1.96
     assert ((frame["ci_lower"] <= frame["theta"]) & (frame["theta"] <= frame["ci_upper"])).all()
@@ -49,7 +49,7 @@ def test_band_covers_by_monte_carlo(dgp):
     for r in range(reps):
         df, truth = simulate_doses(units_per_dose=40, dgp=dgp, seed=1000 + r)
         frame = didmem.dose_response(df, base=0.0, n_bootstrap=299,
-                                     random_state=r).to_frame().merge(truth)
+                                     seed=r).to_frame().merge(truth)
         hits += bool(((frame["ci_lower"] <= frame["theta"])
                       & (frame["theta"] <= frame["ci_upper"])).all())
     coverage = hits / reps
@@ -58,7 +58,7 @@ def test_band_covers_by_monte_carlo(dgp):
 
 def test_saves_loads_and_summarises(tmp_path):
     df, _ = simulate_doses(doses=(0, 1, 2), units_per_dose=20, seed=0)
-    res = didmem.dose_response(df, base=0.0, random_state=0)
+    res = didmem.dose_response(df, base=0.0, seed=0)
     path = res.save(tmp_path / "dose.parquet")
     back = didmem.load_result(path)
     assert isinstance(back, didmem.DoseResponseResult)

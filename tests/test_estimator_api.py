@@ -31,6 +31,7 @@ QUICK = {
     "DifferenceEstimator": dict(outcome="y", n_bootstrap=0),
     "TWFEEstimator": dict(outcome="y"),
     "ExtractableEstimator": dict(outcome="extractable"),
+    "MembershipInferenceEstimator": dict(score="y"),
     "ArchitecturalEstimator": dict(),
     "InfluenceEstimator": dict(solver="direct", damping=1.0),
 }

@@ -63,7 +63,7 @@ def test_result_is_immutable_and_records_parameters(small_panel):
 
 def test_contract_snippet_runs(mpdta_panel):
     res = DiDEstimator(control_group="never_treated", base_period="varying", anticipation=0,
-                       n_bootstrap=0, random_state=0).fit(mpdta_panel)
+                       n_bootstrap=0, seed=0).fit(mpdta_panel)
     agg = res.aggregate("dynamic")
     assert list(agg.to_frame().columns[:2]) == ["event_time", "estimate"]
     assert np.isfinite(agg.overall.estimate) and np.isfinite(agg.overall.std_error)
@@ -76,8 +76,8 @@ def test_contract_snippet_runs(mpdta_panel):
 
 
 def test_sign_flip(small_panel):
-    up = DiDEstimator(n_bootstrap=50, random_state=1).fit(small_panel)
-    down = DiDEstimator(n_bootstrap=50, random_state=1, lower_is_better=True).fit(small_panel)
+    up = DiDEstimator(n_bootstrap=50, seed=1).fit(small_panel)
+    down = DiDEstimator(n_bootstrap=50, seed=1, lower_is_better=True).fit(small_panel)
     np.testing.assert_allclose(down.estimates, -up.estimates, atol=1e-12)
     np.testing.assert_allclose(down.std_errors, up.std_errors, rtol=1e-12)
     assert down.lower_is_better and "lower is better" in down.summary()
@@ -85,26 +85,26 @@ def test_sign_flip(small_panel):
 
 def test_bootstrap_reproducible_and_seed_dependent(small_panel):
     # R's route: bootstrap standard errors
-    a = DiDEstimator(n_bootstrap=200, random_state=7, small_sample=False).fit(small_panel)
-    b = DiDEstimator(n_bootstrap=200, random_state=7, small_sample=False).fit(small_panel)
-    c = DiDEstimator(n_bootstrap=200, random_state=8, small_sample=False).fit(small_panel)
+    a = DiDEstimator(n_bootstrap=200, seed=7, small_sample=False).fit(small_panel)
+    b = DiDEstimator(n_bootstrap=200, seed=7, small_sample=False).fit(small_panel)
+    c = DiDEstimator(n_bootstrap=200, seed=8, small_sample=False).fit(small_panel)
     np.testing.assert_array_equal(a.std_errors, b.std_errors)
     assert a.critical_value == b.critical_value
     assert not np.array_equal(a.std_errors, c.std_errors)
-    gen = DiDEstimator(n_bootstrap=200, random_state=np.random.default_rng(7),
+    gen = DiDEstimator(n_bootstrap=200, seed=np.random.default_rng(7),
                        small_sample=False).fit(small_panel)
     np.testing.assert_array_equal(gen.std_errors, a.std_errors)
     # the default: analytic (Welch) standard errors, the band's critical values from the draws
-    d = DiDEstimator(n_bootstrap=200, random_state=7).fit(small_panel)
-    e = DiDEstimator(n_bootstrap=200, random_state=7).fit(small_panel)
-    f = DiDEstimator(n_bootstrap=200, random_state=8).fit(small_panel)
+    d = DiDEstimator(n_bootstrap=200, seed=7).fit(small_panel)
+    e = DiDEstimator(n_bootstrap=200, seed=7).fit(small_panel)
+    f = DiDEstimator(n_bootstrap=200, seed=8).fit(small_panel)
     np.testing.assert_array_equal(d.cell_critical_values, e.cell_critical_values)
     np.testing.assert_array_equal(d.std_errors, f.std_errors)
     assert not np.array_equal(d.cell_critical_values, f.cell_critical_values)
 
 
 def test_universal_base_period(small_panel):
-    uni = DiDEstimator(base_period="universal", n_bootstrap=100, random_state=0).fit(small_panel)
+    uni = DiDEstimator(base_period="universal", n_bootstrap=100, seed=0).fit(small_panel)
     var = DiDEstimator(base_period="varying", n_bootstrap=0).fit(small_panel)
     f, g = uni.to_frame(), var.to_frame()
     ref = f[f["time"] == f["cohort"] - 1]
@@ -183,7 +183,7 @@ def test_clustered_bootstrap_tracks_clustered_analytic():
     frame["y"] += shock[frame["cl"], np.searchsorted([1, 2, 4, 5, 7], frame["time"])]
     panel = panel_of(frame, cluster="cl")
     ana = DiDEstimator(n_bootstrap=0).fit(panel)
-    boot = DiDEstimator(n_bootstrap=3000, random_state=0).fit(panel)
+    boot = DiDEstimator(n_bootstrap=3000, seed=0).fit(panel)
     ratio = boot.std_errors / ana.std_errors
     assert np.all(np.abs(ratio - 1) < 0.15), ratio
     assert ana.n_clusters == 40 and "40 clusters" in ana.summary()
@@ -214,14 +214,14 @@ def test_difference_estimator_is_the_difference_of_means(small_panel):
 def test_no_effect_panel_is_null(small_panel):
     df, _ = didmem.datasets.simulate_panel(n_cohorts=3, units_per_cohort=400, n_never_treated=800,
                                            instantaneous=0.0, residual=0.0, seed=11)
-    res = DiDEstimator(n_bootstrap=500, random_state=0).fit(panel_of(df))
+    res = DiDEstimator(n_bootstrap=500, seed=0).fit(panel_of(df))
     z = res.estimates / res.std_errors
     assert np.all(np.abs(z) < 4)
     assert res.significant.sum() <= 1
 
 
 def test_bootstrap_aggregations_use_the_same_draws(small_panel):
-    res = DiDEstimator(n_bootstrap=300, random_state=3, small_sample=False).fit(small_panel)
+    res = DiDEstimator(n_bootstrap=300, seed=3, small_sample=False).fit(small_panel)
     inst = res.aggregate("instantaneous")
     # instantaneous keys are single cells: same draws, hence identical standard errors
     f = res.to_frame()

@@ -10,7 +10,7 @@ import pytest
 
 import didmem
 from didmem.datasets import simulate_exposures
-from didmem.inference._prepared import did_cells, prepare_panel as prepare_design
+from didmem.inference._prepared import did_cells, prepare_panel
 from didmem.inference.exposure_kernel import exposure_cells_numpy
 from didmem.panel_exposures import exposure_view, subset_units
 
@@ -54,9 +54,9 @@ def test_panel_refuses_exposures_out_of_order(two_exposures):
 
 def test_exposure_one_is_todays_estimator(two_exposures):
     df, _ = two_exposures
-    one = didmem.DiDEstimator(n_bootstrap=50, random_state=1).fit(
+    one = didmem.DiDEstimator(n_bootstrap=50, seed=1).fit(
         didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y"))
-    many = didmem.DiDEstimator(exposure=1, n_bootstrap=50, random_state=1).fit(_panel(df))
+    many = didmem.DiDEstimator(exposure=1, n_bootstrap=50, seed=1).fit(_panel(df))
     pd.testing.assert_frame_equal(one.to_frame(), many.to_frame())
 
 
@@ -73,12 +73,12 @@ def test_kernel_matches_the_numpy_twin(two_exposures):
     panel = _panel(df)
     view = exposure_view(panel, 2, "test")
     sub = subset_units(panel, view.rows, view.cohorts)
-    design = prepare_design(sub, None, need_never_treated=False, anticipation=0,
+    prepared = prepare_panel(sub, None, need_never_treated=False, anticipation=0,
                             lower_is_better=False, owner="test")
-    codes = pd.Index(np.asarray(panel.units)[view.rows]).get_indexer(design.unit_labels)
+    codes = pd.Index(np.asarray(panel.units)[view.rows]).get_indexer(prepared.unit_labels)
     hist = view.history[codes]
-    cells = did_cells(design, base_period="varying", not_yet=True, anticipation=0)
-    att, psi = exposure_cells_numpy(design.y, design.w, design.starts, hist, cells)
+    cells = did_cells(prepared, base_period="varying", not_yet=True, anticipation=0)
+    att, psi = exposure_cells_numpy(prepared.y, prepared.w, prepared.starts, hist, cells)
     res = didmem.DiDEstimator(exposure=2, control_group="not_yet_treated", n_bootstrap=0,
                               small_sample=False).fit(panel)
     np.testing.assert_allclose(res.estimates, att, rtol=0, atol=1e-12)
@@ -163,7 +163,7 @@ def test_no_usable_history_is_an_error():
 
 def test_exposure_result_aggregates_saves_and_plots(two_exposures, tmp_path):
     df, _ = two_exposures
-    res = didmem.DiDEstimator(exposure=2, n_bootstrap=100, random_state=0).fit(_panel(df))
+    res = didmem.DiDEstimator(exposure=2, n_bootstrap=100, seed=0).fit(_panel(df))
     assert isinstance(res, didmem.ExposureResult)
     frame = res.to_frame()
     assert (frame["exposure"] == 2).all()
@@ -214,8 +214,8 @@ def test_profiles_per_exposure_side_by_side(two_exposures, tmp_path):
 
     df, _ = two_exposures
     panel = _panel(df)
-    first = didmem.DiDEstimator(n_bootstrap=50, random_state=0).fit(panel)
-    second = didmem.DiDEstimator(exposure=2, n_bootstrap=50, random_state=0).fit(panel)
+    first = didmem.DiDEstimator(n_bootstrap=50, seed=0).fit(panel)
+    second = didmem.DiDEstimator(exposure=2, n_bootstrap=50, seed=0).fit(panel)
     saved = didmem.load_result(second.save(tmp_path / "second.parquet"))
     assert plot_profile(saved).get_ylabel() == "step g of exposure 2"
     axes = plot_exposure_profiles({"first": first, "second": saved}, significant_only=False)
@@ -243,19 +243,19 @@ def test_grouped_bootstrap_equals_the_stored_influence_route(multiplier):
     assert inf.grouped and inf.n_hist >= 4
     stored = inf.stored()
     np.testing.assert_allclose(inf.variance(), stored.variance(), rtol=1e-12, atol=0)
-    treated = np.array([(stored.dense()[inf.design.starts[k]:inf.design.starts[k + 1], c]**2)
+    treated = np.array([(stored.dense()[inf.prepared.starts[k]:inf.prepared.starts[k + 1], c]**2)
                         .sum() for c, k in enumerate(inf.cells.k)])
     np.testing.assert_allclose(inf.treated_variance(), treated, rtol=1e-12, atol=1e-300)
     # the cells' statistics from sums by history equal the unit-by-unit kernel's
     from didmem.inference.exposure import exposure_cells, grouped_cells
 
-    kernel, _ = exposure_cells(inf.design, inf.cells, inf.hist, inf.n_hist, store=False)
-    grouped = grouped_cells(inf.design, inf.cells, inf.hist, inf.n_hist)
+    kernel, _ = exposure_cells(inf.prepared, inf.cells, inf.hist, inf.n_hist, store=False)
+    grouped = grouped_cells(inf.prepared, inf.cells, inf.hist, inf.n_hist)
     for name, a, b in zip(["att", "mu1", "mu0", "w1", "w0", "n_control", "missing", "var",
                            "treated_var"], kernel, grouped):
         np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-13, err_msg=name)
     fast = inf.bootstrap(301, multiplier, np.random.default_rng(5))
-    slow = bootstrap_influence(inf.design, stored, n_draws=301, multiplier=multiplier,
+    slow = bootstrap_influence(inf.prepared, stored, n_draws=301, multiplier=multiplier,
                                rng=np.random.default_rng(5))
     assert np.abs(fast.cells).max() > 1e-3
     np.testing.assert_allclose(fast.cells, slow.cells, rtol=0, atol=1e-12)

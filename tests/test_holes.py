@@ -11,7 +11,7 @@ import pytest
 import didmem
 from didmem.errors import EstimationError, PanelError
 from didmem.inference._prepared import did_cells
-from didmem.inference._prepared import prepare_panel as prepare_holes_design
+from didmem.inference._prepared import prepare_panel
 from didmem.inference.holes import HolesInfluence, hole_cells
 
 
@@ -28,7 +28,7 @@ def _frame(seed=0, n_times=6):
 def _forced_holes(panel):
     """The same balanced panel read through the route of panels with holes."""
     out = copy.copy(panel)
-    out.kind = "unbalanced"
+    out.layout = "unbalanced"
     return out
 
 
@@ -52,7 +52,7 @@ def test_holes_route_on_a_balanced_panel_equals_the_balanced_route(control_group
                                                                     extra):
     df = _frame()
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y", **extra)
-    est = didmem.DiDEstimator(n_bootstrap=199, small_sample=False, random_state=5,
+    est = didmem.DiDEstimator(n_bootstrap=199, small_sample=False, seed=5,
                               control_group=control_group, base_period=base_period)
     ref, got = est.fit(panel), est.fit(_forced_holes(panel))
     assert _max_diff(ref.estimates, got.estimates) < 1e-12
@@ -69,7 +69,7 @@ def test_holes_route_on_a_balanced_panel_equals_the_balanced_route(control_group
 
 def test_small_sample_default_agrees_on_a_balanced_panel():
     panel = didmem.Panel(_frame(), unit="unit", time="time", cohort="cohort", outcome="y")
-    est = didmem.DiDEstimator(n_bootstrap=199, random_state=2)
+    est = didmem.DiDEstimator(n_bootstrap=199, seed=2)
     ref, got = est.fit(panel), est.fit(_forced_holes(panel))
     # Welch standard errors are analytic: equal; the band's Gaussian draws come from the
     # blocks' Gram roots instead of one weight per unit (the same distribution)
@@ -95,7 +95,7 @@ def test_estimates_are_differences_of_four_means_of_observed_rows(kind):
     unit = "unit" if kind == "unbalanced" else None
     panel = didmem.Panel(df, unit=unit, time="time", cohort="cohort", outcome="y",
                          weights="w", balance="keep")
-    assert panel.kind == kind
+    assert panel.layout == kind
     res = didmem.DiDEstimator(n_bootstrap=0, small_sample=False).fit(panel)
     frame = res.to_frame()
     never = df["cohort"].isna() | np.isinf(df["cohort"])
@@ -114,31 +114,31 @@ def test_moment_route_equals_dense_influence_functions(kind, control_group, base
     unit = "unit" if kind == "unbalanced" else None
     panel = didmem.Panel(df, unit=unit, time="time", cohort="cohort", outcome="y",
                          weights="w", cluster="cl", balance="keep")
-    design = prepare_holes_design(panel, None, need_never_treated=control_group ==
+    prepared = prepare_panel(panel, None, need_never_treated=control_group ==
                                   "never_treated", anticipation=0, lower_is_better=False,
                                   owner="test")
-    cells = did_cells(design, base_period=base_period,
+    cells = did_cells(prepared, base_period=base_period,
                       not_yet=control_group == "not_yet_treated", anticipation=0)
-    _, coefficients, _ = hole_cells(design.holes, design.w, design.starts, cells,
-                                    design.times.size)
-    inf = HolesInfluence.build(design.holes, design.w, design.starts, cells,
-                               design.times.size, coefficients)
+    _, coefficients, _ = hole_cells(prepared.holes, prepared.w, prepared.starts, cells,
+                                    prepared.times.size)
+    inf = HolesInfluence.build(prepared.holes, prepared.w, prepared.starts, cells,
+                               prepared.times.size, coefficients)
     psi = inf.dense()
     assert np.allclose(inf.variance(), (psi**2).sum(axis=0), rtol=1e-10, atol=1e-16)
-    sums = np.zeros((design.n_clusters, psi.shape[1]))
-    np.add.at(sums, design.clusters, psi)
-    assert np.allclose(inf.variance(design.clusters, design.n_clusters),
+    sums = np.zeros((prepared.n_clusters, psi.shape[1]))
+    np.add.at(sums, prepared.clusters, psi)
+    assert np.allclose(inf.variance(prepared.clusters, prepared.n_clusters),
                        (sums**2).sum(axis=0), rtol=1e-10, atol=1e-16)
     which = np.flatnonzero(cells.ref == 0)[::2]
     assert np.allclose(inf.covariance(which), psi[:, which].T @ psi[:, which], rtol=1e-9,
                        atol=1e-15)
-    u = np.random.default_rng(0).standard_normal((7, design.n_units))
+    u = np.random.default_rng(0).standard_normal((7, prepared.n_units))
     assert np.allclose(inf.draws(u), u @ psi, rtol=1e-9, atol=1e-14)
     # the fused Rademacher kernel reads the very weights draw_multipliers would give
     from didmem.inference.bootstrap import draw_multipliers
 
     boot = inf.bootstrap(5, "rademacher", np.random.default_rng(3))
-    u = draw_multipliers(np.random.default_rng(3), 5, design.n_units, "rademacher")
+    u = draw_multipliers(np.random.default_rng(3), 5, prepared.n_units, "rademacher")
     assert np.allclose(boot.cells, u @ psi, rtol=1e-9, atol=1e-14)
     assert np.allclose(boot.total, u.sum(axis=1))
     # Gaussian draws from the Gram roots have the influence functions' covariance
@@ -149,17 +149,17 @@ def test_moment_route_equals_dense_influence_functions(kind, control_group, base
                        atol=0.15 * np.abs(psi[:, live].T @ psi[:, live]).max())
     rng = np.random.default_rng(1)
     weights = rng.random((4, cells.size)) * (rng.random((4, cells.size)) < 0.3)
-    omega = rng.standard_normal((4, design.n_cohorts))
-    pg = design.block_weights[: design.n_cohorts] / design.n_units
-    coef = inf.combination_coefficients(weights, omega, design.n_units, pg)
+    omega = rng.standard_normal((4, prepared.n_cohorts))
+    pg = prepared.block_weights[: prepared.n_cohorts] / prepared.n_units
+    coef = inf.combination_coefficients(weights, omega, prepared.n_units, pg)
     comb = psi @ weights.T
-    block = np.repeat(np.arange(design.starts.size - 1), np.diff(design.starts))
-    for j in range(design.n_cohorts):
-        comb[block == j] += design.w[block == j, None] * omega[:, j] / design.n_units
-    comb -= (omega @ pg) / design.n_units
+    block = np.repeat(np.arange(prepared.starts.size - 1), np.diff(prepared.starts))
+    for j in range(prepared.n_cohorts):
+        comb[block == j] += prepared.w[block == j, None] * omega[:, j] / prepared.n_units
+    comb -= (omega @ pg) / prepared.n_units
     assert np.allclose(inf.combination_covariance(coef), comb.T @ comb, rtol=1e-9, atol=1e-15)
     assert np.allclose(inf.combination_block_variances(coef),
-                       np.add.reduceat(comb**2, design.starts[:-1], axis=0), rtol=1e-9,
+                       np.add.reduceat(comb**2, prepared.starts[:-1], axis=0), rtol=1e-9,
                        atol=1e-15)
     treated = np.array([(psi[block == cells.k[c], c] ** 2).sum() for c in range(cells.size)])
     assert np.allclose(inf.treated_variance(), treated, rtol=1e-9, atol=1e-16)
@@ -209,16 +209,16 @@ def test_cross_section_estimators_without_covariates_are_the_four_means(kind, es
     unit = "unit" if kind == "unbalanced" else None
     panel = didmem.Panel(df, unit=unit, time="time", cohort="cohort", outcome="y",
                          weights="w", balance="keep")
-    design = prepare_holes_design(panel, None, need_never_treated=False, anticipation=0,
+    prepared = prepare_panel(panel, None, need_never_treated=False, anticipation=0,
                                   lower_is_better=False, owner="test")
-    design = dataclasses.replace(design, holes=dataclasses.replace(
-        design.holes, x=np.zeros((design.holes.size, 0))))
-    cells = did_cells(design, base_period="varying", not_yet=True, anticipation=0)
-    att, coefficients, _ = hole_cells(design.holes, design.w, design.starts, cells,
-                                      design.times.size)
-    psi = HolesInfluence.build(design.holes, design.w, design.starts, cells,
-                               design.times.size, coefficients).dense()
-    got_att, influence = covariate_hole_cells(design, cells, est_method, [], "test")
+    prepared = dataclasses.replace(prepared, holes=dataclasses.replace(
+        prepared.holes, x=np.zeros((prepared.holes.size, 0))))
+    cells = did_cells(prepared, base_period="varying", not_yet=True, anticipation=0)
+    att, coefficients, _ = hole_cells(prepared.holes, prepared.w, prepared.starts, cells,
+                                      prepared.times.size)
+    psi = HolesInfluence.build(prepared.holes, prepared.w, prepared.starts, cells,
+                               prepared.times.size, coefficients).dense()
+    got_att, influence = covariate_hole_cells(prepared, cells, est_method, [], "test")
     assert np.allclose(got_att, att, rtol=1e-10, atol=1e-12)
     assert np.allclose(influence.dense(), psi, rtol=1e-9, atol=1e-13)
 
@@ -232,7 +232,7 @@ def test_covariates_on_holes_serve_the_default_inference(unit):
     df["x"] = np.random.default_rng(3).normal(size=len(df))
     panel = didmem.Panel(df, unit=unit, time="time", cohort="cohort", outcome="y",
                          covariates=["x"], cluster="cl", balance="keep")
-    res = didmem.DiDEstimator(n_bootstrap=2000, random_state=0).fit(panel)
+    res = didmem.DiDEstimator(n_bootstrap=2000, seed=0).fit(panel)
     frame = res.to_frame()
     live = frame["std_error"].notna()
     assert live.sum() > 10 and np.all(np.isfinite(frame.loc[live, "estimate"]))
@@ -248,7 +248,7 @@ def test_keep_on_a_balanced_table_is_the_balanced_panel():
     keep = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
                         balance="keep")
     plain = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
-    assert keep.kind == "balanced" and not keep.has_holes
+    assert keep.layout == "balanced" and not keep.has_holes
     np.testing.assert_array_equal(keep.outcome_matrix(), plain.outcome_matrix())
 
 
@@ -272,7 +272,7 @@ def test_cross_sections_describe_rows_per_cell():
     df = _frame()
     panel = didmem.Panel(df, unit=None, time="time", cohort="cohort", outcome="y")
     holes = panel.describe_holes()
-    assert panel.kind == "cross_sections" and panel.n_units == len(df)
+    assert panel.layout == "cross_sections" and panel.n_units == len(df)
     assert holes["n_observed"].sum() == len(df)
     assert holes["n_missing"].isna().all()
     assert len(panel.to_frame()) == len(df)
@@ -318,7 +318,7 @@ def test_results_of_holes_serve_views_plots_and_sensitivity(unit):
     df = _holed(_frame(n_times=8), 0.1)
     panel = didmem.Panel(df, unit=unit, time="time", cohort="cohort", outcome="y",
                          balance="keep")
-    res = didmem.DiDEstimator(n_bootstrap=99, random_state=0,
+    res = didmem.DiDEstimator(n_bootstrap=99, seed=0,
                               base_period="universal").fit(panel)
     for view in ("instantaneous", "persistent", "residual"):
         frame = res.aggregate(view).to_frame()
@@ -341,32 +341,32 @@ def test_results_of_holes_serve_views_plots_and_sensitivity(unit):
 def test_small_sample_parts_of_cross_sections_are_the_four_means():
     df = _frame()
     panel = didmem.Panel(df, unit=None, time="time", cohort="cohort", outcome="y")
-    design = prepare_holes_design(panel, None, need_never_treated=True, anticipation=0,
+    prepared = prepare_panel(panel, None, need_never_treated=True, anticipation=0,
                                   lower_is_better=False, owner="test")
-    cells = did_cells(design, base_period="varying", not_yet=False, anticipation=0)
-    _, coefficients, _ = hole_cells(design.holes, design.w, design.starts, cells,
-                                    design.times.size)
-    inf = HolesInfluence.build(design.holes, design.w, design.starts, cells,
-                               design.times.size, coefficients)
+    cells = did_cells(prepared, base_period="varying", not_yet=False, anticipation=0)
+    _, coefficients, _ = hole_cells(prepared.holes, prepared.w, prepared.starts, cells,
+                                    prepared.times.size)
+    inf = HolesInfluence.build(prepared.holes, prepared.w, prepared.starts, cells,
+                               prepared.times.size, coefficients)
     parts, n = inf.welch_parts()
     assert np.allclose(parts.sum(axis=0), inf.variance(), rtol=1e-10)
     cohort = df["cohort"].fillna(np.inf).to_numpy()
     time = df["time"].to_numpy()
     for c in range(cells.size):
-        g = design.cohorts[cells.k[c]]
-        t, b = design.times[cells.t[c]], design.times[cells.b[c]]
+        g = prepared.cohorts[cells.k[c]]
+        t, b = prepared.times[cells.t[c]], prepared.times[cells.b[c]]
         want = [(cohort == g) & (time == t), (cohort == g) & (time == b),
                 np.isinf(cohort) & (time == t), np.isinf(cohort) & (time == b)]
         assert list(n[:, c]) == [w.sum() for w in want]
     holed = didmem.Panel(_holed(df), unit="unit", time="time", cohort="cohort", outcome="y",
                          balance="keep")
-    design = prepare_holes_design(holed, None, need_never_treated=True, anticipation=0,
+    prepared = prepare_panel(holed, None, need_never_treated=True, anticipation=0,
                                   lower_is_better=False, owner="test")
-    cells = did_cells(design, base_period="varying", not_yet=False, anticipation=0)
-    _, coefficients, _ = hole_cells(design.holes, design.w, design.starts, cells,
-                                    design.times.size)
-    assert HolesInfluence.build(design.holes, design.w, design.starts, cells,
-                                design.times.size, coefficients).welch_parts() is None
+    cells = did_cells(prepared, base_period="varying", not_yet=False, anticipation=0)
+    _, coefficients, _ = hole_cells(prepared.holes, prepared.w, prepared.starts, cells,
+                                    prepared.times.size)
+    assert HolesInfluence.build(prepared.holes, prepared.w, prepared.starts, cells,
+                                prepared.times.size, coefficients).welch_parts() is None
 
 
 def test_studies_keep_their_scores_and_say_which_are_missing():

@@ -7,7 +7,7 @@ import pytest
 
 import didmem
 from didmem.results.aggregations import build_aggregation
-from didmem.inference._prepared import did_cells, level_cells, prepare_panel as prepare_design
+from didmem.inference._prepared import did_cells, level_cells, prepare_panel
 from didmem.inference import kernels, reference
 from didmem.inference.bootstrap import draw_multipliers
 from didmem.inference.grouped import bootstrap_cells
@@ -33,32 +33,32 @@ def build(base, control, anticipation, weights, clusters, seed=0):
     not_yet = control == "not_yet_treated"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", didmem.DataDroppedWarning)  # anticipation drops a cohort
-        design = prepare_design(panel, None, need_never_treated=not not_yet,
+        prepared = prepare_panel(panel, None, need_never_treated=not not_yet,
                                 anticipation=anticipation, lower_is_better=False, owner="test")
     if base == "levels":
-        cells = level_cells(design, not_yet=not_yet, anticipation=anticipation)
+        cells = level_cells(prepared, not_yet=not_yet, anticipation=anticipation)
     else:
-        cells = did_cells(design, base_period=base, not_yet=not_yet, anticipation=anticipation)
-    return design, cells
+        cells = did_cells(prepared, base_period=base, not_yet=not_yet, anticipation=anticipation)
+    return prepared, cells
 
 
-def statistics(design, cells):
-    cl = design.clusters if design.clusters is not None else np.zeros(1, dtype=np.int64)
+def statistics(prepared, cells):
+    cl = prepared.clusters if prepared.clusters is not None else np.zeros(1, dtype=np.int64)
     att, var, mu1, mu0, w1, w0 = kernels.cell_statistics(
-        design.y, design.w, design.starts, *cells.kernel_args(), cl, design.n_clusters)
+        prepared.y, prepared.w, prepared.starts, *cells.kernel_args(), cl, prepared.n_clusters)
     return att, var, {"mu1": mu1, "mu0": mu0, "w1": w1, "w0": w0}
 
 
-def dense_psi(design, cells):
-    return reference.influence_matrix(design.y, design.w, design.starts, *cells.kernel_args())
+def dense_psi(prepared, cells):
+    return reference.influence_matrix(prepared.y, prepared.w, prepared.starts, *cells.kernel_args())
 
 
 @pytest.fixture(params=DESIGNS, ids=["-".join(map(str, d)) for d in DESIGNS])
 def case(request):
-    design, cells = build(*request.param)
-    att, var, stats = statistics(design, cells)
-    psi, ref_att = dense_psi(design, cells)
-    return design, cells, att, var, stats, psi, ref_att
+    prepared, cells = build(*request.param)
+    att, var, stats = statistics(prepared, cells)
+    psi, ref_att = dense_psi(prepared, cells)
+    return prepared, cells, att, var, stats, psi, ref_att
 
 
 def test_rademacher_bits_match_numpy():
@@ -80,37 +80,37 @@ def test_multiplier_moments():
 
 
 def test_cell_statistics_match_dense_influence(case):
-    design, cells, att, var, stats, psi, ref_att = case
+    prepared, cells, att, var, stats, psi, ref_att = case
     np.testing.assert_allclose(att, ref_att, rtol=1e-12, atol=1e-13)
-    _, ref_var = reference.cell_statistics(design.y, design.w, design.starts, *cells.kernel_args(),
-                                           clusters=design.clusters)
+    _, ref_var = reference.cell_statistics(prepared.y, prepared.w, prepared.starts, *cells.kernel_args(),
+                                           clusters=prepared.clusters)
     np.testing.assert_allclose(var, ref_var, rtol=1e-12, atol=1e-15)
 
 
 def test_cell_draws_are_multipliers_times_influence(case):
-    design, cells, att, var, stats, psi, _ = case
+    prepared, cells, att, var, stats, psi, _ = case
     n_draws = 50
-    boot = bootstrap_cells(design, cells, stats, n_draws=n_draws, multiplier="mammen",
+    boot = bootstrap_cells(prepared, cells, stats, n_draws=n_draws, multiplier="mammen",
                            rng=np.random.default_rng(11))
-    n_w = design.n_clusters or design.n_units
+    n_w = prepared.n_clusters or prepared.n_units
     u = draw_multipliers(np.random.default_rng(11), n_draws, n_w, "mammen")
-    if design.clusters is not None:
-        u = u[:, design.clusters]
+    if prepared.clusters is not None:
+        u = u[:, prepared.clusters]
     np.testing.assert_allclose(boot.cells, u @ psi, rtol=1e-11, atol=1e-13)
-    blocks = design.block_of_rows()
+    blocks = prepared.block_of_rows()
     np.testing.assert_allclose(boot.block_weights,
-                               np.stack([(u * design.w)[:, blocks == k].sum(1)
-                                         for k in range(design.starts.size - 1)], 1), rtol=1e-12)
+                               np.stack([(u * prepared.w)[:, blocks == k].sum(1)
+                                         for k in range(prepared.starts.size - 1)], 1), rtol=1e-12)
     np.testing.assert_allclose(boot.total, u.sum(1), rtol=1e-12, atol=1e-12)
 
 
 def test_bootstrap_chunking_does_not_change_draws(monkeypatch):
-    design, cells = build("varying", "not_yet_treated", 0, True, None)
-    _, _, stats = statistics(design, cells)
-    whole = bootstrap_cells(design, cells, stats, n_draws=37, multiplier="rademacher",
+    prepared, cells = build("varying", "not_yet_treated", 0, True, None)
+    _, _, stats = statistics(prepared, cells)
+    whole = bootstrap_cells(prepared, cells, stats, n_draws=37, multiplier="rademacher",
                             rng=np.random.default_rng(5))
-    monkeypatch.setattr("didmem.inference.bootstrap._CHUNK_ELEMENTS", design.n_units * 4)
-    chunked = bootstrap_cells(design, cells, stats, n_draws=37, multiplier="rademacher",
+    monkeypatch.setattr("didmem.inference.bootstrap._CHUNK_ELEMENTS", prepared.n_units * 4)
+    chunked = bootstrap_cells(prepared, cells, stats, n_draws=37, multiplier="rademacher",
                               rng=np.random.default_rng(5))
     np.testing.assert_allclose(chunked.cells, whole.cells, rtol=1e-12, atol=1e-14)
 
@@ -134,14 +134,14 @@ def test_sup_t_statistics_match_numpy():
                                reference.sup_t_statistics(d, sigma, keep), rtol=1e-15)
 
 
-def r_wif(design, cells, keepers, att):
+def r_wif(prepared, cells, keepers, att):
     """R's ``wif`` times ``att`` (compute.aggte.R), written literally, on the psi scale."""
-    n = design.n_units
-    blocks = design.block_of_rows()
+    n = prepared.n_units
+    blocks = prepared.block_of_rows()
     g_cell = cells.k[keepers]
-    pg_all = design.block_weights[: design.n_cohorts] / n
+    pg_all = prepared.block_weights[: prepared.n_cohorts] / n
     pg = pg_all[g_cell]
-    indicator = np.stack([design.w * (blocks == g) for g in g_cell], axis=1)
+    indicator = np.stack([prepared.w * (blocks == g) for g in g_cell], axis=1)
     if1 = (indicator - pg) / pg.sum()
     if2 = (indicator - pg).sum(axis=1, keepdims=True) * (pg / pg.sum() ** 2)[None, :]
     return (if1 - if2) @ att[keepers] / n
@@ -149,17 +149,17 @@ def r_wif(design, cells, keepers, att):
 
 @pytest.mark.parametrize("kind", ["simple", "dynamic", "calendar", "group", "residual"])
 def test_aggregate_influence_matches_r_formula(case, kind):
-    design, cells, att, var, stats, psi, _ = case
-    spec = build_aggregation(design, cells, att, kind)
-    variance = combination_variance(design, cells, stats, spec.weights, spec.omega)
+    prepared, cells, att, var, stats, psi, _ = case
+    spec = build_aggregation(prepared, cells, att, kind)
+    variance = combination_variance(prepared, cells, stats, spec.weights, spec.omega)
     # dense reference: cells' psi times the weights, plus R's wif for keys that estimate weights
     dense = psi @ spec.weights.T.toarray()
     frame_cells = np.arange(cells.size)
-    cohort = design.cohorts[cells.k]
-    time = design.times[cells.t]
+    cohort = prepared.cohorts[cells.k]
+    time = prepared.times[cells.t]
     post = cohort <= time
     if kind == "simple":
-        dense[:, -1] += r_wif(design, cells, frame_cells[post], att)
+        dense[:, -1] += r_wif(prepared, cells, frame_cells[post], att)
     elif kind in ("dynamic", "calendar"):
         label = time - cohort if kind == "dynamic" else time
         mask = np.ones(cells.size, bool) if kind == "dynamic" else post
@@ -169,46 +169,46 @@ def test_aggregate_influence_matches_r_formula(case, kind):
             # its zero in; docs/estimands.rst, irregular grids): R's formula on the same cells
             real = at_key & (cells.ref == 0)
             at_key = real if kind == "dynamic" and real.any() else at_key
-            dense[:, j] += r_wif(design, cells, frame_cells[at_key], att)
+            dense[:, j] += r_wif(prepared, cells, frame_cells[at_key], att)
         overall = spec.keys >= 0 if kind == "dynamic" else np.ones(spec.keys.size, bool)
         dense[:, -1] = dense[:, :-1][:, overall].mean(axis=1)
     else:  # one value per cohort, overall weighted by cohort share with estimated weights
         key_att = spec.weights[:-1] @ att
-        blocks = design.block_of_rows()
-        pg = design.block_weights[: design.n_cohorts] / design.n_units
-        kb = np.searchsorted(design.cohorts, spec.keys)
-        ind = np.stack([design.w * (blocks == g) for g in kb], axis=1)
+        blocks = prepared.block_of_rows()
+        pg = prepared.block_weights[: prepared.n_cohorts] / prepared.n_units
+        kb = np.searchsorted(prepared.cohorts, spec.keys)
+        ind = np.stack([prepared.w * (blocks == g) for g in kb], axis=1)
         if1 = (ind - pg[kb]) / pg[kb].sum()
         if2 = (ind - pg[kb]).sum(1, keepdims=True) * (pg[kb] / pg[kb].sum() ** 2)[None, :]
-        dense[:, -1] = dense[:, :-1] @ (pg[kb] / pg[kb].sum()) + (if1 - if2) @ key_att / design.n_units
-    if design.clusters is None:
+        dense[:, -1] = dense[:, :-1] @ (pg[kb] / pg[kb].sum()) + (if1 - if2) @ key_att / prepared.n_units
+    if prepared.clusters is None:
         expected = (dense**2).sum(axis=0)
     else:
-        sums = np.zeros((design.n_clusters, dense.shape[1]))
-        np.add.at(sums, design.clusters, dense)
+        sums = np.zeros((prepared.n_clusters, dense.shape[1]))
+        np.add.at(sums, prepared.clusters, dense)
         expected = (sums**2).sum(axis=0)
     np.testing.assert_allclose(variance, expected, rtol=1e-10, atol=1e-16)
 
 
 def test_aggregate_draws_match_dense(case):
-    design, cells, att, var, stats, psi, _ = case
-    boot = bootstrap_cells(design, cells, stats, n_draws=30, multiplier="rademacher",
+    prepared, cells, att, var, stats, psi, _ = case
+    boot = bootstrap_cells(prepared, cells, stats, n_draws=30, multiplier="rademacher",
                            rng=np.random.default_rng(8))
-    n_w = design.n_clusters or design.n_units
+    n_w = prepared.n_clusters or prepared.n_units
     u = draw_multipliers(np.random.default_rng(8), 30, n_w, "rademacher")
-    if design.clusters is not None:
-        u = u[:, design.clusters]
-    spec = build_aggregation(design, cells, att, "simple")
-    draws = combination_draws(design, boot, spec.weights, spec.omega)
-    post = np.flatnonzero(design.cohorts[cells.k] <= design.times[cells.t])
+    if prepared.clusters is not None:
+        u = u[:, prepared.clusters]
+    spec = build_aggregation(prepared, cells, att, "simple")
+    draws = combination_draws(prepared, boot, spec.weights, spec.omega)
+    post = np.flatnonzero(prepared.cohorts[cells.k] <= prepared.times[cells.t])
     dense = psi @ spec.weights.T.toarray()
-    dense[:, -1] += r_wif(design, cells, post, att)
+    dense[:, -1] += r_wif(prepared, cells, post, att)
     np.testing.assert_allclose(draws, u @ dense, rtol=1e-10, atol=1e-13)
 
 
 def test_pretest_covariance_matches_dense(case):
-    design, cells, att, var, stats, psi, _ = case
+    prepared, cells, att, var, stats, psi, _ = case
     which = np.flatnonzero((cells.ref == 0) & (np.arange(cells.size) % 2 == 0))
-    cov = cell_covariance(design, cells, stats, which)
+    cov = cell_covariance(prepared, cells, stats, which)
     expected = psi[:, which].T @ psi[:, which]
     np.testing.assert_allclose(cov, expected, rtol=1e-9, atol=1e-14)

@@ -48,8 +48,8 @@ def event_study(panel):
 
 @pytest.fixture(scope="module")
 def plan():
-    return didmem.plan_design(didmem.Assumptions(n_cohorts=2, n_checkpoints=4),
-                              units_per_cohort=[10, 20], effect=0.5, random_state=0)
+    return didmem.power_analysis(didmem.Assumptions(n_cohorts=2, n_checkpoints=4),
+                              units_per_cohort=[10, 20], effect=0.5, seed=0)
 
 
 _FITTED = {}
@@ -126,7 +126,7 @@ def _more_calls(panel, event_study, plan, root):
         calls[draw] = (lambda d: lambda n, v: d(fitted, **{n: v}))(draw)
     calls[plotting.plot_profile_correlation] = lambda n, v: plotting.plot_profile_correlation(
         fitted, fitted, **{n: v})
-    calls[plotting.plot_plan] = lambda n, v: plotting.plot_plan(**{"plan": plan, n: v})
+    calls[plotting.plot_power_analysis] = lambda n, v: plotting.plot_power_analysis(**{"analysis": plan, n: v})
     calls[plotting.plot_sensitivity] = lambda n, v: plotting.plot_sensitivity(
         **{"sensitivity": _sensitivity(event_study), n: v})
     return calls
@@ -142,15 +142,15 @@ def _calls(panel, event_study, plan, root=None):
     assumptions = didmem.Assumptions(n_cohorts=2, n_checkpoints=4)
     calls = {
         didmem.sensitivity: lambda n, v: didmem.sensitivity(event_study, **{n: v}),
-        didmem.plan_design: lambda n, v: didmem.plan_design(
+        didmem.power_analysis: lambda n, v: didmem.power_analysis(
             assumptions, **{"units_per_cohort": 10, "effect": 0.5, n: v}),
         didmem.Assumptions: lambda n, v: didmem.Assumptions(
             **{"n_cohorts": 2, "n_checkpoints": 4, n: v}),
-        didmem.DesignPlan.recommend: lambda n, v: plan.recommend(**{n: v}),
+        didmem.PowerAnalysis.recommend: lambda n, v: plan.recommend(**{n: v}),
         didmem.datasets.simulate_panel: lambda n, v: didmem.datasets.simulate_panel(
             **{"n_cohorts": 1, "units_per_cohort": 2, "n_never_treated": 2, n: v}),
         didmem.GroupTimeResult.aggregate: lambda n, v: _fitted(panel).aggregate(
-            **{"kind": "dynamic", n: v}),
+            **{"aggregation": "dynamic", n: v}),
     }
     for cls in (didmem.DiDEstimator, didmem.DifferenceEstimator, didmem.TWFEEstimator):
         calls[cls] = (lambda c: lambda n, v: c(**{n: v}).fit(panel))(cls)
@@ -194,7 +194,7 @@ def test_every_declared_argument_is_reached(panel, event_study, plan, root):
             "Study.run"} <= owners, owners
     pytest.importorskip("matplotlib")
     assert {"plot_profile", "plot_exposure_profiles", "plot_instantaneous", "plot_persistent",
-            "plot_residual", "plot_pretrends", "plot_profile_correlation", "plot_plan",
+            "plot_residual", "plot_pretrends", "plot_profile_correlation", "plot_power_analysis",
             "plot_sensitivity"} <= owners, owners
 
 
@@ -214,7 +214,7 @@ def test_the_lab_refuses_before_anything_trains(tmp_path, monkeypatch, name, val
 
 @pytest.mark.parametrize("case, name", [
     ("plot_sensitivity", "sensitivity"),
-    ("plot_plan", "plan"),
+    ("plot_power_analysis", "analysis"),
     ("sensitivity_data", "AggregateResult"),
     ("plan_source", "source"),
     ("saved_pilot", "pass the pilot's panel"),
@@ -225,10 +225,10 @@ def test_objects_of_the_wrong_kind_are_named(panel, event_study, plan, tmp_path,
 
     cases = {
         "plot_sensitivity": lambda: plotting.plot_sensitivity(event_study),
-        "plot_plan": lambda: plotting.plot_plan(event_study),
+        "plot_power_analysis": lambda: plotting.plot_power_analysis(event_study),
         "sensitivity_data": lambda: didmem.sensitivity(pd.DataFrame()),
-        "plan_source": lambda: didmem.plan_design(pd.DataFrame(), units_per_cohort=10),
-        "saved_pilot": lambda: didmem.plan_design(
+        "plan_source": lambda: didmem.power_analysis(pd.DataFrame(), units_per_cohort=10),
+        "saved_pilot": lambda: didmem.power_analysis(
             didmem.load_result(didmem.DiDEstimator(n_bootstrap=0).fit(panel)
                                .save(tmp_path / "r.parquet")), units_per_cohort=10),
     }
@@ -336,16 +336,17 @@ def cli_files(panel, root):
     df, _ = didmem.datasets.simulate_panel(n_cohorts=2, units_per_cohort=8, n_never_treated=10,
                                            n_times=5, seed=0)
     df.to_csv(root / "panel.csv", index=False)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings():  # a band below the pointwise one, by the draws (as R)
         warnings.simplefilter("ignore", didmem.errors.InferenceWarning)
         fitted = didmem.DiDEstimator(base_period="universal", n_bootstrap=99,
-                                     random_state=0).fit(panel)
-    results = fitted.save(root / "results.parquet")
+                                     seed=0).fit(panel)
+        results = fitted.save(root / "results.parquet")  # saving computes every band
     return {"estimate": ["estimate", str(root / "panel.csv"), "--outcome", "y",
                          "--out", str(root / "e.parquet")],
-            "plot": ["plot", str(results), "--kind", "profile", "--out", str(root / "p.png")],
+            "plot": ["plot", str(results), "--figure", "profile", "--out", str(root / "p.png")],
             "sensitivity": ["sensitivity", str(results), "--m", "0.1", "--no-figure",
-                            "--out", str(root / "s.csv")]}
+                            "--out", str(root / "s.csv")],
+            "report": ["report", str(results), "--out", str(root / "r.html")]}
 
 
 def _options(command):
@@ -394,6 +395,7 @@ def test_cli_options_are_drawn(cli_files):
     assert {"--outcome", "--control", "--n-bootstrap", "--seed"} <= set(_options("estimate"))
     assert {"--m", "--alpha", "--grid-points"} <= set(_options("sensitivity"))
     assert "--dpi" in _options("plot")
+    assert {"--truth", "--sensitivity-m", "--labels", "--title"} <= set(_options("report"))
 
 
 @pytest.mark.parametrize("alpha", [1e-300, 1e-17, 0.0])
@@ -403,5 +405,14 @@ def test_a_level_too_small_for_floating_point_is_refused(event_study, alpha):
     with pytest.raises(DidmemError, match=r"'alpha' parameter of sensitivity .*\[1e-12, 1\)"):
         didmem.sensitivity(event_study, alpha=alpha)
     assumptions = didmem.Assumptions(n_cohorts=2, n_checkpoints=4)
-    with pytest.raises(DidmemError, match="'alpha' parameter of plan_design"):
-        didmem.plan_design(assumptions, units_per_cohort=10, effect=0.5, alpha=alpha)
+    with pytest.raises(DidmemError, match="'alpha' parameter of power_analysis"):
+        didmem.power_analysis(assumptions, units_per_cohort=10, effect=0.5, alpha=alpha)
+
+
+@pytest.mark.parametrize("alpha", [1e-300, 1e-17])
+@pytest.mark.parametrize("estimator", ["DiDEstimator", "DifferenceEstimator", "TWFEEstimator"])
+def test_every_estimator_refuses_a_level_too_small_for_floating_point(panel, estimator, alpha):
+    """``DiDEstimator(alpha=1e-300)`` raised a StatisticsError from inside ``statistics``: the
+    estimators now declare the same ``Alpha()`` constraint as sensitivity and power_analysis."""
+    with pytest.raises(DidmemError, match=rf"'alpha' parameter of {estimator} .*\[1e-12, 1\)"):
+        getattr(didmem, estimator)(alpha=alpha).fit(panel)

@@ -38,16 +38,16 @@ def _moments(panel, n_parts=1, seed=0):
 def _from_moments(moments, control_group, base_period, anticipation=0, lower_is_better=False,
                   never_treated_code=None):
     not_yet = control_group == "not_yet_treated"
-    design = prepare_moments(moments, need_never_treated=not not_yet, anticipation=anticipation,
+    prepared = prepare_moments(moments, need_never_treated=not not_yet, anticipation=anticipation,
                              lower_is_better=lower_is_better, owner="DiDEstimator",
                              never_treated_code=never_treated_code)
-    cells = did_cells(design, base_period=base_period, not_yet=not_yet,
+    cells = did_cells(prepared, base_period=base_period, not_yet=not_yet,
                       anticipation=anticipation)
-    return design, cells, MomentsInfluence.build(design, cells)
+    return prepared, cells, MomentsInfluence.build(prepared, cells)
 
 
-def _settings(n_draws, random_state=0):
-    return InferenceSettings(n_draws=n_draws, multiplier="normal", random_state=random_state,
+def _settings(n_draws, seed=0):
+    return InferenceSettings(n_draws=n_draws, multiplier="normal", seed=seed,
                              alpha=0.05, cband=None, small_sample=False, owner="test")
 
 
@@ -127,7 +127,7 @@ def test_cells_equal_the_in_memory_fit(panel, control_group, base_period, small_
     est = didmem.DiDEstimator(control_group=control_group, base_period=base_period,
                               n_bootstrap=0, small_sample=small_sample)
     res = est.fit(panel)
-    design, cells, inf = _from_moments(_moments(panel, n_parts=3), control_group, base_period,
+    prepared, cells, inf = _from_moments(_moments(panel, n_parts=3), control_group, base_period,
                                        never_treated_code=panel.never_treated_code)
     frame = res.to_frame()
     _assert_close(inf.att, frame["estimate"])
@@ -156,8 +156,8 @@ def test_combinations_equal_the_in_memory_route(simulated, control_group, base_p
     rng = np.random.default_rng(5)
     n_keys = 4
     weights = sparse.random(n_keys, cells.size, density=0.3, random_state=6, format="csr")
-    omega = rng.normal(size=(n_keys, res.inference.design.n_cohorts))
-    cov_ref, parts_ref = combination_moments(res.inference.design, res.inference.cells,
+    omega = rng.normal(size=(n_keys, res.inference.prepared.n_cohorts))
+    cov_ref, parts_ref = combination_moments(res.inference.prepared, res.inference.cells,
                                              res.inference.stats, weights, omega)
     cov, parts = inf.combination_moments(weights, omega)
     _assert_close(cov, cov_ref)
@@ -210,7 +210,7 @@ def test_gaussian_draws_have_the_influence_covariance(simulated, control_group):
     z = (sample - cov) / se
     assert np.abs(z).max() < 5.5, np.abs(z).max()
     # the block sums of the weights: sum_i U_i w_i has variance sum_i w_i**2 = n_g
-    counts = np.diff(inf.design.starts)
+    counts = np.diff(inf.prepared.starts)
     var_w = boot.block_weights.var(axis=0)
     assert np.all(np.abs(var_w / counts - 1) < 5 * np.sqrt(2 / n))
 
@@ -230,7 +230,7 @@ def test_sup_t_value_matches_the_per_unit_bootstrap(simulated):
     from didmem.inference.influence import CellInfluence
 
     res = didmem.DiDEstimator(n_bootstrap=4000, multiplier="normal", small_sample=False,
-                              random_state=1).fit(simulated)
+                              seed=1).fit(simulated)
     grouped = res.inference.influence
     sigma = res.analytic_std_errors
     keep = np.isfinite(sigma)
@@ -244,7 +244,7 @@ def test_sup_t_value_matches_the_per_unit_bootstrap(simulated):
     width = (hi - lo) * np.sqrt(2)
     in_memory = sup_t(res.inference.bootstrap.cells)
     _, _, inf = _from_moments(_moments(simulated), "never_treated", "varying")
-    inference = CellInference.draw(inf, _settings(n_draws=4000, random_state=3))
+    inference = CellInference.draw(inf, _settings(n_draws=4000, seed=3))
     out_of_core = sup_t(inference.bootstrap.cells)
     for draws in (in_memory, out_of_core):
         gap = abs(np.quantile(draws, 0.95) - np.quantile(per_unit, 0.95))

@@ -59,7 +59,7 @@ def test_route_equals_the_in_memory_fit(simulated, mpdta_panel, control_group, b
 
 def test_route_with_gaussian_draws(simulated):
     panel = didmem.Panel(simulated, **COLUMNS)
-    est = didmem.DiDEstimator(n_bootstrap=300, random_state=3)  # small_sample: normal draws
+    est = didmem.DiDEstimator(n_bootstrap=300, seed=3)  # small_sample: normal draws
     ref = est.fit(panel)
     res = fit_moments(est, panel_moments(panel), outcome="y")
     assert res.band == ref.band == "simultaneous"

@@ -82,8 +82,8 @@ def test_fit_draws_equal_the_draws_in_turn(monkeypatch, small_sample, multiplier
                          outcome="y")
     monkeypatch.setattr(bootstrap, "_CHUNK_ELEMENTS", 500)  # several chunks
 
-    def fit(random_state):
-        return didmem.DiDEstimator(n_bootstrap=99, random_state=random_state,
+    def fit(seed):
+        return didmem.DiDEstimator(n_bootstrap=99, seed=seed,
                                    small_sample=small_sample, multiplier=multiplier).fit(panel)
 
     ahead = fit(5)
@@ -114,15 +114,14 @@ def failing_panel(monkeypatch):
 def test_a_fit_that_fails_after_the_draws_started_stops_its_helper(monkeypatch, failing_panel):
     monkeypatch.setattr(bootstrap, "_CHUNK_ELEMENTS", 200)
     with pytest.raises(RuntimeError, match="cell statistics failed"):  # drawn unit by unit
-        didmem.DiDEstimator(n_bootstrap=999, random_state=1,
-                            multiplier="rademacher").fit(failing_panel)
+        didmem.DiDEstimator(n_bootstrap=999, seed=1, multiplier="rademacher").fit(failing_panel)
     assert not _helpers()
 
 
 def test_a_callers_generator_is_not_drawn_from_by_a_failed_fit(failing_panel):
     rng = np.random.default_rng(4)
     with pytest.raises(RuntimeError, match="cell statistics failed"):
-        didmem.DiDEstimator(n_bootstrap=99, random_state=rng).fit(failing_panel)
+        didmem.DiDEstimator(n_bootstrap=99, seed=rng).fit(failing_panel)
     assert rng.random() == np.random.default_rng(4).random()
 
 
@@ -156,7 +155,7 @@ def test_other_routes_draw_the_same_numbers_ahead(monkeypatch, route):
             options["control_group"] = "not_yet_treated"
 
     def draws():
-        res = didmem.DiDEstimator(n_bootstrap=77, random_state=3, **options).fit(panel)
+        res = didmem.DiDEstimator(n_bootstrap=77, seed=3, **options).fit(panel)
         return res.inference.bootstrap.cells
 
     ahead = draws()

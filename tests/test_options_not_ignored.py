@@ -27,9 +27,9 @@ def test_default_cband_follows_the_draws():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert didmem.DiDEstimator(n_bootstrap=0).fit(panel).band == "pointwise"
-        boot = didmem.DiDEstimator(n_bootstrap=99, random_state=0).fit(panel)
+        boot = didmem.DiDEstimator(n_bootstrap=99, seed=0).fit(panel)
     assert boot.band == "simultaneous"
-    assert didmem.DiDEstimator(n_bootstrap=99, random_state=0, cband=False).fit(
+    assert didmem.DiDEstimator(n_bootstrap=99, seed=0, cband=False).fit(
         panel).band == "pointwise"
 
 
@@ -37,29 +37,29 @@ def test_cband_with_two_periods_warns():
     panel = _panel(n_times=2, n_cohorts=1)
     assert panel.n_times == 2
     with pytest.warns(didmem.InferenceWarning, match="only two periods"):
-        res = didmem.DiDEstimator(n_bootstrap=99, random_state=0, cband=True).fit(panel)
+        res = didmem.DiDEstimator(n_bootstrap=99, seed=0, cband=True).fit(panel)
     assert res.band == "pointwise"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        didmem.DiDEstimator(n_bootstrap=99, random_state=0).fit(panel)
+        didmem.DiDEstimator(n_bootstrap=99, seed=0).fit(panel)
 
 
 @pytest.mark.parametrize("seed", [-1, True, 1.5, "0"])
 @pytest.mark.parametrize("cls", [didmem.DiDEstimator, didmem.DifferenceEstimator])
 def test_bad_random_state_is_refused(cls, seed):
-    with pytest.raises(didmem.ParameterError, match="'random_state' parameter.*non-negative"):
-        cls(n_bootstrap=9, random_state=seed).fit(_panel())
+    with pytest.raises(didmem.ParameterError, match="'seed' parameter.*non-negative"):
+        cls(n_bootstrap=9, seed=seed).fit(_panel())
 
 
 def test_good_random_states_pass():
     panel = _panel()
     for seed in (0, np.int64(3), np.random.default_rng(0), None):
-        didmem.DiDEstimator(n_bootstrap=9, random_state=seed, cband=False).fit(panel)
+        didmem.DiDEstimator(n_bootstrap=9, seed=seed, cband=False).fit(panel)
 
 
 def test_influence_estimator_refuses_negative_seed():
-    with pytest.raises(didmem.ParameterError, match="random_state"):
-        didmem.InfluenceEstimator(random_state=-1)._validated_params()
+    with pytest.raises(didmem.ParameterError, match="seed"):
+        didmem.InfluenceEstimator(seed=-1)._validated_params()
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +127,7 @@ def test_lab_directory_with_a_deleted_file_says_what_is_missing(tmp_path):
 
 
 def test_plan_design_refuses_a_negative_seed():
-    from didmem.planning import plan_design
+    from didmem.power import power_analysis
 
-    with pytest.raises(didmem.ParameterError, match="'random_state' parameter of plan_design"):
-        plan_design(_panel(), units_per_cohort=[10], n_simulations=10, random_state=-1)
+    with pytest.raises(didmem.ParameterError, match="'seed' parameter of power_analysis"):
+        power_analysis(_panel(), units_per_cohort=[10], n_simulations=10, seed=-1)

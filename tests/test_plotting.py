@@ -19,7 +19,7 @@ def _fit(seed, decay=0.5):
     df, _ = didmem.datasets.simulate_panel(n_cohorts=5, units_per_cohort=40, n_never_treated=120,
                                            time_step=100, decay=decay, seed=seed)
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
-    return didmem.DiDEstimator(n_bootstrap=199, random_state=seed).fit(panel)
+    return didmem.DiDEstimator(n_bootstrap=199, seed=seed).fit(panel)
 
 
 @pytest.fixture(scope="module")

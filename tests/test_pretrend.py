@@ -13,7 +13,7 @@ from didmem.inference.pretrend import linear_drift, max_t_test, wald_power, wald
 
 @pytest.fixture(scope="module")
 def fitted(small_panel_module):
-    return didmem.DiDEstimator(n_bootstrap=400, random_state=5).fit(small_panel_module)
+    return didmem.DiDEstimator(n_bootstrap=400, seed=5).fit(small_panel_module)
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +63,8 @@ def test_max_t_uses_the_fits_draws(fitted, small_panel_module):
     raw = fitted.analytic_std_errors[pre]
     boot = np.max(np.abs(fitted.bootstrap.cells[:, pre] / raw), axis=1)
     assert m.pvalue == pytest.approx((1 + np.sum(boot >= m.statistic)) / (boot.size + 1))
-    # without draws in the fit, 999 fresh ones seeded by random_state: reproducible
-    a = didmem.DiDEstimator(n_bootstrap=0, random_state=3).fit(small_panel_module)
+    # without draws in the fit, 999 fresh ones seeded by seed: reproducible
+    a = didmem.DiDEstimator(n_bootstrap=0, seed=3).fit(small_panel_module)
     assert a.pretrend_test("max_t") == a.pretrend_test("max_t")
     assert a.pretrend_test("max_t").statistic == pytest.approx(m.statistic, rel=1e-12)
 
@@ -122,7 +122,7 @@ def test_pretests_hold_their_size(units, never, n_cohorts):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", didmem.DidmemWarning)
             res = didmem.DiDEstimator(n_bootstrap=400,
-                                      random_state=int(rng.integers(2**62))).fit(panel)
+                                      seed=int(rng.integers(2**62))).fit(panel)
         for m in rejected:
             rejected[m] += res.pretrend_test(m).pvalue < 0.05
     for m, k in rejected.items():

@@ -39,7 +39,7 @@ def test_structured_statistic_equals_the_dense_one(monkeypatch, weights):
     panel = _panel(weights=weights)
     fit, which, dense, structured, p = _dense_and_structured(panel, monkeypatch)
     assert p >= pretrend_wald.STRUCTURED_MIN_CELLS  # the structured route ran
-    assert pretrend_wald.applies(fit.design, fit.cells, which, fit.inference.influence)
+    assert pretrend_wald.applies(fit.prepared, fit.cells, which, fit.inference.influence)
     assert structured[1] == dense[1] == p
     np.testing.assert_allclose(structured[0], dense[0], rtol=1e-9)
     np.testing.assert_allclose(structured[2], dense[2], rtol=1e-6, atol=1e-300)
@@ -52,7 +52,7 @@ def test_statistic_by_hand_from_the_dense_covariance():
     which = np.flatnonzero((fit.cohorts > fit.times) & np.isfinite(fit.analytic_std_errors))
     est = np.asarray(fit.estimates)[which]
     by_hand = est @ np.linalg.solve(fit.inference.covariance(which), est)
-    stat = pretrend_wald.structured_wald(fit.design, fit.cells, fit.stats, which, est)
+    stat = pretrend_wald.structured_wald(fit.prepared, fit.cells, fit.stats, which, est)
     np.testing.assert_allclose(stat, by_hand, rtol=1e-9)
 
 
@@ -61,13 +61,13 @@ def test_not_yet_treated_controls_take_the_dense_route():
     fit = didmem.DiDEstimator(n_bootstrap=0, control_group="not_yet_treated").fit(panel)
     which = np.flatnonzero((fit.cohorts > fit.times) & np.isfinite(fit.analytic_std_errors))
     assert which.size >= pretrend_wald.STRUCTURED_MIN_CELLS
-    assert not pretrend_wald.applies(fit.design, fit.cells, which, fit.inference.influence)
+    assert not pretrend_wald.applies(fit.prepared, fit.cells, which, fit.inference.influence)
 
 
 def test_a_few_cells_take_the_dense_route():
     fit = didmem.DiDEstimator(n_bootstrap=0).fit(_panel(n_cohorts=4))
     which = np.flatnonzero(fit.cohorts > fit.times)
-    assert not pretrend_wald.applies(fit.design, fit.cells, which, fit.inference.influence)
+    assert not pretrend_wald.applies(fit.prepared, fit.cells, which, fit.inference.influence)
 
 
 def test_a_singular_cohort_block_is_left_to_the_dense_check(monkeypatch):
@@ -76,7 +76,7 @@ def test_a_singular_cohort_block_is_left_to_the_dense_check(monkeypatch):
     fit = didmem.DiDEstimator(n_bootstrap=0).fit(panel)
     which = np.flatnonzero((fit.cohorts > fit.times) & np.isfinite(fit.analytic_std_errors))
     est = np.asarray(fit.estimates)[which]
-    assert pretrend_wald.structured_wald(fit.design, fit.cells, fit.stats, which, est) is None
+    assert pretrend_wald.structured_wald(fit.prepared, fit.cells, fit.stats, which, est) is None
 
 
 def _clustered(cluster_of_unit, n_cohorts=30):
@@ -95,7 +95,7 @@ def test_one_unit_per_cluster_gives_the_unclustered_statistic():
     # the clustered fit takes the dense route of cluster sums, the other the structured one
     fit, which = _clustered(lambda codes: codes)
     assert which.size >= pretrend_wald.STRUCTURED_MIN_CELLS
-    assert not pretrend_wald.applies(fit.design, fit.cells, which, fit.inference.influence)
+    assert not pretrend_wald.applies(fit.prepared, fit.cells, which, fit.inference.influence)
     plain = didmem.DiDEstimator(n_bootstrap=0, small_sample=False).fit(_panel())
     np.testing.assert_allclose(fit.pretest.statistic, plain.pretest.statistic, rtol=1e-9)
     assert fit.pretest.df == plain.pretest.df == which.size

@@ -103,9 +103,9 @@ def test_plan_design_progress(capsys):
     df, _ = didmem.datasets.simulate_panel(n_cohorts=2, units_per_cohort=6, n_never_treated=8,
                                            n_times=4, seed=0)
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
-    plan = didmem.plan_design(panel, units_per_cohort=[4, 6], n_simulations=3,
-                              random_state=0, progress=True)
+    analysis = didmem.power_analysis(panel, units_per_cohort=[4, 6], n_simulations=3,
+                              seed=0, progress=True)
     err = capsys.readouterr().err
-    assert "plan_design (simulated" in err
+    assert "power_analysis (simulated" in err
     assert "6/6 fits | done in" in err
-    assert np.all(np.isfinite(plan.to_frame()["power"]))
+    assert np.all(np.isfinite(analysis.to_frame()["power"]))

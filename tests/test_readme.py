@@ -34,7 +34,7 @@ def _run(blocks, tmp_path, monkeypatch):
 
 
 def _fast(blocks):
-    return [b for b in blocks if "plan_design" not in b]
+    return [b for b in blocks if "power_analysis" not in b]
 
 
 def test_readme_python_blocks_run_and_their_quoted_numbers_hold(tmp_path, monkeypatch):

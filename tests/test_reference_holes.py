@@ -79,7 +79,7 @@ def _fit(data, cg, bp, ant, extra, method="dr", covariates=None):
         {"cluster": cluster} if extra == "cluster" else {})
     panel = didmem.Panel(frame, never_treated=0, balance="keep", covariates=covariates, **cols,
                          **options)
-    assert panel.kind == ("cross_sections" if cols["unit"] is None else "unbalanced")
+    assert panel.layout == ("cross_sections" if cols["unit"] is None else "unbalanced")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", didmem.DidmemWarning)
         res = didmem.DiDEstimator(small_sample=False, n_bootstrap=0, control_group=CONTROL[cg],

@@ -30,7 +30,7 @@ def fitted(request, mpdta_panel):
     scenario = request.param
     res = didmem.DiDEstimator(small_sample=False,
                               control_group=SCENARIOS[scenario], base_period="varying",
-                              anticipation=0, n_bootstrap=0, random_state=0).fit(mpdta_panel)
+                              anticipation=0, n_bootstrap=0, seed=0).fit(mpdta_panel)
     return scenario, res
 
 
@@ -104,7 +104,7 @@ def test_bootstrap_near_analytic_and_band_between_pointwise_and_3(mpdta_panel):
     Carlo error and give a critical value between 1.96 and about 3."""
     ana = didmem.DiDEstimator(small_sample=False, n_bootstrap=0).fit(mpdta_panel)
     boot = didmem.DiDEstimator(small_sample=False,
-                               n_bootstrap=4000, random_state=9152024).fit(mpdta_panel)
+                               n_bootstrap=4000, seed=9152024).fit(mpdta_panel)
     ratio = boot.std_errors / ana.std_errors
     # IQR-based scale from 4000 draws: relative MC error of about 2.5%
     assert np.all(np.abs(ratio - 1) < 0.1), ratio

@@ -22,7 +22,7 @@ def results():
         df, _ = didmem.datasets.simulate_panel(n_cohorts=4, units_per_cohort=30,
                                                n_never_treated=80, seed=seed)
         panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
-        out[f"model {seed}"] = didmem.DiDEstimator(n_bootstrap=99, random_state=0).fit(panel)
+        out[f"model {seed}"] = didmem.DiDEstimator(n_bootstrap=99, seed=0).fit(panel)
     return out
 
 
@@ -79,7 +79,7 @@ def test_pretest_section_counts_band_and_warns_on_many_cells(results):
     assert "rejects too often" not in text  # few pre-treatment cells: no caveat
     df, _ = didmem.datasets.simulate_panel(n_cohorts=16, units_per_cohort=20, n_never_treated=60,
                                            seed=0)
-    many = didmem.DiDEstimator(n_bootstrap=49, random_state=0).fit(
+    many = didmem.DiDEstimator(n_bootstrap=49, seed=0).fit(
         didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y"))
     assert many.pretest.df >= 100
     assert "rejects too often" in render_report(many, figures=[])

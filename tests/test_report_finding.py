@@ -25,7 +25,7 @@ def simulated():
     df, truth = didmem.datasets.simulate_panel(n_cohorts=5, units_per_cohort=60,
                                                n_never_treated=150, time_step=20, seed=3)
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
-    return didmem.DiDEstimator(n_bootstrap=199, random_state=0).fit(panel), truth
+    return didmem.DiDEstimator(n_bootstrap=199, seed=0).fit(panel), truth
 
 
 def _section(text, start, end):

@@ -25,7 +25,7 @@ def _two_checkpoints():
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", didmem.errors.DidmemWarning)
-        return didmem.DiDEstimator(n_bootstrap=99, random_state=0).fit(panel)
+        return didmem.DiDEstimator(n_bootstrap=99, seed=0).fit(panel)
 
 
 @pytest.mark.parametrize("saved", [False, True])

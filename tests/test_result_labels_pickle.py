@@ -19,7 +19,7 @@ def panel():
 
 @pytest.fixture(scope="module")
 def res90(panel):
-    return didmem.DiDEstimator(n_bootstrap=99, random_state=0, alpha=0.1).fit(panel)
+    return didmem.DiDEstimator(n_bootstrap=99, seed=0, alpha=0.1).fit(panel)
 
 
 def test_summary_labels_follow_alpha(res90):

@@ -21,7 +21,7 @@ def saved(tmp_path_factory):
     data, _ = didmem.datasets.simulate_panel(n_cohorts=3, units_per_cohort=15,
                                              n_never_treated=20, n_times=5, seed=2)
     panel = didmem.Panel(data, unit="unit", time="time", cohort="cohort", outcome="y")
-    result = didmem.DiDEstimator(n_bootstrap=49, random_state=0).fit(panel)
+    result = didmem.DiDEstimator(n_bootstrap=49, seed=0).fit(panel)
     return result.save(tmp_path_factory.mktemp("good") / "result.parquet")
 
 
@@ -66,8 +66,8 @@ CASES = [
     ("format_version null", _version(None), "format_version None; it must be a whole number"),
     ("a cut covariance", _cut_covariance, "aggregation 'dynamic' malformed"),
     ("pretest not a list", lambda meta: {**meta, "pretest": 3}, "metadata is malformed"),
-    ("a design plan without its settings", lambda meta: {"format_version": 3,
-                                                         "kind": "design_plan"},
+    ("a power analysis without its settings", lambda meta: {"format_version": 3,
+                                                         "kind": "power_analysis"},
      "metadata is malformed"),
     ("a kind that is a list", lambda meta: {**meta, "kind": ["x"]}, "metadata is malformed"),
 ]

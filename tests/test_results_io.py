@@ -17,7 +17,7 @@ def res():
     df, _ = didmem.datasets.simulate_panel(n_cohorts=4, units_per_cohort=30, n_never_treated=80,
                                            seed=3)
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
-    return didmem.DiDEstimator(n_bootstrap=99, random_state=0).fit(panel)
+    return didmem.DiDEstimator(n_bootstrap=99, seed=0).fit(panel)
 
 
 def test_round_trip(res, tmp_path):
@@ -100,7 +100,7 @@ def _format_2_fit():
     df, _ = didmem.datasets.simulate_panel(n_cohorts=3, units_per_cohort=15,
                                            n_never_treated=20, n_times=5, seed=7)
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
-    return didmem.DiDEstimator(n_bootstrap=49, random_state=0).fit(panel)
+    return didmem.DiDEstimator(n_bootstrap=49, seed=0).fit(panel)
 
 
 def test_format_2_files_still_load():
@@ -121,10 +121,10 @@ def test_format_2_files_still_load():
                                   fitted.to_frame().drop(columns=drawn), rtol=1e-10)
     stored = pq.read_table(FORMAT_2).to_pandas()
     np.testing.assert_array_equal(loaded.to_frame()["ci_lower"], stored["ci_lower"])
-    for kind in didmem.results.KINDS:
-        pd.testing.assert_frame_equal(loaded.aggregate(kind).to_frame().drop(columns=drawn),
-                                      fitted.aggregate(kind).to_frame().drop(columns=drawn),
-                                      rtol=1e-10)
+    for aggregation in didmem.results.AGGREGATIONS:
+        pd.testing.assert_frame_equal(
+            loaded.aggregate(aggregation).to_frame().drop(columns=drawn),
+            fitted.aggregate(aggregation).to_frame().drop(columns=drawn), rtol=1e-10)
     # the line it stored, up to its critical values (the draws')
     assert "critical values 3.009-3.089" in loaded.settings.inference_line
     before_values = loaded.settings.inference_line.rsplit("critical values", 1)[0]
@@ -161,17 +161,17 @@ def test_compute_saved_in_two_threads_equals_in_turn():
     the process's BLAS threads are as they were afterwards."""
     from threadpoolctl import threadpool_info
 
-    from didmem.results.saving import SAVED_KINDS, compute_saved
+    from didmem.results.saving import SAVED_AGGREGATIONS, compute_saved
 
     df, _ = didmem.datasets.simulate_panel(n_cohorts=5, units_per_cohort=25, n_never_treated=60,
                                            seed=8)
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
-    fits = [didmem.DiDEstimator(n_bootstrap=199, random_state=2).fit(panel) for _ in range(2)]
+    fits = [didmem.DiDEstimator(n_bootstrap=199, seed=2).fit(panel) for _ in range(2)]
     before = [(i["user_api"], i["num_threads"]) for i in threadpool_info()]
     compute_saved(fits[0], threads=2)
     compute_saved(fits[1], threads=1)
     assert [(i["user_api"], i["num_threads"]) for i in threadpool_info()] == before
-    for kind in SAVED_KINDS:
+    for kind in SAVED_AGGREGATIONS:
         pd.testing.assert_frame_equal(fits[0].aggregate(kind).to_frame(),
                                       fits[1].aggregate(kind).to_frame(), check_exact=True)
     assert fits[0].pretest == fits[1].pretest
@@ -190,7 +190,7 @@ def test_compute_saved_leaves_failures_to_the_caller(tmp_path):
     last = df["time"].max()
     df.loc[np.isfinite(df["cohort"]) & (df["cohort"] > 0), "cohort"] = last
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
-    res = didmem.DiDEstimator(n_bootstrap=99, random_state=0).fit(panel)
+    res = didmem.DiDEstimator(n_bootstrap=99, seed=0).fit(panel)
     compute_saved(res)
     with pytest.raises(didmem.DidmemError, match="persistent"):
         res.aggregate("persistent")

@@ -37,7 +37,7 @@ def _weighted_panel():
 @pytest.fixture(scope="module", params=["never_treated", "not_yet_treated"])
 def fitted_and_saved(request, tmp_path_factory):
     panel, truth = _weighted_panel()
-    fitted = didmem.DiDEstimator(n_bootstrap=99, random_state=0,
+    fitted = didmem.DiDEstimator(n_bootstrap=99, seed=0,
                                  control_group=request.param).fit(panel)
     path = tmp_path_factory.mktemp("saved") / "result.parquet"
     return fitted, didmem.load_result(fitted.save(path)), truth
@@ -62,7 +62,7 @@ def test_summary_and_every_aggregation_are_equal(fitted_and_saved):
     fitted, saved, _ = fitted_and_saved
     assert saved.summary() == fitted.summary()
     pd.testing.assert_frame_equal(saved.to_frame(), fitted.to_frame())
-    for name in didmem.results.KINDS + tuple(didmem.results.ALIASES):
+    for name in didmem.results.AGGREGATIONS + tuple(didmem.results.ALIASES):
         pd.testing.assert_frame_equal(saved.aggregate(name).to_frame(),
                                       fitted.aggregate(name).to_frame())
         assert saved.aggregate(name).overall == fitted.aggregate(name).overall
@@ -100,7 +100,7 @@ def test_a_later_exposure_reports_the_same_saved(tmp_path):
                                      gaps=(2,), seed=5)
     panel = didmem.Panel(data, unit="unit", time="time", cohort=["cohort", "cohort_2"],
                          outcome="y")
-    fitted = didmem.DiDEstimator(n_bootstrap=99, random_state=0, exposure=2).fit(panel)
+    fitted = didmem.DiDEstimator(n_bootstrap=99, seed=0, exposure=2).fit(panel)
     saved = didmem.load_result(fitted.save(tmp_path / "second.parquet"))
     assert saved.summary() == fitted.summary() and saved.settings == fitted.settings
     page_fitted, page_saved = _page(fitted, truth), _page(saved, truth)

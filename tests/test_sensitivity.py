@@ -44,8 +44,8 @@ def test_vcov_diagonal_is_the_variance(clusters):
     res = _fit(panel)
     from didmem.results.aggregations import build_aggregation
 
-    spec = build_aggregation(res.design, res.cells, np.asarray(res.estimates), "dynamic")
-    args = (res.design, res.cells, res.stats, spec.weights, spec.omega, res.influence)
+    spec = build_aggregation(res.prepared, res.cells, np.asarray(res.estimates), "dynamic")
+    args = (res.prepared, res.cells, res.stats, spec.weights, spec.omega, res.influence)
     cov = combination_covariance(*args)
     np.testing.assert_allclose(np.diag(cov), combination_variance(*args), rtol=1e-10, atol=1e-16)
     assert np.allclose(cov, cov.T)

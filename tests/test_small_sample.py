@@ -73,7 +73,7 @@ def test_small_sample_false_is_the_uncorrected_route(small_panel):
     assert np.all(default.std_errors > ana.std_errors)
     np.testing.assert_allclose(default.std_errors**2 / ana.std_errors**2,
                                default.small_sample.factor, rtol=1e-12)
-    boot = didmem.DiDEstimator(n_bootstrap=300, random_state=1, small_sample=False).fit(small_panel)
+    boot = didmem.DiDEstimator(n_bootstrap=300, seed=1, small_sample=False).fit(small_panel)
     assert boot.bootstrap.multiplier == "rademacher" and boot.cell_critical_values is None
     assert not np.array_equal(boot.std_errors, boot.analytic_std_errors)  # IQR of the draws
 
@@ -90,7 +90,7 @@ def test_factor_between_smallest_and_largest_group_factor(small_panel):
 def test_treated_variance_by_hand_and_on_the_influence_route():
     frame = staggered_frame(seed=4, n_units=90, n_times=5)
     res = didmem.DiDEstimator(n_bootstrap=0).fit(panel_of(frame))
-    got = treated_variance(res.design, res.cells, res.stats)
+    got = treated_variance(res.prepared, res.cells, res.stats)
     wide = frame.pivot(index="unit", columns="time", values="y")
     cohort = frame.groupby("unit")["cohort"].first()
     f = res.to_frame()
@@ -104,9 +104,9 @@ def test_treated_variance_by_hand_and_on_the_influence_route():
     cov = didmem.DiDEstimator(n_bootstrap=0, est_method="reg").fit(
         panel_of(frame, covariates=["x"]))
     dense = cov.influence.dense()
-    expect = np.array([np.sum(dense[cov.design.starts[k]:cov.design.starts[k + 1], c] ** 2)
+    expect = np.array([np.sum(dense[cov.prepared.starts[k]:cov.prepared.starts[k + 1], c] ** 2)
                        for c, k in enumerate(cov.cells.k)])
-    np.testing.assert_allclose(treated_variance(cov.design, cov.cells, cov.stats, cov.influence),
+    np.testing.assert_allclose(treated_variance(cov.prepared, cov.cells, cov.stats, cov.influence),
                                expect, rtol=1e-12)
 
 
@@ -135,7 +135,7 @@ def test_t_quantile_mapping():
 
 
 def test_band_uses_each_cells_critical_value(small_panel):
-    res = didmem.DiDEstimator(n_bootstrap=400, random_state=2).fit(small_panel)
+    res = didmem.DiDEstimator(n_bootstrap=400, seed=2).fit(small_panel)
     assert res.band == "simultaneous" and res.bootstrap.multiplier == "normal"
     f = res.to_frame()
     np.testing.assert_allclose(f["ci_upper"] - f["estimate"],
@@ -150,7 +150,7 @@ def test_band_uses_each_cells_critical_value(small_panel):
 def test_multiplier_choice_is_validated(small_panel):
     with pytest.raises(didmem.errors.ParameterError, match="multiplier"):
         didmem.DiDEstimator(multiplier="webb").fit(small_panel)
-    res = didmem.DiDEstimator(n_bootstrap=50, multiplier="rademacher", random_state=0).fit(
+    res = didmem.DiDEstimator(n_bootstrap=50, multiplier="rademacher", seed=0).fit(
         small_panel)
     assert res.bootstrap.multiplier == "rademacher"
 
@@ -158,13 +158,13 @@ def test_multiplier_choice_is_validated(small_panel):
 def test_aggregations_are_corrected_alike(small_panel):
     from didmem.inference.small_sample import block_welch
 
-    res = didmem.DiDEstimator(n_bootstrap=300, random_state=4).fit(small_panel)
+    res = didmem.DiDEstimator(n_bootstrap=300, seed=4).fit(small_panel)
     inst = res.aggregate("instantaneous")
     f = res.to_frame()
     cells = f[f["time"] == f["cohort"]].set_index("cohort")
     # a single-cell key is its cell, with the cell's Welch standard error
     np.testing.assert_allclose(inst.std_errors, cells.loc[inst.keys, "std_error"], rtol=1e-10)
-    r = didmem.DiDEstimator(n_bootstrap=300, random_state=4, small_sample=False).fit(small_panel)
+    r = didmem.DiDEstimator(n_bootstrap=300, seed=4, small_sample=False).fit(small_panel)
     assert inst.critical_value > r.aggregate("instantaneous").critical_value
     # block_welch by hand: parts 2/3 and 4/5 with 3 and 5 units, as welch_correction
     v, df = block_welch(np.array([[2 / 3], [0.8]]), np.array([3, 5]))
@@ -180,7 +180,7 @@ def test_aggregations_are_corrected_alike(small_panel):
 def test_summaries_say_which_standard_error_the_column_holds(small_panel, tmp_path, kw, says):
     """Issue 23: the corrected std_error can be below R's bootstrap-IQR one while the band is
     wider; the cells' and the aggregations' summaries (also after saving) say which it is."""
-    res = didmem.DiDEstimator(random_state=0, **kw).fit(small_panel)
+    res = didmem.DiDEstimator(seed=0, **kw).fit(small_panel)
     assert says in res.summary()
     for kind in ("dynamic", "simple"):
         assert says in res.aggregate(kind).summary()

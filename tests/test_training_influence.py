@@ -122,7 +122,7 @@ def test_ekfac_tracks_exact_loo(fitted_mlp):
     0.67, 0.99, 0.84 and 0.93.
     """
     model, seqs, exact = fitted_mlp
-    res = InfluenceEstimator(weight_decay=WD, solver="ekfac", random_state=0).fit(TrainedModel(
+    res = InfluenceEstimator(weight_decay=WD, solver="ekfac", seed=0).fit(TrainedModel(
         model, seqs, seqs[:N_LOO]))
     est = res.unit_frame()["estimate"].to_numpy()
     assert res.extra["tracked_modules"] == ["fc"]  # the output embedding ``out`` is not
@@ -133,7 +133,7 @@ def test_ekfac_tracks_exact_loo(fitted_mlp):
     fc_only = InfluenceEstimator(weight_decay=WD, solver="direct", include=("fc",)).fit(
         TrainedModel(model, seqs, seqs[:N_LOO])).unit_frame()["estimate"].to_numpy()
     assert np.corrcoef(est, fc_only)[0, 1] > 0.85
-    again = InfluenceEstimator(weight_decay=WD, solver="ekfac", random_state=0).fit(TrainedModel(
+    again = InfluenceEstimator(weight_decay=WD, solver="ekfac", seed=0).fit(TrainedModel(
         model, seqs, seqs[:2])).unit_frame()["estimate"]
     np.testing.assert_allclose(again, est[:2], rtol=1e-10)  # seeded labels: reproducible
     assert all(prm.requires_grad for prm in model.parameters())  # kronfluence works on a copy

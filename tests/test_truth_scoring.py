@@ -29,7 +29,7 @@ def fitted():
     data, truth = simulate_panel(n_cohorts=3, units_per_cohort=25, n_never_treated=40,
                                  n_times=6, cohort_scale=[0.5, 1.0, 2.0], seed=11)
     panel = didmem.Panel(data, unit="unit", time="time", cohort="cohort", outcome="y")
-    result = didmem.DiDEstimator(n_bootstrap=99, random_state=1).fit(panel)
+    result = didmem.DiDEstimator(n_bootstrap=99, seed=1).fit(panel)
     return result, truth
 
 

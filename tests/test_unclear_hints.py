@@ -48,9 +48,9 @@ def test_plan_design_with_a_cross_sections_pilot_names_what_works(as_result):
     df, _ = _frames()
     pilot = _cross_sections(df)
     if as_result:
-        pilot = didmem.DiDEstimator(n_bootstrap=99, random_state=0).fit(pilot)
+        pilot = didmem.DiDEstimator(n_bootstrap=99, seed=0).fit(pilot)
     with pytest.raises(ParameterError) as err:
-        didmem.plan_design(pilot, units_per_cohort=[10], n_simulations=10)
+        didmem.power_analysis(pilot, units_per_cohort=[10], n_simulations=10)
     message = str(err.value)
     assert "unit=..." in message
     if not as_result:

@@ -48,7 +48,7 @@ def test_dynamic_overall_of_pre_periods_only_is_nan():
                                            n_never_treated=40, seed=0)
     panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
     for draws in (0, 49):
-        res = didmem.DiDEstimator(n_bootstrap=draws, random_state=0).fit(panel)
+        res = didmem.DiDEstimator(n_bootstrap=draws, seed=0).fit(panel)
         with warnings.catch_warnings():  # few draws: the band may fall back to pointwise
             warnings.simplefilter("ignore", didmem.InferenceWarning)
             agg = res.aggregate("dynamic", min_e=-3, max_e=-1)

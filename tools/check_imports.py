@@ -79,7 +79,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
      "figures"),
     ("estimators", ("didmem.estimators",), ("results",),
      "what is estimated: one estimator per module, one small contract"),
-    ("analyses", ("didmem.honest", "didmem.planning", "didmem.montecarlo"), ("estimators",),
+    ("analyses", ("didmem.honest", "didmem.power", "didmem.montecarlo"), ("estimators",),
      "what takes results or runs estimators: sensitivity, power analysis, Monte Carlo"),
     ("report", ("didmem.report",), ("analyses",),
      "the HTML report of results, their figures and sensitivity"),
@@ -113,8 +113,8 @@ WINGS: dict[str, tuple[str, ...]] = {
 LOADS_BY_NAME: dict[tuple[str, str], str] = {
     ("didmem.results.saving", "didmem.honest.result"):
         "load_result reads a saved sensitivity file with its class",
-    ("didmem.results.saving", "didmem.planning"):
-        "load_result reads a saved design plan with its class",
+    ("didmem.results.saving", "didmem.power"):
+        "load_result reads a saved power analysis with its class",
 }
 
 

@@ -130,6 +130,13 @@ def forward_metrics(backend, batch: InstanceBatch, metrics: tuple) -> dict:
     Right padding needs no attention mask: with causal attention a real token attends only
     to earlier positions, all of which are real.
     """
+    if "reference_ratio" in metrics:
+        # the scored model's mean_token_loglik minus its reference's, batch by batch
+        own = tuple(m for m in metrics if m != "reference_ratio")
+        name = backend._REFERENCE_METRIC
+        out = forward_metrics(backend, batch, own + (() if name in own else (name,)))
+        out["reference_ratio"] = out[name] - backend.reference_scores(batch)
+        return {m: out[m] for m in metrics}
     model = backend._model
     device = backend.device
     lengths = batch.lengths

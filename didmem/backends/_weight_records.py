@@ -77,10 +77,10 @@ class _StorageType:
 
 
 class _Storage:
-    __slots__ = ("key", "itemsize", "numel", "kind")
+    __slots__ = ("key", "itemsize", "numel", "storage_type")
 
-    def __init__(self, key, itemsize, numel, kind):
-        self.key, self.itemsize, self.numel, self.kind = key, itemsize, numel, kind
+    def __init__(self, key, itemsize, numel, storage_type):
+        self.key, self.itemsize, self.numel, self.storage_type = key, itemsize, numel, storage_type
 
 
 class _Tensor:
@@ -133,8 +133,8 @@ class _RecordReader(pickle.Unpickler):
                 and isinstance(pid[1], _StorageType) and isinstance(pid[2], str)
                 and _is_index(pid[4])):
             raise _Refused(f"a storage reference is malformed: {_short(pid)}")
-        kind = pid[1].name
-        return _Storage(pid[2], _STORAGE_ITEMSIZE[kind], pid[4], kind)
+        storage_type = pid[1].name
+        return _Storage(pid[2], _STORAGE_ITEMSIZE[storage_type], pid[4], storage_type)
 
 
 def _is_index(value) -> bool:
@@ -306,7 +306,7 @@ def _check_tensor(name, tensor, records, prefix, file, where) -> tuple:
     claimed = storage.numel * storage.itemsize
     if claimed != held:
         raise _refuse(where, file, record,
-                      f"tensor {name!r} claims a {storage.kind} of {storage.numel:,} elements "
+                      f"tensor {name!r} claims a {storage.storage_type} of {storage.numel:,} elements "
                       f"({claimed:,} bytes), but the record holds {held:,} bytes")
     size, stride, offset = tensor.size, tensor.stride, tensor.offset
     if not (isinstance(size, tuple) and isinstance(stride, tuple) and len(size) == len(stride)

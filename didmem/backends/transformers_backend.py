@@ -28,6 +28,7 @@ METRICS = (
     "min_k_logprob",
     "min_k_plus_plus",
     "zlib_ratio",
+    "reference_ratio",
 )
 # Config entries that must agree across checkpoints of one run.
 _ARCH_KEYS = (
@@ -82,6 +83,12 @@ class TransformersBackend(OutcomeBackend):
         A tokenizer (local directory or hub id, loaded with ``AutoTokenizer``, no remote
         code) that decodes each sequence for ``zlib_ratio``; without one the token ids
         themselves are compressed (see Notes).
+    reference : path, (hub name, revision) or mapping of number to either, optional
+        The reference model of ``reference_ratio``: one checkpoint (a directory or a hub
+        revision: another revision of the same run, a smaller model of the same tokenizer,
+        a model trained on other data) used at every checkpoint, or a mapping from each
+        checkpoint time to its own reference (such as the lab's twin run, step by step).
+        It must share the scored model's tokenizer (see Notes).
 
     Notes
     -----
@@ -111,6 +118,18 @@ class TransformersBackend(OutcomeBackend):
       (UTF-8) when one is given, otherwise of its ``n`` token ids written as little-endian
       unsigned 32-bit integers (4 bytes a token). The two choices give different values: a
       panel holds one of them (:meth:`describe` names the tokenizer).
+    - ``reference_ratio`` (the reference-model attack, Carlini et al. 2021; Mireshghallah
+      et al. 2022): the log of the per-token likelihood ratio of the scored model to the
+      ``reference`` model, :math:`\\frac{1}{n'} \\sum_t (\\log p_t - \\log p^{ref}_t)`, that is
+      ``mean_token_loglik`` of the checkpoint minus that of its reference on the same
+      batch. Both forward passes run batch by batch, so the reference adds one model's
+      weights and one batch's hidden states. One reference for every checkpoint scores each
+      instance once, at the first checkpoint, and its values are kept (about 150 bytes an
+      instance, see :meth:`reference_scores`): later checkpoints run no reference pass. The two
+      models must read the same token ids: their configs must agree on ``vocab_size`` and,
+      where both are local directories with a ``tokenizer.json`` (or ``vocab.json``), on
+      its vocabulary; otherwise a :class:`~didmem.backends.CheckpointError` names both.
+      Hub revisions are compared by ``vocab_size`` only.
 
     Every metric is oriented so that higher means the model predicts the instance better,
     except ``mean_token_rank`` (lower is better) and ``entropy``. Every metric needs at least
@@ -164,6 +183,9 @@ class TransformersBackend(OutcomeBackend):
         "chunk_tokens": Integral(1, allow_none=True),
         "min_k": Interval(0, 1, closed="right"),
     }
+    #: The one metric the reference model is asked for; ``reference_ratio`` is the scored
+    #: model's value minus the reference's.
+    _REFERENCE_METRIC = "mean_token_loglik"
 
     def __init__(
         self,
@@ -179,6 +201,7 @@ class TransformersBackend(OutcomeBackend):
         weights_cache=None,
         min_k: float = 0.2,
         tokenizer=None,
+        reference=None,
     ) -> None:
         if not hasattr(checkpoints, "items"):
             raise ParameterError(
@@ -246,6 +269,9 @@ class TransformersBackend(OutcomeBackend):
         self._config = None
         self._model = None
         self._checked_head = False
+        self._reference_sources = _reference_sources(reference, self._checkpoints)
+        self._reference = None
+        self._reference_cache = {}
 
     @classmethod
     def from_pretrained_revisions(cls, name: str, steps, *, revision_format="step{}", **kwargs):
@@ -359,7 +385,20 @@ class TransformersBackend(OutcomeBackend):
         }
         if self.weights_cache is not None:
             params["weights_cache"] = self.weights_cache
+        if self._reference_sources is not None:
+            params["reference"] = self._reference_spec()
         return BackendSpec("transformers", params)
+
+    def _reference_spec(self):
+        """The ``reference`` parameter in JSON-ready form."""
+        def one(source):
+            name, revision = source
+            return name if revision is None else [name, revision]
+
+        fixed = self._reference_sources.get(None)
+        if fixed is not None:
+            return one(fixed)
+        return {time_label(t): one(src) for t, src in self._reference_sources.items()}
 
     def describe(self) -> dict:
         """Settings that change the scores."""
@@ -372,6 +411,8 @@ class TransformersBackend(OutcomeBackend):
             "eos_token_ids": list(self._eos_tokens()),
             "min_k": self.min_k,
             "tokenizer": self.tokenizer_name,
+            # only when set, so that the manifests of runs without one stay as they were
+            **({} if self._reference_sources is None else {"reference": self._reference_spec()}),
         }
 
     def load_tokenizer(self):
@@ -542,6 +583,64 @@ class TransformersBackend(OutcomeBackend):
             raise ParameterError(
                 f"eos_token_id {list(eos)} is outside the vocabulary (size {vocab})."
             )
+        if "reference_ratio" in metrics:
+            self._check_reference(instances)
+
+    def reference_backend(self) -> "TransformersBackend":
+        """The backend that scores the reference models (built once; nothing loaded).
+
+        Its checkpoints are the scored backend's (one reference each), or the single time
+        0 for one reference used at every checkpoint; it shares device, dtype, batch size
+        and ``chunk_tokens``.
+        """
+        if self._reference_sources is None:
+            raise ParameterError(
+                "The metric 'reference_ratio' needs a reference model: pass "
+                "TransformersBackend(..., reference='dir/of/reference') (a directory, a "
+                "(hub name, revision) pair, or one per checkpoint)."
+            )
+        if self._reference is None:
+            fixed = self._reference_sources.get(None)
+            sources = {0: fixed} if fixed is not None else dict(self._reference_sources)
+            sources = {t: name if revision is None else (name, revision)
+                       for t, (name, revision) in sources.items()}
+            self._reference = TransformersBackend(
+                sources, device=self.device_name, batch_size=self.batch_size,
+                dtype=self.dtype_name, chunk_tokens=self.chunk_tokens,
+                weights_cache=self.weights_cache)
+        return self._reference
+
+    def _reference_time(self, checkpoint):
+        return 0 if None in self._reference_sources else checkpoint
+
+    def _check_reference(self, instances: Instances) -> None:
+        """The reference models read the same token ids as the scored model, and can score
+        every instance; checked before any weight loads."""
+        reference = self.reference_backend()
+        reference.validate(instances, (self._REFERENCE_METRIC,))
+        first = self._checkpoints[0]
+        mine, theirs = self._config, reference._config
+        ref_first = reference.checkpoints[0]
+        names = (f"checkpoint {first} ({self.checkpoint_source(first)!r})",
+                 f"the reference model ({reference.checkpoint_source(ref_first)!r})")
+        if mine.vocab_size != theirs.vocab_size:
+            raise CheckpointError(
+                f"The reference model has another tokenizer than the scored model: "
+                f"{names[0]} has vocab_size {mine.vocab_size}, {names[1]} has "
+                f"{theirs.vocab_size}. reference_ratio compares the two models' "
+                "probabilities of the same token ids, so they must share the tokenizer."
+            )
+        vocab = _vocabulary_file(self._sources[first])
+        for time in reference.checkpoints:
+            other = _vocabulary_file(reference._sources[time])
+            if vocab is not None and other is not None and vocab != other:
+                raise CheckpointError(
+                    f"The reference model has another tokenizer than the scored model: the "
+                    f"vocabulary of {names[0]} differs from that of the reference "
+                    f"{reference.checkpoint_source(time)!r} (their tokenizer files map "
+                    "tokens to other ids), although both have vocab_size "
+                    f"{mine.vocab_size}. reference_ratio needs the same tokenizer."
+                )
 
     # ----------------------------------------------------------------- scoring
     def open_checkpoint(self, checkpoint) -> None:
@@ -564,9 +663,49 @@ class TransformersBackend(OutcomeBackend):
             check_head(self._model, self.device)
             self._checked_head = True
 
+    def reference_scores(self, batch: InstanceBatch) -> np.ndarray:
+        """``mean_token_loglik`` of each instance of ``batch`` under the reference model of
+        the checkpoint being scored.
+
+        With one reference for every checkpoint an instance's value does not depend on the
+        checkpoint: it is computed once (at the first checkpoint that scores it, in that
+        batch) and kept, keyed by unit and a hash of its tokens (about 150 bytes an
+        instance), so the reference model is loaded and run only while new instances come.
+        """
+        from ._loading import forward_metrics
+
+        name = self._REFERENCE_METRIC
+        fixed = None in self._reference_sources
+        keys = [(u, hash(t.tobytes())) for u, t in zip(batch.units.tolist(), batch.token_ids)]
+        todo = [i for i, k in enumerate(keys) if not fixed or k not in self._reference_cache]
+        values = {}
+        if todo:
+            self._open_reference(self._scoring)
+            sub = batch if len(todo) == len(batch) else InstanceBatch(
+                batch.units[todo], [batch.token_ids[i] for i in todo])
+            scores = forward_metrics(self.reference_backend(), sub, (name,))[name]
+            values = dict(zip((keys[i] for i in todo), scores))
+            if fixed:
+                self._reference_cache.update(values)
+        return np.array([values[k] if k in values else self._reference_cache[k]
+                         for k in keys], dtype=np.float64)
+
+    def _open_reference(self, checkpoint) -> None:
+        """Load the reference model of ``checkpoint`` unless it is the one loaded; it is
+        freed with the checkpoint (:meth:`close_checkpoint`)."""
+        time = self._reference_time(checkpoint)
+        reference = self.reference_backend()
+        if reference._model is None or getattr(self, "_reference_open", None) != time:
+            reference._model = None
+            reference.open_checkpoint(time)
+            self._reference_open = time
+
     def close_checkpoint(self) -> None:
-        """Free the weights."""
+        """Free the weights (the reference model's too)."""
         self._model = None
+        if self._reference is not None:
+            self._reference._model = None
+            self._reference_open = None
         torch = optional_import("torch", "lm")
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -585,6 +724,7 @@ class TransformersBackend(OutcomeBackend):
         from ._loading import forward_metrics, is_out_of_memory
 
         torch = optional_import("torch", "lm")
+        self._scoring = checkpoint  # whose reference model reference_scores loads
         size, start, parts = len(batch), 0, []
         while start < len(batch):
             stop = min(start + size, len(batch))
@@ -611,6 +751,60 @@ class TransformersBackend(OutcomeBackend):
         if len(parts) == 1:
             return parts[0]
         return {m: np.concatenate([p[m] for p in parts]) for m in metrics}
+
+
+def _one_source(src, where: str) -> tuple:
+    """``(name, revision)`` of a directory or a ``(hub name, revision)`` pair."""
+    if isinstance(src, (tuple, list)) and len(src) == 2 and all(isinstance(p, str) for p in src):
+        return str(src[0]), src[1]
+    if isinstance(src, (str, os.PathLike)):
+        return os.fspath(src), None
+    raise ParameterError(
+        f"The 'reference' parameter of TransformersBackend {where} must be a directory (a "
+        f"path) or a (hub name, revision) pair of strings. Got {type(src).__name__} {src!r}."
+    )
+
+
+def _reference_sources(reference, checkpoints: tuple):
+    """The reference model of each checkpoint: ``None`` (no reference), ``{None: source}``
+    (one model for every checkpoint) or ``{time: source}`` covering every checkpoint."""
+    if reference is None:
+        return None
+    if not hasattr(reference, "items"):
+        return {None: _one_source(reference, "")}
+    sources = {_step(t): _one_source(src, f"at step {t!r}") for t, src in reference.items()}
+    missing = [t for t in checkpoints if t not in sources]
+    extra = [t for t in sources if t not in checkpoints]
+    if missing or extra:
+        raise ParameterError(
+            "The 'reference' parameter of TransformersBackend, as a mapping, must give one "
+            f"reference model for each checkpoint {list(checkpoints)}; "
+            + (f"it lacks {missing}" if missing else "")
+            + ("; " if missing and extra else "")
+            + (f"it has steps that are not checkpoints: {extra}" if extra else "") + "."
+        )
+    return {t: sources[t] for t in checkpoints}
+
+
+def _vocabulary_file(source: tuple):
+    """The vocabulary of a local directory's ``tokenizer.json`` (or ``vocab.json``) as a
+    dict, or None when it has neither (or is a hub revision)."""
+    import json
+
+    name, revision = source
+    if revision is not None:
+        return None
+    for file, path in (("tokenizer.json", ("model", "vocab")), ("vocab.json", ())):
+        target = Path(name) / file
+        if target.is_file():
+            try:
+                data = json.loads(target.read_text(encoding="utf-8"))
+                for key in path:
+                    data = data[key]
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise CheckpointError(f"Cannot read the vocabulary of {target}: {exc}") from None
+            return data
+    return None
 
 
 def _step(key):

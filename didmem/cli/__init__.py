@@ -34,7 +34,7 @@ import os
 import sys
 
 from ..errors import DidmemError
-from . import demo, estimate, lab, plan, plot, report, run, score, sensitivity
+from . import demo, estimate, lab, plot, power, report, run, score, sensitivity
 
 __all__ = ["main", "console_main", "build_parser", "SUBCOMMANDS"]
 
@@ -45,7 +45,7 @@ SUBCOMMANDS = {
     "report": report,
     "lab": lab,
     "score": score,
-    "plan": plan,
+    "power": power,
     "sensitivity": sensitivity,
     "run": run,
 }
@@ -114,7 +114,7 @@ def _flags(parser, command: str) -> dict:
     return {}
 
 
-_OUT_IS = {"demo": "directory", "lab": "directory", "plan": "directory", "run": "directory",
+_OUT_IS = {"demo": "directory", "lab": "directory", "power": "directory", "run": "directory",
            "score": "directory", "estimate": "file", "plot": "file", "report": "file",
            "sensitivity": "file"}
 """What each subcommand's ``--out`` names."""
@@ -126,19 +126,19 @@ def _check_out(command: str, out) -> None:
 
     from ..errors import ParameterError
 
-    kind = _OUT_IS.get(command)
-    if out is None or kind is None:
+    out_is = _OUT_IS.get(command)
+    if out is None or out_is is None:
         return
     path = Path(out)
     blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
     if blocked is not None:
         raise ParameterError(f"The option --out {out!r} lies under {str(blocked)!r}, which is a "
                              "file, not a directory; choose another path.")
-    if kind == "directory" and path.exists() and not path.is_dir():
+    if out_is == "directory" and path.exists() and not path.is_dir():
         raise ParameterError(f"The option --out names the existing file {out!r}; didmem "
                              f"{command} writes a directory there (created if missing). Choose "
                              "another path, or move the file away.")
-    if kind == "file" and path.is_dir():
+    if out_is == "file" and path.is_dir():
         raise ParameterError(f"The option --out names the directory {out!r}; didmem {command} "
                              f"writes a file. Give a file's path, such as "
                              f"{str(path / ('results.parquet' if command == 'estimate' else 'out'))!r}.")

@@ -45,7 +45,7 @@ def run(args) -> int:
     print("  reused the finished run found there (--overwrite trains again)" if lab.reused else
           f"  trained and scored in {time.perf_counter() - t0:.1f} s", flush=True)
     panel = didmem.Panel(lab.panel, unit="unit", time="time", cohort="cohort", outcome=metric)
-    res = didmem.DiDEstimator(n_bootstrap=args.n_bootstrap, random_state=args.seed).fit(panel)
+    res = didmem.DiDEstimator(n_bootstrap=args.n_bootstrap, seed=args.seed).fit(panel)
     frame = cells_with_truth(res, lab.truth)  # the truth of the metric and exposure fitted
     cells_path = out / "cells.csv"
     frame.to_csv(cells_path, index=False)

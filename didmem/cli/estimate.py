@@ -124,7 +124,7 @@ def run(args) -> int:
     if args.exposure != 1:
         options["exposure"] = args.exposure
     estimator = cls(control_group=args.control_group, n_bootstrap=args.n_bootstrap,
-                    random_state=args.seed, lower_is_better=args.lower_is_better,
+                    seed=args.seed, lower_is_better=args.lower_is_better,
                     outcome=args.outcome, small_sample=not args.r_inference, **options)
     if args.memorised:
         res = _fit_memorised(estimator, args)

@@ -13,8 +13,9 @@ DESCRIPTION = (
     "train for every cohort a run without only its analysed instances (and a twin without all "
     "of them), score them with the transformers backend, and write DIR/panel.parquet and "
     "DIR/truth.parquet (tau(g, c), the direct effect: the exact run's total effect less its "
-    "drift on the untreated). With --replicate N, repeat over N seeds and "
-    "score estimators against the truth."
+    "drift on the untreated). With --runs R, train R runs on the same corpus in different "
+    "data orders, each with its own truth (a run column in both files). With --replicate N, "
+    "repeat over N seeds and score estimators against the truth."
 )
 
 
@@ -51,6 +52,8 @@ SPECIAL = {
     "metrics": {"type": _names, "metavar": "NAMES", "help": "Comma-separated."},
     "text_files": {"action": "append", "metavar": "PATH", "help": "Repeatable."},
     "validation_mix": {"help": "Implies --domains 2 unless given."},
+    "vary_init": {"action": "store_const", "const": True,
+                  "help": "A flag (with --runs 2 or more)."},
 }
 
 

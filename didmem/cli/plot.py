@@ -7,7 +7,7 @@ from pathlib import Path
 from ..errors import ParameterError
 from ._options import load_results, parse_labels, result_names, use_agg_backend
 
-__all__ = ["HELP", "DESCRIPTION", "add_arguments", "run", "KINDS"]
+__all__ = ["HELP", "DESCRIPTION", "add_arguments", "run", "FIGURES"]
 
 HELP = "draw one figure of a results file as PNG"
 DESCRIPTION = (
@@ -17,18 +17,18 @@ DESCRIPTION = (
     "files."
 )
 
-KINDS = ("profile", "instantaneous", "persistent", "residual", "pretrends", "correlation")
-"""The figures ``--kind`` draws."""
+FIGURES = ("profile", "instantaneous", "persistent", "residual", "pretrends", "correlation")
+"""The figures ``--figure`` draws."""
 
 
 def add_arguments(parser) -> None:
     """Add the ``didmem plot`` options to ``parser``."""
     parser.add_argument("results", nargs="+", help="results file(s) (.parquet)")
-    parser.add_argument("--kind", required=True, choices=list(KINDS), help="the figure")
+    parser.add_argument("--figure", required=True, choices=list(FIGURES), help="the figure to draw")
     parser.add_argument("--out",
-                        help="PNG to write (default: RESULTS_KIND.png beside the first)")
+                        help="PNG to write (default: RESULTS_FIGURE.png beside the first)")
     parser.add_argument("--dpi", type=int, default=110, help="resolution (default: %(default)s)")
-    parser.add_argument("--labels", help="names of the results for --kind correlation, "
+    parser.add_argument("--labels", help="names of the results for --figure correlation, "
                                          "comma-separated, one per file (default: file stems)")
 
 
@@ -40,29 +40,29 @@ def run(args) -> int:
     from .. import plotting
     from ..results.profiles import profile_correlation
 
-    if args.kind == "correlation":
+    if args.figure == "correlation":
         if len(args.results) < 2:
-            raise ParameterError("--kind correlation needs two or more results files.")
+            raise ParameterError("--figure correlation needs two or more results files.")
     elif len(args.results) != 1:
-        raise ParameterError(f"--kind {args.kind} draws one results file; got "
+        raise ParameterError(f"--figure {args.figure} draws one results file; got "
                              f"{len(args.results)}.")
     if not _DPI[0] <= args.dpi <= _DPI[1]:
         raise ParameterError(f"--dpi must be dots per inch in [{_DPI[0]}, {_DPI[1]}] (fonts "
                              "cannot be drawn below, and an image above takes gigabytes); got "
                              f"{args.dpi}.")
     labels = parse_labels(args.labels, args.results)
-    if labels is not None and args.kind != "correlation":
-        raise ParameterError("--labels names the models of --kind correlation; "
-                             f"--kind {args.kind} draws one results file.")
+    if labels is not None and args.figure != "correlation":
+        raise ParameterError("--labels names the models of --figure correlation; "
+                             f"--figure {args.figure} draws one results file.")
     results = load_results(args.results)
     out = Path(args.out) if args.out else Path(args.results[0]).with_name(
-        Path(args.results[0]).stem + f"_{args.kind}.png")
+        Path(args.results[0]).stem + f"_{args.figure}.png")
     use_agg_backend()
-    if args.kind == "correlation":
+    if args.figure == "correlation":
         named = dict(zip(labels or result_names(args.results), results))
         ax = plotting.plot_profile_correlation(profile_correlation(named))
     else:
-        ax = plotting.PLOTS[args.kind](results[0])
+        ax = plotting.PLOTS[args.figure](results[0])
     out.parent.mkdir(parents=True, exist_ok=True)
     ax.figure.savefig(out, dpi=args.dpi)
     print(f"wrote {out}")

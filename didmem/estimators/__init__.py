@@ -12,6 +12,7 @@ _WHERE = {
     "DifferenceEstimator": "difference",
     "ArchitecturalEstimator": "architectural",
     "ExtractableEstimator": "extractable",
+    "MembershipInferenceEstimator": "membership",
     "InfluenceEstimator": "training_influence",
     "SubsetModels": "inputs",
     "TrainedModel": "inputs",

@@ -79,15 +79,15 @@ def _warn_dropped(table, owner, k):
         DataDroppedWarning, stacklevel=5)
 
 
-def _check_matched(influence, design, cells):
+def _check_matched(influence, prepared, cells):
     """Refuse cells with a treated history without a control of the same history."""
     missing = influence.missing
     if missing.any():  # guarded by the dropping of histories; a layout error if reached
         c = int(np.flatnonzero(missing)[0])
         raise EstimationError(
             f"{int((missing > 0).sum())} cells have a treated history without a control of "
-            f"the same history, e.g. cohort {_fmt(design.cohorts[cells.k[c]])} at time "
-            f"{_fmt(design.times[cells.t[c]])}.")
+            f"the same history, e.g. cohort {_fmt(prepared.cohorts[cells.k[c]])} at time "
+            f"{_fmt(prepared.times[cells.t[c]])}.")
 
 
 def fit_exposure(panel, params, owner: str, *, not_yet: bool, settings) -> ExposureResult:
@@ -99,9 +99,9 @@ def fit_exposure(panel, params, owner: str, *, not_yet: bool, settings) -> Expos
             f"{owner}(exposure={k}) does not take covariates yet; the panel has "
             f"{list(panel.covariates)}. Build the panel without covariates=..."
         )
-    if getattr(panel, "kind", "balanced") != "balanced":
+    if getattr(panel, "layout", "balanced") != "balanced":
         raise ParameterError(
-            f"{owner}(exposure={k}) needs a balanced panel; this one is {panel.kind!r}. "
+            f"{owner}(exposure={k}) needs a balanced panel; this one is {panel.layout!r}. "
             "Build it with balance='error' or 'drop_incomplete_units'."
         )
     view = exposure_view(panel, k, owner)
@@ -121,16 +121,16 @@ def fit_exposure(panel, params, owner: str, *, not_yet: bool, settings) -> Expos
     keep = used[view.history]
     rows = view.rows[keep]
     sub = subset_units(panel, rows, view.cohorts[keep])
-    design = prepare_panel(sub, params["outcome"], need_never_treated=not not_yet,
+    prepared = prepare_panel(sub, params["outcome"], need_never_treated=not not_yet,
                             anticipation=params["anticipation"],
                             lower_is_better=params["lower_is_better"], owner=owner)
-    codes = pd.Index(np.asarray(panel.units)[rows]).get_indexer(design.unit_labels)
+    codes = pd.Index(np.asarray(panel.units)[rows]).get_indexer(prepared.unit_labels)
     _, hist = np.unique(view.history[keep][codes], return_inverse=True)
     hist = np.ascontiguousarray(hist.ravel(), dtype=np.int64)
-    cells = did_cells(design, base_period=params["base_period"], not_yet=not_yet,
+    cells = did_cells(prepared, base_period=params["base_period"], not_yet=not_yet,
                       anticipation=params["anticipation"])
-    influence = exposure_influence(design, cells, hist, int(hist.max()) + 1)
-    _check_matched(influence, design, cells)
+    influence = exposure_influence(prepared, cells, hist, int(hist.max()) + 1)
+    _check_matched(influence, prepared, cells)
     return ExposureResult.from_inference(
         CellInference.draw(influence, settings), estimator=owner, params=params,
         outcome=panel.resolve_outcome(params["outcome"]),

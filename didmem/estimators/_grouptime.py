@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..inference._choices import MULTIPLIERS
-from .base import BaseEstimator, Instance, Integral, Interval, OneOf, Seed
+from .base import Alpha, BaseEstimator, Instance, Integral, OneOf, Seed
 
 if TYPE_CHECKING:
     from ..results.cells import GroupTimeResult
@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 INFERENCE_CONSTRAINTS = {
     "n_bootstrap": Integral(0),
     "multiplier": OneOf(None, *MULTIPLIERS),
-    "alpha": Interval(0, 1, closed="neither"),
+    "alpha": Alpha(),
     "cband": OneOf(None, True, False),
-    "random_state": Seed(),
+    "seed": Seed(),
     "outcome": Instance(str, allow_none=True),
     "lower_is_better": OneOf(True, False),
     "small_sample": OneOf(True, False),
@@ -38,7 +38,7 @@ class GroupTimeEstimator(BaseEstimator):
     GroupTimeResult.from_inference`).
     """
 
-    def _cells(self, design, params, not_yet: bool):  # pragma: no cover - interface
+    def _cells(self, prepared, params, not_yet: bool):  # pragma: no cover - interface
         raise NotImplementedError
 
     def _fit(self, panel, params) -> GroupTimeResult:
@@ -55,19 +55,19 @@ class GroupTimeEstimator(BaseEstimator):
             from ._exposure import fit_exposure
 
             return fit_exposure(panel, params, name, not_yet=not_yet, settings=settings)
-        design = prepare_panel(
+        prepared = prepare_panel(
             panel, params["outcome"], need_never_treated=not not_yet,
             anticipation=params.get("anticipation", 0), lower_is_better=params["lower_is_better"],
             owner=name, use_covariates=est_method is not None)
-        cells = self._cells(design, params, not_yet)
+        cells = self._cells(prepared, params, not_yet)
         # on the balanced route without covariates, multipliers drawn unit by unit
         # (Rademacher, Mammen, clusters) are drawn on the other core while the cells are
         # computed; Gaussian ones are drawn from the moments' law (no unit's weight)
-        per_unit = settings.multiplier != "normal" or design.clusters is not None
-        multipliers = (CellInference.start_multipliers(design, settings)
-                       if uses_grouped_moments(design, est_method) and per_unit else None)
+        per_unit = settings.multiplier != "normal" or prepared.clusters is not None
+        multipliers = (CellInference.start_multipliers(prepared, settings)
+                       if uses_grouped_moments(prepared, est_method) and per_unit else None)
         try:
-            influence = cell_influence(design, cells, est_method=est_method,
+            influence = cell_influence(prepared, cells, est_method=est_method,
                                        covariate_names=panel.covariates, owner=name)
             inference = CellInference.draw(influence, settings, multipliers)
         finally:

@@ -60,12 +60,12 @@ def fit_moments(estimator, moments, *, outcome: str, never_treated_code=None):
     if why is not None:
         raise ParameterError(f"{name}: this fit cannot come from moments: {why}.")
     not_yet = params.get("control_group") == "not_yet_treated"
-    design = prepare_moments(moments, need_never_treated=not not_yet,
+    prepared = prepare_moments(moments, need_never_treated=not not_yet,
                              anticipation=params.get("anticipation", 0),
                              lower_is_better=params["lower_is_better"], owner=name,
                              never_treated_code=never_treated_code)
-    cells = estimator._cells(design, params, not_yet)
-    influence = MomentsInfluence.build(design, cells)
+    cells = estimator._cells(prepared, params, not_yet)
+    influence = MomentsInfluence.build(prepared, cells)
     inference = CellInference.draw(influence, InferenceSettings.from_params(params, name))
     return GroupTimeResult.from_inference(inference, estimator=name, params=params,
                                           outcome=outcome,

@@ -9,7 +9,7 @@ from .._messages import listing
 from ..errors import EstimationError, PanelError, ParameterError
 from ..results import CellResult
 from ._per_instance import cell_means
-from .base import BaseEstimator, Instance, Interval, OneOf
+from .base import Alpha, BaseEstimator, Instance, OneOf
 from .inputs import SubsetModels
 
 __all__ = ["ArchitecturalEstimator", "ARCHITECTURAL_ASSUMPTION"]
@@ -83,7 +83,7 @@ class ArchitecturalEstimator(BaseEstimator):
 
     _constraints = {
         "outcome": Instance(str, allow_none=True),
-        "alpha": Interval(0, 1, closed="neither"),
+        "alpha": Alpha(),
         "lower_is_better": OneOf(True, False),
         "model_column": Instance(str),
         "unit_column": Instance(str),

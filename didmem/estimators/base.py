@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from .._validation import (
+    Alpha,
     Constraint,
     Instance,
     Integral,
@@ -30,7 +31,7 @@ from .._validation import (
 from ..errors import ParameterError
 from ..panel import Panel
 
-__all__ = ["BaseEstimator", "Interval", "Integral", "OneOf", "Instance", "Seed"]
+__all__ = ["BaseEstimator", "Alpha", "Interval", "Integral", "OneOf", "Instance", "Seed"]
 
 
 class BaseEstimator:
@@ -86,10 +87,10 @@ class BaseEstimator:
         ParameterError
             When ``data`` is not an ``input_type``, or a parameter is invalid.
         """
-        kind = self.input_type
-        if not isinstance(data, kind):
+        expected = self.input_type
+        if not isinstance(data, expected):
             raise ParameterError(
-                f"{type(self).__name__}.fit needs a didmem.{kind.__name__}; got "
+                f"{type(self).__name__}.fit needs a didmem.{expected.__name__}; got "
                 f"{type(data).__name__}. {self._input_hint}")
         return self._fit(data, self._validated_params())
 

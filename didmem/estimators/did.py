@@ -69,7 +69,7 @@ class DiDEstimator(GroupTimeEstimator):
         (:class:`~didmem.InferenceWarning`) when it cannot be had: with ``n_bootstrap=0``,
         and with only two periods (after pre-processing), where the intervals are
         pointwise as in R ``did``. False: pointwise intervals.
-    random_state : None, non-negative int or numpy.random.Generator
+    seed : None, non-negative int or numpy.random.Generator
         Seed of the bootstrap.
     outcome : str, optional
         Which of the panel's outcomes to use (needed when it has several).
@@ -110,7 +110,7 @@ class DiDEstimator(GroupTimeEstimator):
     >>> import didmem
     >>> df, truth = didmem.datasets.simulate_panel(seed=1)
     >>> panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
-    >>> res = didmem.DiDEstimator(n_bootstrap=200, random_state=0).fit(panel)
+    >>> res = didmem.DiDEstimator(n_bootstrap=200, seed=0).fit(panel)
     >>> res.aggregate("instantaneous").to_frame().columns.tolist()
     ['cohort', 'estimate', 'std_error', 'ci_lower', 'ci_upper', 'significant']
     """
@@ -127,13 +127,13 @@ class DiDEstimator(GroupTimeEstimator):
 
     def __init__(self, *, control_group="never_treated", base_period="varying", anticipation=0,
                  est_method="dr", n_bootstrap=1000, multiplier=None, alpha=0.05, cband=None,
-                 random_state=None, outcome=None, lower_is_better=False, small_sample=True,
+                 seed=None, outcome=None, lower_is_better=False, small_sample=True,
                  exposure=1, history="matched"):
         super().__init__(control_group=control_group, base_period=base_period,
                          anticipation=anticipation, est_method=est_method,
                          n_bootstrap=n_bootstrap,
                          multiplier=multiplier, alpha=alpha, cband=cband,
-                         random_state=random_state, outcome=outcome,
+                         seed=seed, outcome=outcome,
                          lower_is_better=lower_is_better, small_sample=small_sample,
                          exposure=exposure, history=history)
 
@@ -159,8 +159,8 @@ class DiDEstimator(GroupTimeEstimator):
             return fit_patterns(self, data)
         return super().fit(data)
 
-    def _cells(self, design, params, not_yet):
+    def _cells(self, prepared, params, not_yet):
         from ..inference._prepared import did_cells
 
-        return did_cells(design, base_period=params["base_period"], not_yet=not_yet,
+        return did_cells(prepared, base_period=params["base_period"], not_yet=not_yet,
                          anticipation=params["anticipation"])

@@ -26,7 +26,7 @@ class DifferenceEstimator(GroupTimeEstimator):
     anticipation : float
         As in :class:`DiDEstimator`; only used by the pre-processing and the not-yet-treated
         controls.
-    n_bootstrap, multiplier, alpha, cband, random_state, outcome, lower_is_better, small_sample
+    n_bootstrap, multiplier, alpha, cband, seed, outcome, lower_is_better, small_sample
         As in :class:`DiDEstimator`.
 
     Notes
@@ -44,14 +44,14 @@ class DifferenceEstimator(GroupTimeEstimator):
     }
 
     def __init__(self, *, control_group="never_treated", anticipation=0, n_bootstrap=1000,
-                 multiplier=None, alpha=0.05, cband=None, random_state=None,
+                 multiplier=None, alpha=0.05, cband=None, seed=None,
                  outcome=None, lower_is_better=False, small_sample=True):
         super().__init__(control_group=control_group, anticipation=anticipation,
                          n_bootstrap=n_bootstrap, multiplier=multiplier, alpha=alpha,
-                         cband=cband, random_state=random_state, outcome=outcome,
+                         cband=cband, seed=seed, outcome=outcome,
                          lower_is_better=lower_is_better, small_sample=small_sample)
 
-    def _cells(self, design, params, not_yet):
+    def _cells(self, prepared, params, not_yet):
         from ..inference._prepared import level_cells
 
-        return level_cells(design, not_yet=not_yet, anticipation=params["anticipation"])
+        return level_cells(prepared, not_yet=not_yet, anticipation=params["anticipation"])

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._validation import Instance, Integral, Interval, Seed, validate_params
+from .._validation import Alpha, Instance, Integral, Seed, validate_params
 from ..errors import ParameterError, PanelError
 from ..inference.bands import normal_quantile, sup_t_critical_value
 from ..results.dose import DoseResponseResult
@@ -31,9 +31,9 @@ __all__ = ["dose_response"]
 
 _CONSTRAINTS = {
     "data": Instance(pd.DataFrame, description="a pandas DataFrame"),
-    "alpha": Interval(0, 1, closed="neither"),
+    "alpha": Alpha(),
     "n_bootstrap": Integral(0),
-    "random_state": Seed(),
+    "seed": Seed(),
 }
 
 
@@ -74,7 +74,7 @@ def _wide(data, unit, time, dose, outcome):
 @validate_params(_CONSTRAINTS, owner="dose_response")
 def dose_response(data, *, unit: str = "unit", time: str = "time", dose: str = "dose",
                   outcome: str = "y", base=None, alpha: float = 0.05, n_bootstrap: int = 999,
-                  random_state=None) -> DoseResponseResult:
+                  seed=None) -> DoseResponseResult:
     """Estimate the cumulative effect of ``d`` exposures against none, by ``d`` and checkpoint.
 
     Parameters
@@ -94,7 +94,7 @@ def dose_response(data, *, unit: str = "unit", time: str = "time", dose: str = "
     n_bootstrap : int
         Gaussian multiplier draws for the simultaneous band over all rows; 0 gives
         pointwise intervals.
-    random_state : None, int or numpy.random.Generator
+    seed : None, int or numpy.random.Generator
 
     Returns
     -------
@@ -137,7 +137,7 @@ def dose_response(data, *, unit: str = "unit", time: str = "time", dose: str = "
     se = np.sqrt(var_mean[1:] + var_mean[0])
     crit, band = normal_quantile(1 - alpha / 2), "pointwise"
     if n_bootstrap > 0 and est.size > 1:
-        crit = _sup_t(y, groups, means, counts, se, alpha, n_bootstrap, random_state)
+        crit = _sup_t(y, groups, means, counts, se, alpha, n_bootstrap, seed)
         band = "simultaneous"
     rows = pd.DataFrame({
         "dose": np.repeat(levels[1:], times.size),
@@ -151,13 +151,13 @@ def dose_response(data, *, unit: str = "unit", time: str = "time", dose: str = "
                               n_bootstrap=int(n_bootstrap if band == "simultaneous" else 0))
 
 
-def _sup_t(y, groups, means, counts, se, alpha, n_draws, random_state) -> float:
+def _sup_t(y, groups, means, counts, se, alpha, n_draws, seed) -> float:
     """The sup-t critical value over all rows from Gaussian multiplier draws.
 
     Each dose group's draw is ``sum_i U_i (Z_i - mean) / n`` scaled by ``sqrt(n / (n-1))``,
     so that its variance given the data is the Welch variance of the mean.
     """
-    rng = np.random.default_rng(random_state)
+    rng = np.random.default_rng(seed)
     draws = np.empty((n_draws, len(groups), y.shape[1]))
     for j, g in enumerate(groups):
         scale = np.sqrt(counts[j] / max(counts[j] - 1, 1)) / counts[j]

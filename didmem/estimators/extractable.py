@@ -8,7 +8,7 @@ import pandas as pd
 from ..errors import EstimationError, ParameterError
 from ..results import CellResult
 from ._per_instance import cell_means
-from .base import BaseEstimator, Instance, Interval
+from .base import Alpha, BaseEstimator, Instance
 
 __all__ = ["ExtractableEstimator", "EXTRACTABLE_ASSUMPTION"]
 
@@ -69,7 +69,7 @@ class ExtractableEstimator(BaseEstimator):
 
     _constraints = {
         "outcome": Instance(str, allow_none=True),
-        "alpha": Interval(0, 1, closed="neither"),
+        "alpha": Alpha(),
     }
 
     def __init__(self, *, outcome=None, alpha=0.05):

@@ -16,7 +16,7 @@ import pandas as pd
 from ..errors import EstimationError, ParameterError, optional_import
 from ..results import CellResult
 from ._per_instance import cell_means
-from .base import BaseEstimator, Instance, Integral, Interval, OneOf, Seed
+from .base import Alpha, BaseEstimator, Instance, Integral, Interval, OneOf, Seed
 from .inputs import TrainedModel
 
 __all__ = ["InfluenceEstimator", "INFLUENCE_ASSUMPTION"]
@@ -91,7 +91,7 @@ class InfluenceEstimator(BaseEstimator):
         Estimate the Hessian on this many training sequences drawn at random (without
         replacement; ``N`` stays the full training size). Speeds up the products on larger
         runs at the price of a noisier Hessian.
-    random_state : None, non-negative int or numpy.random.Generator
+    seed : None, non-negative int or numpy.random.Generator
         Seed of ``hessian_sample`` and of the labels EK-FAC draws for its Fisher.
     alpha : float
         One minus the coverage of the cells' pointwise intervals (over instances).
@@ -133,18 +133,18 @@ class InfluenceEstimator(BaseEstimator):
         "exclude": Instance(tuple),
         "batch_size": Integral(1),
         "hessian_sample": Instance(int, allow_none=True),
-        "random_state": Seed(),
-        "alpha": Interval(0, 1, closed="neither"),
+        "seed": Seed(),
+        "alpha": Alpha(),
     }
 
     def __init__(self, *, damping=0.0, weight_decay=0.0, solver="cg", max_iter=100, tol=1e-6,
                  lissa_scale=10.0, approximation="linear", include=(), exclude=(),
-                 batch_size=64, hessian_sample=None, random_state=None, alpha=0.05):
+                 batch_size=64, hessian_sample=None, seed=None, alpha=0.05):
         super().__init__(damping=damping, weight_decay=weight_decay, solver=solver,
                          max_iter=max_iter, tol=tol, lissa_scale=lissa_scale,
                          approximation=approximation, include=include, exclude=exclude,
                          batch_size=batch_size, hessian_sample=hessian_sample,
-                         random_state=random_state, alpha=alpha)
+                         seed=seed, alpha=alpha)
 
     input_type = TrainedModel
     _input_hint = "Build one with didmem.TrainedModel(model, train[, instances, ...])."
@@ -373,7 +373,7 @@ def _ekfac(torch, model, train_t, inst_t, p):
     modules, n_tracked = _ekfac_modules(torch, model, p)
     dtype = next(model.parameters()).dtype
     work = torch.float64 if dtype == torch.float64 else torch.float32
-    seed = p["random_state"]
+    seed = p["seed"]
     if isinstance(seed, np.random.Generator):
         seed = int(seed.integers(2 ** 62))
     gen = torch.Generator().manual_seed(0 if seed is None else int(seed))
@@ -402,13 +402,13 @@ def _ekfac(torch, model, train_t, inst_t, p):
 
 def _hessian_sample(torch, train_t, p):
     """The training sequences the Hessian is estimated on: all, or ``hessian_sample`` of
-    them drawn without replacement (seeded by ``random_state``), in their order."""
+    them drawn without replacement (seeded by ``seed``), in their order."""
     n_train = train_t.shape[0]
     if p["hessian_sample"] is None or p["hessian_sample"] >= n_train:
         return train_t
     if p["hessian_sample"] < 1:
         raise ParameterError("hessian_sample must be a positive number of sequences.")
-    rng = np.random.default_rng(p["random_state"])
+    rng = np.random.default_rng(p["seed"])
     pick = np.sort(rng.choice(n_train, p["hessian_sample"], replace=False))
     return train_t[torch.as_tensor(pick)]
 

@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..errors import EstimationError, optional_import
 from ..results import CellResult
-from .base import BaseEstimator, Instance, Integral, Interval, OneOf
+from .base import Alpha, BaseEstimator, Instance, Integral, OneOf
 
 __all__ = ["TWFEEstimator", "TWFE_ASSUMPTION"]
 
@@ -70,7 +70,7 @@ class TWFEEstimator(BaseEstimator):
 
     _constraints = {
         "reference": Integral(),
-        "alpha": Interval(0, 1, closed="neither"),
+        "alpha": Alpha(),
         "outcome": Instance(str, allow_none=True),
         "lower_is_better": OneOf(True, False),
         "cluster": OneOf("unit", "panel"),

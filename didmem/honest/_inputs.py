@@ -52,7 +52,7 @@ def _from_aggregate(data):
     """``(beta, vcov, step)`` of an event-time aggregation, reference row dropped."""
     if data.key_name != "event_time":
         raise EstimationError("didmem.sensitivity needs an event-time aggregation "
-                              f"(res.aggregate('dynamic')); got the {data.kind!r} aggregation "
+                              f"(res.aggregate('dynamic')); got the {data.aggregation!r} aggregation "
                               f"keyed by {data.key_name!r}.")
     beta = pd.Series(np.asarray(data.estimates, float), index=np.asarray(data.keys, float))
     try:

@@ -166,7 +166,7 @@ def prepare_panel(
     holes = panel.has_holes
     times = np.asarray(panel.times, dtype=np.float64)
     cohorts = np.array(panel.cohorts, dtype=np.float64)
-    noun = "rows" if holes and panel.kind == "cross_sections" else "units"
+    noun = "rows" if holes and panel.layout == "cross_sections" else "units"
     zero_hint = ""
     if panel.never_treated_code is None and np.any(cohorts == 0) and 0 <= times[0]:
         zero_hint = (" If 0 marks never-treated units (R did's convention), pass "
@@ -355,14 +355,14 @@ def _observed_rows(panel, name, cohorts, times, cut, keep, *, lower_is_better,
     )
 
 
-def _control_start(design: PreparedPanel, threshold: np.ndarray, not_yet: bool) -> np.ndarray:
+def _control_start(prepared: PreparedPanel, threshold: np.ndarray, not_yet: bool) -> np.ndarray:
     """First treated block that is still untreated after ``threshold``."""
     if not not_yet:
-        return np.full(threshold.shape, design.n_cohorts, dtype=np.int64)
-    return np.searchsorted(design.cohorts, threshold, side="right").astype(np.int64)
+        return np.full(threshold.shape, prepared.n_cohorts, dtype=np.int64)
+    return np.searchsorted(prepared.cohorts, threshold, side="right").astype(np.int64)
 
 
-def did_cells(design: PreparedPanel, *, base_period: str, not_yet: bool, anticipation: float) -> Cells:
+def did_cells(prepared: PreparedPanel, *, base_period: str, not_yet: bool, anticipation: float) -> Cells:
     """Cells of Callaway & Sant'Anna's ATT(g, t), laid out as R ``did`` does.
 
     Varying base: for t = 2..T, a pre-period cell compares t with t-1 and a post-period cell
@@ -372,10 +372,10 @@ def did_cells(design: PreparedPanel, *, base_period: str, not_yet: bool, anticip
     treated after max(t, base) + anticipation (R uses the later of the two indices), less
     the cell's own cohort.
     """
-    times = design.times
+    times = prepared.times
     n_t = times.size
     ks, ts, bs, thr, refs = [], [], [], [], []
-    for k, g in enumerate(design.cohorts):
+    for k, g in enumerate(prepared.cohorts):
         last_pre = int(np.flatnonzero(times + anticipation < g)[-1])
         if base_period == "varying":
             t_idx = np.arange(1, n_t)
@@ -392,34 +392,34 @@ def did_cells(design: PreparedPanel, *, base_period: str, not_yet: bool, anticip
         bs.append(b_idx)
         thr.append(threshold)
         refs.append(ref)
-    return _make_cells(design, ks, ts, bs, np.concatenate(thr), refs, not_yet)
+    return _make_cells(prepared, ks, ts, bs, np.concatenate(thr), refs, not_yet)
 
 
-def level_cells(design: PreparedPanel, *, not_yet: bool, anticipation: float) -> Cells:
+def level_cells(prepared: PreparedPanel, *, not_yet: bool, anticipation: float) -> Cells:
     """Cells of the difference estimator: every cohort at every time, outcome in levels."""
-    n_t = design.times.size
-    ks = [np.full(n_t, k) for k in range(design.n_cohorts)]
-    ts = [np.arange(n_t)] * design.n_cohorts
-    bs = [np.full(n_t, -1)] * design.n_cohorts
-    threshold = np.tile(design.times + anticipation, design.n_cohorts)
-    refs = [np.zeros(n_t, dtype=np.int64)] * design.n_cohorts
-    return _make_cells(design, ks, ts, bs, threshold, refs, not_yet)
+    n_t = prepared.times.size
+    ks = [np.full(n_t, k) for k in range(prepared.n_cohorts)]
+    ts = [np.arange(n_t)] * prepared.n_cohorts
+    bs = [np.full(n_t, -1)] * prepared.n_cohorts
+    threshold = np.tile(prepared.times + anticipation, prepared.n_cohorts)
+    refs = [np.zeros(n_t, dtype=np.int64)] * prepared.n_cohorts
+    return _make_cells(prepared, ks, ts, bs, threshold, refs, not_yet)
 
 
-def _make_cells(design, ks, ts, bs, threshold, refs, not_yet) -> Cells:
+def _make_cells(prepared, ks, ts, bs, threshold, refs, not_yet) -> Cells:
     cells = Cells(
         k=np.concatenate(ks).astype(np.int64),
         t=np.concatenate(ts).astype(np.int64),
         b=np.concatenate(bs).astype(np.int64),
-        cs=_control_start(design, threshold, not_yet),
+        cs=_control_start(prepared, threshold, not_yet),
         ref=np.concatenate(refs).astype(np.int64),
     )
-    _, n_control = cell_counts(design, cells)
+    _, n_control = cell_counts(prepared, cells)
     empty = (n_control == 0) & (cells.ref == 0)
     if empty.any():
         c = int(np.flatnonzero(empty)[0])
         raise EstimationError(
             f"{int(empty.sum())} cells have no control units, e.g. cohort "
-            f"{_fmt(design.cohorts[cells.k[c]])} at time {_fmt(design.times[cells.t[c]])}."
+            f"{_fmt(prepared.cohorts[cells.k[c]])} at time {_fmt(prepared.times[cells.t[c]])}."
         )
     return cells

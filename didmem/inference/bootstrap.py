@@ -214,14 +214,14 @@ class MultiplierChunks:
         return False
 
 
-def design_multipliers(design, n_draws: int, multiplier: str, rng, *,
+def design_multipliers(prepared, n_draws: int, multiplier: str, rng, *,
                        ahead: int | None = None) -> MultiplierChunks:
-    """The multipliers of a bootstrap on ``design`` (one per unit, or per cluster), in chunks
+    """The multipliers of a bootstrap on ``prepared`` (one per unit, or per cluster), in chunks
     of about ``_CHUNK_ELEMENTS``, drawn ``ahead`` chunks ahead (default
     ``PREFETCH_CHUNKS``; see :class:`MultiplierChunks`)."""
-    n_weights = design.n_clusters if design.clusters is not None else design.n_units
+    n_weights = prepared.n_clusters if prepared.clusters is not None else prepared.n_units
     return MultiplierChunks(rng, n_draws, n_weights, multiplier,
-                            chunk=max(1, _CHUNK_ELEMENTS // max(design.n_units, 1)),
+                            chunk=max(1, _CHUNK_ELEMENTS // max(prepared.n_units, 1)),
                             ahead=PREFETCH_CHUNKS if ahead is None else ahead)
 
 

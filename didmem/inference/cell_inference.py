@@ -81,7 +81,7 @@ class InferenceSettings:
     multiplier : str
         The weights' distribution, resolved (:func:`~didmem.inference.bootstrap.
         resolve_multiplier`: Gaussian with the small-sample correction, Rademacher without).
-    random_state
+    seed
         Seed of the bootstrap (None, an int, or a Generator: the caller's).
     alpha : float
     cband : bool or None
@@ -92,7 +92,7 @@ class InferenceSettings:
 
     n_draws: int
     multiplier: str
-    random_state: Any
+    seed: Any
     alpha: float
     cband: bool | None
     small_sample: bool
@@ -103,7 +103,7 @@ class InferenceSettings:
         """From the validated parameters of a group-time estimator."""
         return cls(n_draws=params["n_bootstrap"],
                    multiplier=resolve_multiplier(params["multiplier"], params["small_sample"]),
-                   random_state=params["random_state"], alpha=params["alpha"],
+                   seed=params["seed"], alpha=params["alpha"],
                    cband=params["cband"], small_sample=params["small_sample"], owner=owner)
 
 
@@ -116,7 +116,7 @@ class CellInference(PicklableProxies):
     influence : CellInfluence
         The cells' influence functions, in the form of the fit's route
         (:mod:`didmem.inference.influence`): estimates, variances, the small-sample groups,
-        the bootstrap kernel and the combinations' covariances. Its ``design`` (the
+        the bootstrap kernel and the combinations' covariances. Its ``prepared`` (the
         prepared panel), ``cells`` (the cell layout) and ``stats`` (the cells' grouped
         statistics, read-only here) are this object's too.
     alpha : float
@@ -150,9 +150,9 @@ class CellInference(PicklableProxies):
             object.__setattr__(self, "variance", readonly(self.variance))
 
     @property
-    def design(self):
+    def prepared(self):
         """The prepared panel the cells were estimated on."""
-        return self.influence.design
+        return self.influence.prepared
 
     @property
     def cells(self):
@@ -173,42 +173,42 @@ class CellInference(PicklableProxies):
         warns (:class:`~didmem.InferenceWarning`, naming the owner) when the band cannot be
         simultaneous: without draws, or with two periods.
         """
-        design, owner = influence.design, settings.owner
+        prepared, owner = influence.prepared, settings.owner
         if settings.cband and settings.n_draws == 0:
             warnings.warn(
                 f"{owner}: cband=True needs bootstrap draws for the simultaneous band, but "
                 "n_bootstrap=0: the intervals are pointwise. Pass n_bootstrap > 0, or leave "
                 "cband=None.", InferenceWarning, stacklevel=4)
-        elif settings.cband and design.times.size <= 2:
+        elif settings.cband and prepared.times.size <= 2:
             warnings.warn(
                 f"{owner}: cband=True, but the panel has only two periods (after "
                 "pre-processing), so there is no band over periods to make simultaneous: "
                 "the intervals are pointwise, as in R did.", InferenceWarning, stacklevel=4)
-        variance = influence.variance(design.clusters, design.n_clusters)
+        variance = influence.variance(prepared.clusters, prepared.n_clusters)
         variance[influence.cells.ref == 1] = np.nan
         correction = small_sample_correction(influence, variance) if settings.small_sample else None
         boot = None
         if settings.n_draws > 0:
             boot = influence.bootstrap(settings.n_draws, settings.multiplier,
-                                       np.random.default_rng(settings.random_state),
-                                       design.clusters, design.n_clusters,
+                                       np.random.default_rng(settings.seed),
+                                       prepared.clusters, prepared.n_clusters,
                                        multipliers=multipliers)
         return cls(influence=influence, alpha=settings.alpha, cband=settings.cband,
                    bootstrap=boot, correction=correction,
                    multiplier_choice=settings.multiplier, variance=variance)
 
     @staticmethod
-    def start_multipliers(design, settings: InferenceSettings) -> MultiplierChunks | None:
-        """Start drawing the multipliers of :meth:`draw`'s bootstrap on ``design`` (the
+    def start_multipliers(prepared, settings: InferenceSettings) -> MultiplierChunks | None:
+        """Start drawing the multipliers of :meth:`draw`'s bootstrap on ``prepared`` (the
         balanced route without covariates) in a helper thread, so that they are drawn while
         the fit computes its cells; pass them to :meth:`draw` and close them when the fit
-        ends. None without draws, and for a ``random_state`` that is a Generator (it is the
+        ends. None without draws, and for a ``seed`` that is a Generator (it is the
         caller's: a fit that fails stays one that drew nothing from it).
         """
-        if settings.n_draws == 0 or isinstance(settings.random_state, np.random.Generator):
+        if settings.n_draws == 0 or isinstance(settings.seed, np.random.Generator):
             return None
-        return design_multipliers(design, settings.n_draws, settings.multiplier,
-                                  np.random.default_rng(settings.random_state))
+        return design_multipliers(prepared, settings.n_draws, settings.multiplier,
+                                  np.random.default_rng(settings.seed))
 
     # ------------------------------------------------------------ settings
     @property
@@ -224,7 +224,7 @@ class CellInference(PicklableProxies):
     def scale(self) -> float:
         """``n / sqrt(G)``: turns sums of influence functions into standard errors (R's
         ``bres`` scale), with ``G`` the clusters (the units when not clustered)."""
-        return self.design.n_units / np.sqrt(self.design.n_clusters or self.design.n_units)
+        return self.prepared.n_units / np.sqrt(self.prepared.n_clusters or self.prepared.n_units)
 
     @property
     def normal_critical_value(self) -> float:
@@ -242,9 +242,9 @@ class CellInference(PicklableProxies):
         """
         if draws is None or not simultaneous:
             return self.normal_critical_value, "pointwise"
-        crit, kind = simultaneous_band(draws, std_errors, self.alpha, self.scale,
+        crit, rule = simultaneous_band(draws, std_errors, self.alpha, self.scale,
                                        at_least_normal=at_least_normal)
-        return float(crit), kind
+        return float(crit), rule
 
     def cell_band(self, variance: np.ndarray) -> tuple[np.ndarray, Band]:
         """Analytic standard errors of the cells from their variances, and the cells' band.
@@ -261,22 +261,22 @@ class CellInference(PicklableProxies):
         se = analytic
         if self.correction is not None:
             se = np.where(np.isnan(analytic), np.nan, analytic_se(self.correction.variance))
-        crit, kind = self.normal_critical_value, "pointwise"
+        crit, rule = self.normal_critical_value, "pointwise"
         if self.bootstrap is not None:
             boot_se = analytic
             if self.correction is None:
                 boot_se = bootstrap_se(self.bootstrap.cells, self.scale)
                 se = np.where(np.isnan(analytic), np.nan, boot_se)
-            crit, kind = self.critical_value(
+            crit, rule = self.critical_value(
                 self.bootstrap.cells, boot_se,
-                simultaneous=self.cband is not False and self.design.times.size > 2,
+                simultaneous=self.cband is not False and self.prepared.times.size > 2,
                 at_least_normal=False)
         cell_crit = None
         if self.correction is not None:
             cell_crit = readonly(t_critical_values(normal_level(crit), self.correction.df))
             if np.isfinite(cell_crit).any():
                 crit = float(np.nanmax(cell_crit))
-        return analytic, Band(se, crit, kind, cell_crit)
+        return analytic, Band(se, crit, rule, cell_crit)
 
     def combination(self, weights: np.ndarray, omega, *, simultaneous: bool) -> Combination:
         """Inference on ``weights @ cells`` (rows: the keys, then the overall value).
@@ -295,17 +295,17 @@ class CellInference(PicklableProxies):
         se = analytic_se(np.diag(cov).copy())
         draws = None
         if self.bootstrap is not None:
-            draws = combination_draws(self.design, self.bootstrap, weights, omega)
+            draws = combination_draws(self.prepared, self.bootstrap, weights, omega)
             se = bootstrap_se(draws, self.scale)
-        crit, kind = self.critical_value(None if draws is None else draws[:, :-1], se[:-1],
+        crit, rule = self.critical_value(None if draws is None else draws[:, :-1], se[:-1],
                                          simultaneous=simultaneous, at_least_normal=True)
         overall = self.normal_critical_value
         if self.correction is not None:
-            se, crit, overall = self._corrected_rows(cov, parts, draws, kind, crit)
+            se, crit, overall = self._corrected_rows(cov, parts, draws, rule, crit)
         return Combination(std_errors=se, covariance=cov, draws=draws,
-                           band=Band(se[:-1], crit, kind), overall_critical_value=overall)
+                           band=Band(se[:-1], crit, rule), overall_critical_value=overall)
 
-    def _corrected_rows(self, cov, parts, draws, kind, crit):
+    def _corrected_rows(self, cov, parts, draws, rule, crit):
         """Welch-corrected standard errors and t critical values of combinations' rows.
 
         Each row's variance is corrected block by block (:func:`~didmem.inference.
@@ -316,15 +316,15 @@ class CellInference(PicklableProxies):
         (pointwise) one.
         """
         raw = np.diag(cov).copy()
-        if self.design.clusters is not None:
-            var, df = cluster_correction(raw, self.design.n_clusters)
+        if self.prepared.clusters is not None:
+            var, df = cluster_correction(raw, self.prepared.n_clusters)
         else:
-            var, df = block_welch(parts, np.diff(self.design.starts))
+            var, df = block_welch(parts, np.diff(self.prepared.starts))
         raw_se = analytic_se(raw)
         se = np.where(np.isnan(raw_se), np.nan, analytic_se(var))
         overall = float(t_critical_values(1 - self.alpha / 2, df[-1:])[0])
         level = 1 - self.alpha / 2
-        if kind == "simultaneous":
+        if rule == "simultaneous":
             c_normal, _ = simultaneous_band(draws[:, :-1], raw_se[:-1], self.alpha, self.scale,
                                             at_least_normal=True)
             level = normal_level(c_normal)
@@ -338,12 +338,12 @@ class CellInference(PicklableProxies):
         """Analytic covariance of the cells ``which``: ``sum_i psi_ci psi_di``, or with
         clusters that of the cluster sums of ``psi``, as R ``did`` 2.5.1 forms the ``V`` of
         its standard errors and Wald pre-test when it clusters without the bootstrap."""
-        if self.design.clusters is None:
+        if self.prepared.clusters is None:
             return self.influence.pretest_covariance(which)
         pick = sparse.csr_matrix((np.ones(which.size), (np.arange(which.size), which)),
                                  shape=(which.size, self.cells.k.size))
         return self.influence.combination_moments(
-            pick, np.zeros((which.size, self.design.n_cohorts)), blocks=False)[0]
+            pick, np.zeros((which.size, self.prepared.n_cohorts)), blocks=False)[0]
 
     def pretest(self, estimates: np.ndarray, which: np.ndarray, *,
                 n_before: int | None = None) -> tuple[float, int, float, str]:
@@ -366,13 +366,13 @@ class CellInference(PicklableProxies):
                 return (np.nan, 0, np.nan, f"none of the {n_before} pre-treatment cells has a "
                         "standard error; their variance is zero: is the outcome constant?")
             return np.nan, 0, np.nan, "no pre-treatment cells to test"
-        if pretrend_wald.applies(self.design, self.cells, which, self.influence):
+        if pretrend_wald.applies(self.prepared, self.cells, which, self.influence):
             with threadpool_limits(limits=1, user_api="blas"):  # many small products
-                stat = pretrend_wald.structured_wald(self.design, self.cells, self.stats,
+                stat = pretrend_wald.structured_wald(self.prepared, self.cells, self.stats,
                                                      which, np.asarray(estimates)[which])
             if stat is not None:
                 return stat, int(which.size), float(chdtrc(which.size, stat)), ""
-        n_clusters = self.design.n_clusters if self.design.clusters is not None else 0
+        n_clusters = self.prepared.n_clusters if self.prepared.clusters is not None else 0
         if n_clusters and which.size >= n_clusters:  # rank of V <= clusters - 1: singular
             note = (f"{which.size} pre-treatment cells but {n_clusters} clusters: the "
                     f"clustered covariance has rank at most {n_clusters - 1}, so it is "
@@ -396,12 +396,12 @@ class CellInference(PicklableProxies):
         return stat, int(which.size), float(chdtrc(which.size, stat)), ""
 
     def pretrend_test(self, method: str | None, *, estimates, std_errors, analytic_std_errors,
-                      which: np.ndarray, event_rows, random_state) -> PretrendTest:
+                      which: np.ndarray, event_rows, seed) -> PretrendTest:
         """The calibrated pre-tests of parallel trends (``"event"``, the default, or
         ``"max_t"``) over the pre-treatment cells ``which``.
 
         ``event_rows`` is ``(weights, omega)`` of the dynamic aggregation's rows at negative
-        event times (only read by ``"event"``); ``random_state`` seeds the draws of the maximum-absolute-t
+        event times (only read by ``"event"``); ``seed`` seeds the draws of the maximum-absolute-t
         test when the fit has none. R's Wald test is :meth:`pretest`.
         """
         method = DEFAULT_PRETREND if method is None else method
@@ -409,7 +409,7 @@ class CellInference(PicklableProxies):
             weights, omega = event_rows if event_rows is not None else (None, None)
             return event_time_test(self, estimates, std_errors, which, weights, omega)
         if method == "max_t":
-            return max_t_cells_test(self, estimates, analytic_std_errors, which, random_state)
+            return max_t_cells_test(self, estimates, analytic_std_errors, which, seed)
         raise ParameterError(f"The 'method' parameter of pretrend_test must be one of "
                              f"{set(PRETREND_METHODS)}. Got {method!r}.")
 
@@ -425,7 +425,7 @@ class CellInference(PicklableProxies):
         return ("std_error: the analytic (influence-function) standard error, as R did's "
                 "bstrap=FALSE")
 
-    def describe(self, critical_value: float, kind: str,
+    def describe(self, critical_value: float, rule: str,
                  cell_critical_values: np.ndarray | None = None) -> str:
         """One line naming the inference and a band of it (printed in summaries)."""
         corrected = " with small-sample (Welch, t) correction" if self.correction else ""
@@ -436,8 +436,8 @@ class CellInference(PicklableProxies):
             crit = crit[np.isfinite(crit)]
             lo_c, hi_c = (crit.min(), crit.max()) if crit.size else (np.nan, np.nan)
             return (f"multiplier bootstrap, {self.n_bootstrap} {self.multiplier} draws; "
-                    f"{kind} {100 * (1 - self.alpha):g}% band{corrected}, critical values "
+                    f"{rule} {100 * (1 - self.alpha):g}% band{corrected}, critical values "
                     f"{lo_c:.3f}-{hi_c:.3f}")
         return (f"multiplier bootstrap, {self.n_bootstrap} {self.multiplier} "
-                f"draws; {kind} {100 * (1 - self.alpha):g}% band, critical value "
+                f"draws; {rule} {100 * (1 - self.alpha):g}% band, critical value "
                 f"{critical_value:.3f}")

@@ -29,8 +29,8 @@ from ._choices import EST_METHODS  # noqa: E402  (declared where the estimators 
 _RCOND_MIN = np.finfo(float).eps
 
 
-def _rows(design, k, cs):
-    starts = design.starts
+def _rows(prepared, k, cs):
+    starts = prepared.starts
     n_blocks = starts.size - 1
     ctrl = [j for j in range(cs, n_blocks) if j != k]
     parts = [np.arange(starts[j], starts[j + 1]) for j in [k, *ctrl]]
@@ -44,15 +44,15 @@ def _rcond(gram) -> float:
         return 0.0
 
 
-def _too_few(design, cells, n_reg, names):
-    counts = np.diff(design.starts)
+def _too_few(prepared, cells, n_reg, names):
+    counts = np.diff(prepared.starts)
     suffix = np.concatenate([np.cumsum(counts[::-1])[::-1], [0]])
     n_ctrl = suffix[cells.cs] - np.where(cells.k >= cells.cs, counts[cells.k], 0)
     bad = np.flatnonzero((n_ctrl < n_reg + 1) & (cells.ref == 0))
     if bad.size:
         c = bad[0]
         raise EstimationError(
-            f"Cell {_label(design, cells, c)} has {counts[cells.k[c]]} treated and "
+            f"Cell {_label(prepared, cells, c)} has {counts[cells.k[c]]} treated and "
             f"{n_ctrl[c]} control units, too few for a regression on {n_reg} terms (intercept "
             f"and {n_reg - 1} covariates {names}); it needs at least {n_reg + 1} controls "
             f"({bad.size} cells have fewer). Use fewer covariates or "
@@ -60,11 +60,11 @@ def _too_few(design, cells, n_reg, names):
         )
 
 
-def _label(design, cells, c) -> str:
-    return f"(cohort {_fmt(design.cohorts[cells.k[c]])}, time {_fmt(design.times[cells.t[c]])})"
+def _label(prepared, cells, c) -> str:
+    return f"(cohort {_fmt(prepared.cohorts[cells.k[c]])}, time {_fmt(prepared.times[cells.t[c]])})"
 
 
-def covariate_cells(design, cells, est_method: str, covariate_names, owner: str,
+def covariate_cells(prepared, cells, est_method: str, covariate_names, owner: str,
                     engine: str = "numba"):
     """ATT and influence functions of every cell with covariates.
 
@@ -77,24 +77,24 @@ def covariate_cells(design, cells, est_method: str, covariate_names, owner: str,
     influence : StoredInfluence
     """
     names = list(covariate_names)
-    n_reg = design.x.shape[2] + 1
-    _too_few(design, cells, n_reg, names)
-    n_blocks = design.starts.size - 1
+    n_reg = prepared.x.shape[2] + 1
+    _too_few(prepared, cells, n_reg, names)
+    n_blocks = prepared.starts.size - 1
     cols, pos = cell_layout(cells, n_blocks)
-    sizes = np.diff(design.starts) * np.array([c.size for c in cols])
+    sizes = np.diff(prepared.starts) * np.array([c.size for c in cols])
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     flat = np.zeros(int(offsets[-1]))
     if engine == "numba":
-        yt = np.ascontiguousarray(design.y.T)
-        xt = np.ascontiguousarray(design.x.transpose(1, 2, 0))
-        cell_key, ps_offsets, ps_flat = _shared_pscores(design, cells, est_method, yt, xt,
+        yt = np.ascontiguousarray(prepared.y.T)
+        xt = np.ascontiguousarray(prepared.x.transpose(1, 2, 0))
+        cell_key, ps_offsets, ps_flat = _shared_pscores(prepared, cells, est_method, yt, xt,
                                                         names)
         att, n_trim, max_ps, status = covariate_cells_kernel(
-            yt, xt, design.w, design.starts, *cells.kernel_args(), pos, offsets,
+            yt, xt, prepared.w, prepared.starts, *cells.kernel_args(), pos, offsets,
             METHOD_CODES[est_method], drdid.TRIM_LEVEL, drdid.PS_CAP, cell_key, ps_offsets,
             ps_flat, flat)
     else:
-        att, n_trim, max_ps, status = _numpy_cells(design, cells, est_method, pos, offsets,
+        att, n_trim, max_ps, status = _numpy_cells(prepared, cells, est_method, pos, offsets,
                                                    cols, flat)
     bad = np.flatnonzero(status)
     if bad.size:
@@ -103,17 +103,17 @@ def covariate_cells(design, cells, est_method: str, covariate_names, owner: str,
                 else "propensity score")
         raise EstimationError(
             f"The covariates {names} are rank-deficient (collinear, or constant alongside "
-            f"the intercept) in the {what} of cell {_label(design, cells, c)} ({bad.size} "
+            f"the intercept) in the {what} of cell {_label(prepared, cells, c)} ({bad.size} "
             "cells affected); drop or combine covariates."
         )
-    _warn_overlap(design, cells, n_trim, max_ps, owner)
+    _warn_overlap(prepared, cells, n_trim, max_ps, owner)
     values = tuple(flat[offsets[j]:offsets[j + 1]].reshape(cols[j].size, -1)
                    for j in range(n_blocks))
-    return att, StoredInfluence(design.starts, tuple(cols), values, cells.size, design=design,
+    return att, StoredInfluence(prepared.starts, tuple(cols), values, cells.size, prepared=prepared,
                                 cells=cells, att=att)
 
 
-def _shared_pscores(design, cells, est_method, yt, xt, names):
+def _shared_pscores(prepared, cells, est_method, yt, xt, names):
     """Fit each distinct propensity score once.
 
     A cell's logit depends only on its cohort, its control set and the covariates' period;
@@ -125,19 +125,19 @@ def _shared_pscores(design, cells, est_method, yt, xt, names):
     live = np.flatnonzero(cells.ref == 0)
     if est_method == "reg" or live.size == 0:
         return none
-    invariant = bool(np.all(design.x == design.x[:, :1, :]))
+    invariant = bool(np.all(prepared.x == prepared.x[:, :1, :]))
     period = np.zeros(cells.size, dtype=np.int64) if invariant else np.minimum(cells.t, cells.b)
     triples = np.stack([cells.k[live], cells.cs[live], period[live]], axis=1)
     keys, inverse = np.unique(triples, axis=0, return_inverse=True)
     if keys.shape[0] == live.size:  # nothing shared: each cell fits its own
         return none
-    counts = np.diff(design.starts)
+    counts = np.diff(prepared.starts)
     suffix = np.concatenate([np.cumsum(counts[::-1])[::-1], [0]])
     k, cs = keys[:, 0], keys[:, 1]
     sizes = counts[k] + suffix[cs] - np.where(k >= cs, counts[k], 0)
     ps_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     ps_flat = np.empty(int(ps_offsets[-1]))
-    status = pscore_kernel(yt, xt, design.w, design.starts, np.ascontiguousarray(k),
+    status = pscore_kernel(yt, xt, prepared.w, prepared.starts, np.ascontiguousarray(k),
                            np.ascontiguousarray(cs), np.ascontiguousarray(keys[:, 2]),
                            ps_offsets, ps_flat)
     cell_key = np.full(cells.size, -1, dtype=np.int64)
@@ -147,13 +147,13 @@ def _shared_pscores(design, cells, est_method, yt, xt, names):
         raise EstimationError(
             f"The covariates {names} are rank-deficient (collinear, or constant alongside "
             f"the intercept) in the propensity score of cell "
-            f"{_label(design, cells, live[bad[0]])} ({bad.size} cells affected); drop or "
+            f"{_label(prepared, cells, live[bad[0]])} ({bad.size} cells affected); drop or "
             "combine covariates."
         )
     return cell_key, ps_offsets, ps_flat
 
 
-def _warn_overlap(design, cells, n_trim, max_ps, owner):
+def _warn_overlap(prepared, cells, n_trim, max_ps, owner):
     if n_trim.sum():
         warnings.warn(
             f"{owner}: trimmed {int(n_trim.sum())} control units (cell by cell) with a "
@@ -164,7 +164,7 @@ def _warn_overlap(design, cells, n_trim, max_ps, owner):
         )
     bad = np.flatnonzero(max_ps >= drdid.OVERLAP_LEVEL)
     if bad.size:
-        labels = [_label(design, cells, c) for c in bad]
+        labels = [_label(prepared, cells, c) for c in bad]
         warnings.warn(
             f"{owner}: the propensity score reaches {drdid.OVERLAP_LEVEL} in {bad.size} "
             f"of {cells.size} cells, e.g. {_listing(labels, plain=True)}: the covariates "
@@ -175,7 +175,7 @@ def _warn_overlap(design, cells, n_trim, max_ps, owner):
         )
 
 
-def _numpy_cells(design, cells, est_method, pos, offsets, cols, flat):
+def _numpy_cells(prepared, cells, est_method, pos, offsets, cols, flat):
     n_cells = cells.size
     att, max_ps = np.zeros(n_cells), np.zeros(n_cells)
     n_trim, status = np.zeros(n_cells, dtype=np.int64), np.zeros(n_cells, dtype=np.int64)
@@ -183,15 +183,15 @@ def _numpy_cells(design, cells, est_method, pos, offsets, cols, flat):
         if cells.ref[c]:
             continue
         k, t, b, cs = cells.k[c], cells.t[c], cells.b[c], cells.cs[c]
-        rows, ctrl = _rows(design, k, cs)
-        n_k = design.starts[k + 1] - design.starts[k]
+        rows, ctrl = _rows(prepared, k, cs)
+        n_k = prepared.starts[k + 1] - prepared.starts[k]
         d = np.zeros(rows.size)
         d[:n_k] = 1.0
-        dy = design.y[rows, t] - design.y[rows, b]
-        x = np.empty((rows.size, design.x.shape[2] + 1))
+        dy = prepared.y[rows, t] - prepared.y[rows, b]
+        x = np.empty((rows.size, prepared.x.shape[2] + 1))
         x[:, 0] = 1.0
-        x[:, 1:] = design.x[rows, min(t, b)]
-        w = design.w[rows]
+        x[:, 1:] = prepared.x[rows, min(t, b)]
+        w = prepared.w[rows]
         status[c] = _rank_status(x, d, w, est_method)
         if status[c]:
             continue
@@ -204,7 +204,7 @@ def _numpy_cells(design, cells, est_method, pos, offsets, cols, flat):
         psi = inf / rows.size
         off = 0
         for j in [k] + ctrl:
-            m = design.starts[j + 1] - design.starts[j]
+            m = prepared.starts[j + 1] - prepared.starts[j]
             block = flat[offsets[j]:offsets[j + 1]].reshape(cols[j].size, m)
             block[pos[c, j]] = psi[off:off + m]
             off += m

@@ -38,7 +38,7 @@ def _singular(x, w, groups, est_method):
     return None
 
 
-def covariate_hole_cells(design, cells, est_method: str, covariate_names, owner: str):
+def covariate_hole_cells(prepared, cells, est_method: str, covariate_names, owner: str):
     """ATT and influence functions of every cell, from the observed rows with covariates.
 
     Returns
@@ -46,15 +46,15 @@ def covariate_hole_cells(design, cells, est_method: str, covariate_names, owner:
     att : ndarray (n_cells,)
     influence : StoredInfluence
     """
-    rows = design.holes
+    rows = prepared.holes
     names = list(covariate_names)
-    n_units = design.w.size
-    n_blocks = design.starts.size - 1
-    block = np.repeat(np.arange(n_blocks), np.diff(design.starts))[rows.unit]
+    n_units = prepared.w.size
+    n_blocks = prepared.starts.size - 1
+    block = np.repeat(np.arange(n_blocks), np.diff(prepared.starts))[rows.unit]
     x_all = np.column_stack([np.ones(rows.size), rows.x])
-    w_all = design.w[rows.unit]
+    w_all = prepared.w[rows.unit]
     cols, pos = cell_layout(cells, n_blocks)
-    values = [np.zeros((c.size, design.starts[j + 1] - design.starts[j]))
+    values = [np.zeros((c.size, prepared.starts[j + 1] - prepared.starts[j]))
               for j, c in enumerate(cols)]
     att = np.zeros(cells.size)
     n_trim = np.zeros(cells.size, dtype=np.int64)
@@ -74,14 +74,14 @@ def covariate_hole_cells(design, cells, est_method: str, covariate_names, owner:
         for name, g in groups:
             if g.sum() < x.shape[1]:
                 raise EstimationError(
-                    f"Cell {_label(design, cells, c)} has {int(g.sum())} rows of {name}, too "
+                    f"Cell {_label(prepared, cells, c)} has {int(g.sum())} rows of {name}, too "
                     f"few for a regression on {x.shape[1]} terms (intercept and covariates "
                     f"{names}). Use fewer covariates or control_group='not_yet_treated'.")
         problem = _singular(x, w / w.mean(), groups, est_method)
         if problem:
             raise EstimationError(
                 f"The covariates {names} are rank-deficient (collinear, or constant alongside "
-                f"the intercept) in the {problem} of cell {_label(design, cells, c)}; drop or "
+                f"the intercept) in the {problem} of cell {_label(prepared, cells, c)}; drop or "
                 "combine covariates.")
         out = estimator(y, post, d, x, w)
         att[c] = out[0]
@@ -89,7 +89,7 @@ def covariate_hole_cells(design, cells, est_method: str, covariate_names, owner:
             n_trim[c], max_ps[c] = out[2], out[3]
         psi = np.bincount(rows.unit[sel], weights=out[1] / sel.size, minlength=n_units)
         for j in np.flatnonzero(pos[c] >= 0):
-            values[j][pos[c, j]] = psi[design.starts[j]:design.starts[j + 1]]
-    _warn_overlap(design, cells, n_trim, max_ps, owner)
-    return att, StoredInfluence(design.starts, tuple(cols), tuple(values), cells.size,
-                                design=design, cells=cells, att=att)
+            values[j][pos[c, j]] = psi[prepared.starts[j]:prepared.starts[j + 1]]
+    _warn_overlap(prepared, cells, n_trim, max_ps, owner)
+    return att, StoredInfluence(prepared.starts, tuple(cols), tuple(values), cells.size,
+                                prepared=prepared, cells=cells, att=att)

@@ -42,29 +42,29 @@ __all__ = ["ExposureInfluence", "exposure_cells", "exposure_influence", "grouped
            "history_sums", "never_only"]
 
 
-def exposure_cells(design, cells, hist, n_hist, *, store: bool):
+def exposure_cells(prepared, cells, hist, n_hist, *, store: bool):
     """Run the cell kernel; with ``store`` also return the stored influence functions."""
-    n_blocks = design.starts.size - 1
+    n_blocks = prepared.starts.size - 1
     cols, pos = cell_layout(cells, n_blocks)
     offsets = np.zeros(n_blocks + 1, dtype=np.int64)
     if store:
-        sizes = np.diff(design.starts) * np.array([c.size for c in cols])
+        sizes = np.diff(prepared.starts) * np.array([c.size for c in cols])
         offsets[1:] = np.cumsum(sizes)
     flat = np.zeros(int(offsets[-1]))
-    out = exposure_cells_kernel(design.y, design.w, design.starts, hist, n_hist,
+    out = exposure_cells_kernel(prepared.y, prepared.w, prepared.starts, hist, n_hist,
                                 *cells.kernel_args(), pos, offsets, flat, store)
     influence = None
     if store:
         values = tuple(flat[offsets[j]:offsets[j + 1]].reshape(cols[j].size, -1)
                        for j in range(n_blocks))
-        influence = StoredInfluence(design.starts, tuple(cols), values, cells.size,
-                                    design=design, cells=cells, att=out[0])
+        influence = StoredInfluence(prepared.starts, tuple(cols), values, cells.size,
+                                    prepared=prepared, cells=cells, att=out[0])
     return out, influence
 
 
-def never_only(design, cells) -> bool:
+def never_only(prepared, cells) -> bool:
     """Whether every live cell's controls are the last block alone (never-treated)."""
-    last = design.starts.size - 2
+    last = prepared.starts.size - 2
     live = cells.ref == 0
     return bool(np.all(cells.cs[live] == last) and np.all(cells.k[live] < last))
 
@@ -89,10 +89,10 @@ class HistorySums:
     a: np.ndarray
 
 
-def history_sums(design, hist, *, n_hist: int, y=None) -> HistorySums:
+def history_sums(prepared, hist, *, n_hist: int, y=None) -> HistorySums:
     """The :class:`HistorySums` of a design (``y`` replaces its outcomes when given)."""
-    y = design.y if y is None else y
-    n, starts, w = design.n_units, design.starts, design.w
+    y = prepared.y if y is None else y
+    n, starts, w = prepared.n_units, prepared.starts, prepared.w
     n_blocks = starts.size - 1
     last = n_blocks - 1
     block = np.repeat(np.arange(n_blocks), np.diff(starts))
@@ -112,7 +112,7 @@ def history_sums(design, hist, *, n_hist: int, y=None) -> HistorySums:
     return HistorySums(weight, by_block, w1, w0h, np.diff(bounds), order, bounds, mean, a)
 
 
-def grouped_cells(design, cells, hist, n_hist):
+def grouped_cells(prepared, cells, hist, n_hist):
     """The cell kernel's outputs from sums by history (never-treated controls, see
     :attr:`ExposureInfluence.grouped`): ``att, mu1, mu0, w1, w0, n_control, missing, var,
     treated_var`` in O(units x times + cells x histories), not O(cells x units).
@@ -121,17 +121,17 @@ def grouped_cells(design, cells, hist, n_hist):
     ``y_it - y_ib`` as it is and keeps the control variances (from per-history Gram
     matrices) free of the units' levels.
     """
-    y = design.y - design.y.mean(axis=1, keepdims=True)
-    w = design.w
-    sums = history_sums(design, hist, n_hist=n_hist, y=y)
-    last = design.starts.size - 2
+    y = prepared.y - prepared.y.mean(axis=1, keepdims=True)
+    w = prepared.w
+    sums = history_sums(prepared, hist, n_hist=n_hist, y=y)
+    last = prepared.starts.size - 2
     live = cells.ref == 0
     k, t, b = cells.k, cells.t, cells.b
     share = sums.by_block[:last] / sums.w1[:, None]  # treated share of each history
     treated_h = sums.by_block[:last] > 0
     missing_k = (treated_h & (sums.w0h == 0)[None, :]).sum(axis=1)
     ybar = np.vstack([(y[lo:hi] * w[lo:hi, None]).sum(axis=0) for lo, hi in
-                      zip(design.starts[:last], design.starts[1:last + 1])]) / sums.w1[:, None]
+                      zip(prepared.starts[:last], prepared.starts[1:last + 1])]) / sums.w1[:, None]
     pooled = share @ sums.mean  # blocks x times: the treated-weighted control mean path
     mu1 = np.where(live, ybar[k, t] - ybar[k, b], 0.0)
     mu0 = np.where(live, pooled[k, t] - pooled[k, b], 0.0)
@@ -145,7 +145,7 @@ def grouped_cells(design, cells, hist, n_hist):
     var_control = np.einsum("ch,hc->c", sums.a[k] ** 2, q)
     treated_var = np.zeros(cells.size)
     for j in range(last):
-        lo, hi = design.starts[j], design.starts[j + 1]
+        lo, hi = prepared.starts[j], prepared.starts[j + 1]
         mine = np.flatnonzero(live & (k == j))
         d = y[lo:hi][:, t[mine]] - y[lo:hi][:, b[mine]]
         s0 = sums.mean[hist[lo:hi]][:, t[mine]] - sums.mean[hist[lo:hi]][:, b[mine]]
@@ -160,18 +160,18 @@ def grouped_cells(design, cells, hist, n_hist):
     return att, mu1, mu0, w1, w0, n_control.astype(np.int64), missing, var, treated_var
 
 
-def exposure_influence(design, cells, hist, n_hist: int) -> "ExposureInfluence":
-    """The k-th exposure's cells on ``design`` with history codes ``hist``: from sums by
+def exposure_influence(prepared, cells, hist, n_hist: int) -> "ExposureInfluence":
+    """The k-th exposure's cells on ``prepared`` with history codes ``hist``: from sums by
     history with never-treated controls, else from the cell kernel without storing ``psi``.
     Cells with a treated history without a control (``missing``) are the caller's to
     refuse."""
-    if never_only(design, cells):  # sums by history: O(cells x histories), not x units
+    if never_only(prepared, cells):  # sums by history: O(cells x histories), not x units
         att, mu1, mu0, w1, w0, n_control, missing, var, treated_var = grouped_cells(
-            design, cells, hist, n_hist)
+            prepared, cells, hist, n_hist)
     else:
         (att, mu1, mu0, w1, w0, n_control, missing, var, treated_var), _ = exposure_cells(
-            design, cells, hist, n_hist, store=False)
-    return ExposureInfluence(design, cells, hist, n_hist, att, var, treated_var,
+            prepared, cells, hist, n_hist, store=False)
+    return ExposureInfluence(prepared, cells, hist, n_hist, att, var, treated_var,
                              n_control=n_control, missing=missing,
                              stats={"mu1": mu1, "mu0": mu0, "w1": w1, "w0": w0})
 
@@ -187,7 +187,7 @@ class ExposureInfluence(PicklableProxies, CellInfluence):
     Attributes
     ----------
     design, cells
-        The prepared design (units in block order) and the cell layout.
+        The prepared panel (units in block order) and the cell layout.
     hist : ndarray of int
         History code of every design row.
     n_hist : int
@@ -199,7 +199,7 @@ class ExposureInfluence(PicklableProxies, CellInfluence):
         ``mu1, mu0, w1, w0`` of the cells.
     """
 
-    design: Any
+    prepared: Any
     cells: Any
     hist: np.ndarray
     n_hist: int
@@ -218,7 +218,7 @@ class ExposureInfluence(PicklableProxies, CellInfluence):
     def stored(self) -> StoredInfluence:
         """The per-unit influence functions (computed once, on first use)."""
         return self._memo("psi", lambda: exposure_cells(
-            self.design, self.cells, self.hist, self.n_hist, store=True)[1])
+            self.prepared, self.cells, self.hist, self.n_hist, store=True)[1])
 
     @property
     def n_cells(self) -> int:
@@ -241,7 +241,7 @@ class ExposureInfluence(PicklableProxies, CellInfluence):
     def welch_groups(self) -> tuple[np.ndarray, np.ndarray]:
         """The treated cohort and its history-matched controls, with their units."""
         treated = self.treated_variance()
-        n_treated = np.diff(self.design.starts)[self.cells.k]
+        n_treated = np.diff(self.prepared.starts)[self.cells.k]
         return (np.stack([treated, self.variance() - treated]),
                 np.stack([n_treated, self.n_control]))
 
@@ -264,27 +264,27 @@ class ExposureInfluence(PicklableProxies, CellInfluence):
     @property
     def grouped(self) -> bool:
         """Whether every live cell's controls are the last block alone (never-treated)."""
-        return never_only(self.design, self.cells)
+        return never_only(self.prepared, self.cells)
 
     def chunk_drawer(self, multipliers, clusters, n_clusters: int) -> Callable:
         """Grouped sums with never-treated controls (see the module notes), else products
         with the stored influence functions. Both read the same multipliers in the same
         chunks, so they agree to rounding."""
         if not self.grouped:
-            return unit_weight_drawer(self, self.design, clusters)
+            return unit_weight_drawer(self, self.prepared, clusters)
         return self._grouped_drawer(clusters)
 
     def _grouped_drawer(self, clusters) -> Callable:
-        design, cells = self.design, self.cells
-        starts = design.starts
+        prepared, cells = self.prepared, self.cells
+        starts = prepared.starts
         n_blocks = starts.size - 1
         last = n_blocks - 1
         h_count = self.n_hist
-        sums = history_sums(design, self.hist, n_hist=h_count)
+        sums = history_sums(prepared, self.hist, n_hist=h_count)
         weight, w1, mean, a = sums.weight, sums.w1, sums.mean, sums.a
         order, bounds = sums.order, sums.bounds
-        wy = design.y * design.w[:, None]
-        centred = wy[order] - design.w[order, None] * mean[self.hist[order]]
+        wy = prepared.y * prepared.w[:, None]
+        centred = wy[order] - prepared.w[order, None] * mean[self.hist[order]]
         live = np.flatnonzero(cells.ref == 0)
         k, t, b = cells.k[live], cells.t[live], cells.b[live]
         slope = self.att[live] / w1[k]
@@ -295,12 +295,12 @@ class ExposureInfluence(PicklableProxies, CellInfluence):
             if clusters is not None:
                 u = u[:, clusters]
             sw_h = np.asarray(weight @ u.T).T.reshape(m, n_blocks, h_count)
-            sy = np.empty((m, last, design.y.shape[1]))
+            sy = np.empty((m, last, prepared.y.shape[1]))
             for j in range(last):
                 np.matmul(u[:, starts[j]:starts[j + 1]], wy[starts[j]:starts[j + 1]],
                           out=sy[:, j])
             u_c = u[:, order]
-            e = np.zeros((m, h_count, design.y.shape[1]))
+            e = np.zeros((m, h_count, prepared.y.shape[1]))
             for h in np.flatnonzero(bounds[1:] > bounds[:-1]):
                 e[:, h] = u_c[:, bounds[h]:bounds[h + 1]] @ centred[bounds[h]:bounds[h + 1]]
             g = sy / w1[None, :, None] - np.matmul(sw_h[:, :last] / w1[None, :, None], mean)

@@ -27,44 +27,44 @@ from .influence import CellInfluence
 from .moment_cells import MomentsInfluence, cell_estimates
 from .moments import CohortMoments
 
-__all__ = ["GroupedInfluence", "grouped_influence", "bootstrap_cells", "design_moments"]
+__all__ = ["GroupedInfluence", "grouped_influence", "bootstrap_cells", "prepared_moments"]
 
 
-def design_moments(design) -> CohortMoments:
+def prepared_moments(prepared) -> CohortMoments:
     """The moments of a prepared balanced panel's blocks (treated cohorts, never-treated)."""
-    counts = np.diff(design.starts)
-    values = np.append(np.asarray(design.cohorts, dtype=np.float64), np.inf)
+    counts = np.diff(prepared.starts)
+    values = np.append(np.asarray(prepared.cohorts, dtype=np.float64), np.inf)
     cohorts = np.repeat(values[: counts.size], counts)
-    weights = None if np.all(design.w == 1.0) else design.w
-    moments = CohortMoments.from_paths(design.times, cohorts, design.y, weights)
+    weights = None if np.all(prepared.w == 1.0) else prepared.w
+    moments = CohortMoments.from_paths(prepared.times, cohorts, prepared.y, weights)
     if moments.cohorts.size < counts.size:  # an empty never-treated block (not-yet-treated)
-        moments = moments + CohortMoments.empty(design.times).relabel(np.array([np.inf]))
+        moments = moments + CohortMoments.empty(prepared.times).relabel(np.array([np.inf]))
     return moments
 
 
-def grouped_influence(design, cells) -> "GroupedInfluence":
+def grouped_influence(prepared, cells) -> "GroupedInfluence":
     """The cells of a balanced design without covariates, from its blocks' moments."""
-    moments = design_moments(design)
-    att, stats = cell_estimates(moments, cells, np.zeros(design.times.size))
-    return GroupedInfluence(design, cells, stats, att=att, moments=moments)
+    moments = prepared_moments(prepared)
+    att, stats = cell_estimates(moments, cells, np.zeros(prepared.times.size))
+    return GroupedInfluence(prepared, cells, stats, att=att, moments=moments)
 
 
-def bootstrap_cells(design, cells, stats, *, n_draws: int, multiplier: str, rng,
+def bootstrap_cells(prepared, cells, stats, *, n_draws: int, multiplier: str, rng,
                     multipliers=None):
     """The bootstrap of a balanced design's cells from their grouped statistics."""
-    return GroupedInfluence(design, cells, stats).bootstrap(
-        n_draws, multiplier, rng, design.clusters, design.n_clusters, multipliers=multipliers)
+    return GroupedInfluence(prepared, cells, stats).bootstrap(
+        n_draws, multiplier, rng, prepared.clusters, prepared.n_clusters, multipliers=multipliers)
 
 
 @dataclass(frozen=True, eq=False)
 class GroupedInfluence(MomentsInfluence):
     """The cells' influence functions on a balanced design without covariates: the moments
-    route (:class:`~didmem.inference.moment_cells.MomentsInfluence`) with the design's paths
+    route (:class:`~didmem.inference.moment_cells.MomentsInfluence`) with the prepared panel's paths
     for what needs each unit (see the module notes).
 
     Attributes
     ----------
-    design, cells
+    prepared, cells
         The prepared panel (``y`` a dense units x times matrix) and the cell layout.
     stats : mapping
         ``mu1, mu0, w1, w0``: each cell's treated and control mean change and weight.
@@ -78,19 +78,19 @@ class GroupedInfluence(MomentsInfluence):
     cohort_moments = True
 
     def _block_moments(self) -> CohortMoments:
-        return design_moments(self.design)
+        return prepared_moments(self.prepared)
 
     @cached_property
     def centre(self) -> np.ndarray:
-        """Zero: ``stats`` are in the design's own (centred) outcome, as the per-unit
+        """Zero: ``stats`` are in the prepared panel's own (centred) outcome, as the per-unit
         kernels read it."""
-        return np.zeros(self.design.times.size)
+        return np.zeros(self.prepared.times.size)
 
     def variance(self, clusters=None, n_clusters: int = 0) -> np.ndarray:
         """From the moments; of cluster sums, unit by unit."""
         if not n_clusters:
             return super().variance()
-        return kernels.cell_statistics(self.design.y, self.design.w, self.design.starts,
+        return kernels.cell_statistics(self.prepared.y, self.prepared.w, self.prepared.starts,
                                        *self.cells.kernel_args(), clusters, n_clusters)[1]
 
     def bootstrap(self, n_draws: int, multiplier: str, rng, clusters=None, n_clusters: int = 0,
@@ -105,7 +105,7 @@ class GroupedInfluence(MomentsInfluence):
 
     def combination_moments(self, weights, omega, *, blocks: bool = True):
         """From the moments; of cluster sums, from the units' influence functions."""
-        if self.design.clusters is None:
+        if self.prepared.clusters is None:
             return super().combination_moments(weights, omega, blocks=blocks)
         return CellInfluence.combination_moments(self, weights, omega, blocks=blocks)
 
@@ -113,13 +113,13 @@ class GroupedInfluence(MomentsInfluence):
     def chunk_drawer(self, multipliers, clusters, n_clusters: int) -> Callable:
         """Per chunk: the grouped sums of ``U_i (w_i y_i, w_i, 1)`` per block (one matrix
         product each), then every cell's draw from them in the numba kernel."""
-        design, cells, stats = self.design, self.cells, self.stats
-        n, n_t = design.y.shape
-        n_blocks = design.starts.size - 1
+        prepared, cells, stats = self.prepared, self.cells, self.stats
+        n, n_t = prepared.y.shape
+        n_blocks = prepared.starts.size - 1
         # columns: w*y (times), w, 1 -> one matrix product per block gives every grouped sum
         features = np.empty((n, n_t + 2))
-        features[:, :n_t] = design.y * design.w[:, None]
-        features[:, n_t] = design.w
+        features[:, :n_t] = prepared.y * prepared.w[:, None]
+        features[:, n_t] = prepared.w
         features[:, n_t + 1] = 1.0
         never_only = bool(np.all(cells.cs == n_blocks - 1))
         sums = np.empty((n_blocks, multipliers.chunk, n_t + 2))
@@ -130,7 +130,7 @@ class GroupedInfluence(MomentsInfluence):
                 weights = weights[:, clusters]
             part = sums[:, :m]
             for k in range(n_blocks):
-                lo, hi = design.starts[k], design.starts[k + 1]
+                lo, hi = prepared.starts[k], prepared.starts[k + 1]
                 np.matmul(weights[:, lo:hi], features[lo:hi], out=part[k])
             by_draw = np.ascontiguousarray(part.transpose(1, 0, 2))
             if never_only:  # controls are the never-treated block alone: no suffix sums
@@ -148,14 +148,14 @@ class GroupedInfluence(MomentsInfluence):
     def combination_psi(self, weights, omega) -> np.ndarray:
         """From per-block coefficients of ``y_i`` and ``1`` and one matrix product per
         block, formed only for the rows whose cells use the block."""
-        design, cells, stats = self.design, self.cells, self.stats
+        prepared, cells, stats = self.prepared, self.cells, self.stats
         csc = weights.tocsc()
-        n, n_time = design.y.shape
-        n_keys, k = csc.shape[0], design.n_cohorts
+        n, n_time = prepared.y.shape
+        n_keys, k = csc.shape[0], prepared.n_cohorts
         coef, beta = kernels.aggregate_coefficients(
             *cells.kernel_args(), stats["mu1"], stats["mu0"], stats["w1"], stats["w0"],
             csc.indptr.astype(np.int64), csc.indices.astype(np.int64), csc.data, n_keys,
-            design.starts.size - 1, n_time,
+            prepared.starts.size - 1, n_time,
         )
         beta[:k] += omega.T / n  # estimated-weights term: omega_g w_i / n on cohort g's units
         # a block enters only the keys whose cells use it (a cohort's own keys, the
@@ -163,15 +163,15 @@ class GroupedInfluence(MomentsInfluence):
         # active columns only
         active = (coef != 0).any(axis=1) | (beta != 0)
         psi = np.zeros((n, n_keys))
-        for j in range(design.starts.size - 1):
-            lo, hi = design.starts[j], design.starts[j + 1]
-            w = design.w[lo:hi, None]
+        for j in range(prepared.starts.size - 1):
+            lo, hi = prepared.starts[j], prepared.starts[j + 1]
+            w = prepared.w[lo:hi, None]
             cols = np.flatnonzero(active[j])
             if cols.size == n_keys:
-                psi[lo:hi] = w * (design.y[lo:hi] @ coef[j] + beta[j])
+                psi[lo:hi] = w * (prepared.y[lo:hi] @ coef[j] + beta[j])
             elif cols.size:
-                psi[lo:hi, cols] = w * (design.y[lo:hi] @ coef[j][:, cols] + beta[j, cols])
-        psi -= (omega @ design.cohort_shares)[None, :] / n
+                psi[lo:hi, cols] = w * (prepared.y[lo:hi] @ coef[j][:, cols] + beta[j, cols])
+        psi -= (omega @ prepared.cohort_shares)[None, :] / n
         return psi
 
     def combine(self, matrix) -> np.ndarray:
@@ -179,7 +179,7 @@ class GroupedInfluence(MomentsInfluence):
         from scipy import sparse
 
         matrix = sparse.csr_matrix(matrix)
-        return self.combination_psi(matrix, np.zeros((matrix.shape[0], self.design.n_cohorts)))
+        return self.combination_psi(matrix, np.zeros((matrix.shape[0], self.prepared.n_cohorts)))
 
     def cluster_psi(self, clusters, n_clusters: int) -> np.ndarray:
         sums = np.zeros((n_clusters, self.n_cells))

@@ -389,7 +389,7 @@ def hole_cells(rows: HoleRows, w, starts, cells, n_times: int):
     return att, (idx, np.ascontiguousarray(tau), np.ascontiguousarray(kappa)), stats
 
 
-def check_hole_cells(design, cells, stats, owner: str) -> None:
+def check_hole_cells(prepared, cells, stats, owner: str) -> None:
     """Refuse cells that miss one of their four groups of rows (R returns NA for them)."""
     live = cells.ref == 0
     has_base = cells.b >= 0
@@ -402,9 +402,9 @@ def check_hole_cells(design, cells, stats, owner: str) -> None:
             bad &= has_base
         for c in np.flatnonzero(bad)[:3]:
             at = cells.t[c] if when == "t" else cells.b[c]
-            problems.append(f"{who} at time {_fmt(design.times[at])} in cell (cohort "
-                            f"{_fmt(design.cohorts[cells.k[c]])}, time "
-                            f"{_fmt(design.times[cells.t[c]])})")
+            problems.append(f"{who} at time {_fmt(prepared.times[at])} in cell (cohort "
+                            f"{_fmt(prepared.cohorts[cells.k[c]])}, time "
+                            f"{_fmt(prepared.times[cells.t[c]])})")
         if bad.any() and len(problems) >= 3:
             break
     if problems:
@@ -438,16 +438,16 @@ class HolesInfluence(CellInfluence):
     gram: np.ndarray
     gram_suffix: np.ndarray
     features: np.ndarray | None  # dense units x P, or None (read the rows)
-    design: Any = field(default=None, repr=False)
+    prepared: Any = field(default=None, repr=False)
     cells: Any = field(default=None, repr=False)
     att: np.ndarray | None = field(default=None, repr=False)
     stats: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def build(cls, rows: HoleRows, w, starts, cells, n_times, coefficients, *, design=None,
+    def build(cls, rows: HoleRows, w, starts, cells, n_times, coefficients, *, prepared=None,
               att=None, stats=None):
         """From the rows and the coefficients of :func:`hole_cells` (``att`` and ``stats``
-        are its estimates and statistics, ``design`` the prepared panel, for a fit)."""
+        are its estimates and statistics, ``prepared`` the prepared panel, for a fit)."""
         idx, tau, kappa = coefficients
         n_units = w.size
         n_blocks = starts.size - 1
@@ -471,7 +471,7 @@ class HolesInfluence(CellInfluence):
         suffix[:-1] = np.cumsum(gram[::-1], axis=0)[::-1]
         return cls(rows=rows, w=w, starts=starts, n_times=n_times, k=cells.k, cs=cells.cs,
                    ref=cells.ref, idx=idx, tau=tau, kappa=kappa, gram=gram,
-                   gram_suffix=suffix, features=features, design=design, cells=cells,
+                   gram_suffix=suffix, features=features, prepared=prepared, cells=cells,
                    att=att, stats={} if stats is None else stats)
 
     @property
@@ -768,12 +768,12 @@ class HolesInfluence(CellInfluence):
     def combination_moments(self, weights, omega, *, blocks: bool = True):
         """The combinations' covariance and block parts from per-block moments, without a
         units x rows matrix (see :meth:`CellInfluence.combination_moments`)."""
-        design = self.design
-        coef = self.combination_coefficients(weights, omega, design.n_units,
-                                             design.cohort_shares)
-        covariance = self.combination_covariance(coef, design.clusters, design.n_clusters)
+        prepared = self.prepared
+        coef = self.combination_coefficients(weights, omega, prepared.n_units,
+                                             prepared.cohort_shares)
+        covariance = self.combination_covariance(coef, prepared.clusters, prepared.n_clusters)
         parts = (self.combination_block_variances(coef)
-                 if blocks and design.clusters is None else None)
+                 if blocks and prepared.clusters is None else None)
         return covariance, parts
 
     def combination_covariance(self, coef, clusters=None, n_clusters: int = 0) -> np.ndarray:

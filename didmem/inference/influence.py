@@ -57,10 +57,10 @@ __all__ = ["CellInfluence", "StoredInfluence", "cell_layout", "cell_counts",
            "bootstrap_influence"]
 
 
-def cell_counts(design, cells) -> tuple[np.ndarray, np.ndarray]:
+def cell_counts(prepared, cells) -> tuple[np.ndarray, np.ndarray]:
     """``(n_treated, n_control)`` of every cell: its cohort's units, and the units of its
     control blocks (from block ``cs`` on) less its own cohort's when that is among them."""
-    counts = np.diff(design.starts)
+    counts = np.diff(prepared.starts)
     tail = np.cumsum(counts[::-1])[::-1]
     n_treated = counts[cells.k]
     return n_treated, tail[cells.cs] - np.where(cells.k >= cells.cs, n_treated, 0)
@@ -70,11 +70,11 @@ class CellInfluence(ABC):
     """The influence functions ``psi`` (units x cells) of a fit's cells, and their estimates.
 
     Subclasses hold ``psi`` in the form their route computes (see the module notes) and
-    have ``design`` (the prepared panel, or None for a bare container built in a test) and
+    have ``prepared`` (the prepared panel, or None for a bare container built in a test) and
     ``n_cells``.
     """
 
-    design: Any
+    prepared: Any
     #: the cells' grouped statistics (means and weights of the treated and the controls)
     stats: Mapping[str, np.ndarray]
     #: whether ``psi`` is the balanced route's: linear in the outcome paths with the
@@ -103,7 +103,7 @@ class CellInfluence(ABC):
         treated cohort and the controls, with every unit of their blocks.
         """
         treated = self.treated_variance()
-        n_treated, n_control = cell_counts(self.design, self.cells)
+        n_treated, n_control = cell_counts(self.prepared, self.cells)
         return (np.stack([treated, self.variance() - treated]),
                 np.stack([n_treated, n_control]))
 
@@ -112,7 +112,7 @@ class CellInfluence(ABC):
         """The multipliers of this route's bootstrap, in its chunks
         (:class:`~didmem.inference.bootstrap.MultiplierChunks`): one weight per unit (per
         cluster with clusters), about a million at a time, a few chunks drawn ahead."""
-        return design_multipliers(self.design, n_draws, multiplier, rng)
+        return design_multipliers(self.prepared, n_draws, multiplier, rng)
 
     @abstractmethod
     def chunk_drawer(self, multipliers, clusters, n_clusters: int) -> Callable:
@@ -138,34 +138,34 @@ class CellInfluence(ABC):
     @property
     def n_blocks(self) -> int:
         """Blocks of units: the treated cohorts, then the never-treated."""
-        return int(self.design.starts.size - 1)
+        return int(self.prepared.starts.size - 1)
 
     # ------------------------------------------------------------------ linear combinations
     def combination_psi(self, weights, omega) -> np.ndarray:
         """The units x rows influence functions of the linear combinations ``weights``
         (rows x cells) plus the estimated-weights term ``(omega[row, g(i)] w_i - Omega[row])
         / n`` with ``Omega = omega @ pg``."""
-        design = self.design
-        n = design.n_units
+        prepared = self.prepared
+        n = prepared.n_units
         psi = self.combine(weights)
-        for j in range(design.n_cohorts):  # estimated-weights term on cohort j's units
-            lo, hi = design.starts[j], design.starts[j + 1]
-            psi[lo:hi] += design.w[lo:hi, None] * omega[:, j][None, :] / n
-        psi -= (omega @ design.cohort_shares)[None, :] / n
+        for j in range(prepared.n_cohorts):  # estimated-weights term on cohort j's units
+            lo, hi = prepared.starts[j], prepared.starts[j + 1]
+            psi[lo:hi] += prepared.w[lo:hi, None] * omega[:, j][None, :] / n
+        psi -= (omega @ prepared.cohort_shares)[None, :] / n
         return psi
 
     def combination_moments(self, weights, omega, *, blocks: bool = True):
         """``psi' psi`` (rows x rows; of cluster sums with the design's clusters) of the
         linear combinations, and each block's part of its diagonal (blocks x rows; None
         without ``blocks`` or with clusters)."""
-        design = self.design
+        prepared = self.prepared
         psi = self.combination_psi(weights, omega)
         parts = None
-        if blocks and design.clusters is None:
-            parts = np.add.reduceat(psi * psi, design.starts[:-1], axis=0)
-        if design.clusters is not None:
-            sums = np.zeros((design.n_clusters, psi.shape[1]))
-            np.add.at(sums, design.clusters, psi)
+        if blocks and prepared.clusters is None:
+            parts = np.add.reduceat(psi * psi, prepared.starts[:-1], axis=0)
+        if prepared.clusters is not None:
+            sums = np.zeros((prepared.n_clusters, psi.shape[1]))
+            np.add.at(sums, prepared.clusters, psi)
             psi = sums
         return psi.T @ psi, parts
 
@@ -173,9 +173,9 @@ class CellInfluence(ABC):
         """The cells' covariance as R ``did``'s Wald pre-test forms it without clusters:
         ``psi[:, which]' psi[:, which]``; on panels with holes with clusters, of cluster
         sums (R clusters its ``V`` there, as its standard errors)."""
-        design = self.design
-        if design.n_clusters and design.holes is not None:
-            sums = self.cluster_psi(design.clusters, design.n_clusters)[:, which]
+        prepared = self.prepared
+        if prepared.n_clusters and prepared.holes is not None:
+            sums = self.cluster_psi(prepared.clusters, prepared.n_clusters)[:, which]
             return sums.T @ sums
         return self.covariance(which)
 
@@ -245,7 +245,7 @@ class StoredInfluence(CellInfluence):
     cols: tuple
     values: tuple
     n_cells: int
-    design: Any = field(default=None, repr=False)
+    prepared: Any = field(default=None, repr=False)
     cells: Any = field(default=None, repr=False)
     att: np.ndarray | None = field(default=None, repr=False)
     stats: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False)
@@ -306,7 +306,7 @@ class StoredInfluence(CellInfluence):
         return int(self.starts.size - 1)
 
     def chunk_drawer(self, multipliers, clusters, n_clusters: int) -> Callable:
-        return unit_weight_drawer(self, self.design, clusters)
+        return unit_weight_drawer(self, self.prepared, clusters)
 
     def combine(self, matrix) -> np.ndarray:
         matrix = sparse.csc_matrix(matrix)
@@ -330,11 +330,11 @@ class StoredInfluence(CellInfluence):
         return cov
 
 
-def unit_weight_drawer(influence, design, clusters) -> Callable:
+def unit_weight_drawer(influence, prepared, clusters) -> Callable:
     """The chunk kernel of a route whose draws are ``influence.draws(U)`` for per-unit
     multipliers ``U`` (stored influence functions, and the k-th exposure's with
     not-yet-treated controls); per-cluster weights are first spread to their units."""
-    n_blocks = design.starts.size - 1
+    n_blocks = prepared.starts.size - 1
 
     def draw(row0, weights, out):
         m = weights.shape[0]
@@ -343,17 +343,17 @@ def unit_weight_drawer(influence, design, clusters) -> Callable:
         rows = slice(row0, row0 + m)
         out.cells[rows] = influence.draws(weights)
         for k in range(n_blocks):
-            lo, hi = design.starts[k], design.starts[k + 1]
-            out.block_weights[rows, k] = weights[:, lo:hi] @ design.w[lo:hi]
+            lo, hi = prepared.starts[k], prepared.starts[k + 1]
+            out.block_weights[rows, k] = weights[:, lo:hi] @ prepared.w[lo:hi]
         out.total[rows] = weights.sum(axis=1)
 
     return draw
 
 
-def bootstrap_influence(design, influence, *, n_draws: int, multiplier: str,
+def bootstrap_influence(prepared, influence, *, n_draws: int, multiplier: str,
                         rng) -> BootstrapDraws:
     """The bootstrap from the per-unit draws ``influence.draws(U)`` of an influence that
     has them: the stored route's own, and a check of the other routes' kernels."""
-    return multiplier_bootstrap(lambda: unit_weight_drawer(influence, design, design.clusters),
-                                design_multipliers(design, n_draws, multiplier, rng),
-                                influence.n_cells, design.starts.size - 1)
+    return multiplier_bootstrap(lambda: unit_weight_drawer(influence, prepared, prepared.clusters),
+                                design_multipliers(prepared, n_draws, multiplier, rng),
+                                influence.n_cells, prepared.starts.size - 1)

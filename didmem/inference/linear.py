@@ -22,57 +22,57 @@ __all__ = ["combination_variance", "combination_covariance", "combination_draws"
            "cell_covariance", "combination_block_variances", "combination_moments"]
 
 
-def _influence(design, cells, stats, influence):
+def _influence(prepared, cells, stats, influence):
     if influence is not None:
         return influence
     from .grouped import GroupedInfluence
 
-    return GroupedInfluence(design, cells, stats)
+    return GroupedInfluence(prepared, cells, stats)
 
 
-def combination_moments(design, cells, stats, weights, omega, influence=None, *,
+def combination_moments(prepared, cells, stats, weights, omega, influence=None, *,
                         blocks: bool = True):
     """``psi' psi`` (rows x rows; of cluster sums with clusters) of the linear combinations
     ``weights`` / ``omega`` and each block's part of its diagonal (None without ``blocks``
     or with clusters: the small-sample correction does not split those by block)."""
-    return _influence(design, cells, stats, influence).combination_moments(
+    return _influence(prepared, cells, stats, influence).combination_moments(
         weights, omega, blocks=blocks)
 
 
-def combination_covariance(design, cells, stats, weights, omega, influence=None) -> np.ndarray:
+def combination_covariance(prepared, cells, stats, weights, omega, influence=None) -> np.ndarray:
     """``psi' psi`` (rows x rows) of the linear combinations; with clusters, of cluster sums.
     Divided by nothing: like the variances, it is on the scale of ``sum_i psi_i``."""
-    return combination_moments(design, cells, stats, weights, omega, influence,
+    return combination_moments(prepared, cells, stats, weights, omega, influence,
                                blocks=False)[0]
 
 
-def combination_variance(design, cells, stats, weights, omega, influence=None) -> np.ndarray:
+def combination_variance(prepared, cells, stats, weights, omega, influence=None) -> np.ndarray:
     """``sum_i psi_i**2`` (or of cluster sums) for every row of ``weights`` / ``omega``."""
-    return np.diag(combination_covariance(design, cells, stats, weights, omega,
+    return np.diag(combination_covariance(prepared, cells, stats, weights, omega,
                                           influence)).copy()
 
 
-def combination_block_variances(design, cells, stats, weights, omega, influence=None):
+def combination_block_variances(prepared, cells, stats, weights, omega, influence=None):
     """``sum_{i in block} psi_i**2`` (blocks x rows): each block's part of the variances
     (unclustered); the small-sample correction weighs it by ``n_b / (n_b - 1)``."""
-    return combination_moments(design, cells, stats, weights, omega, influence)[1]
+    return combination_moments(prepared, cells, stats, weights, omega, influence)[1]
 
 
-def combination_draws(design, boot, weights, omega) -> np.ndarray:
+def combination_draws(prepared, boot, weights, omega) -> np.ndarray:
     """Bootstrap draws (draws x rows) of each linear combination."""
-    k = design.n_cohorts
+    k = prepared.n_cohorts
     weights = weights.tocsr()
     draws = np.empty((boot.n_draws, weights.shape[0]))
     kernels.combine_draws(boot.cells, weights.indptr.astype(np.int64),
                           weights.indices.astype(np.int64), weights.data.astype(np.float64),
                           draws)
     wif = (boot.block_weights[:, :k] @ omega.T
-           - np.outer(boot.total, omega @ design.cohort_shares))
-    return draws + wif / design.n_units
+           - np.outer(boot.total, omega @ prepared.cohort_shares))
+    return draws + wif / prepared.n_units
 
 
-def cell_covariance(design, cells, stats, which: np.ndarray, influence=None) -> np.ndarray:
+def cell_covariance(prepared, cells, stats, which: np.ndarray, influence=None) -> np.ndarray:
     """Analytic covariance ``sum_i psi_ci psi_di`` of the cells ``which``, as R ``did``'s
     Wald pre-test forms it (:meth:`~didmem.inference.influence.CellInfluence.
     pretest_covariance`)."""
-    return _influence(design, cells, stats, influence).pretest_covariance(which)
+    return _influence(prepared, cells, stats, influence).pretest_covariance(which)

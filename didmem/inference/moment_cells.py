@@ -40,7 +40,7 @@ __all__ = ["MomentsDesign", "MomentsInfluence", "prepare_moments", "block_gram",
 
 @dataclass(frozen=True, eq=False)
 class MomentsDesign:
-    """A prepared design held as moments: blocks are the treated cohorts, then never-treated.
+    """A prepared panel held as moments: blocks are the treated cohorts, then never-treated.
 
     It answers what the cell layout and the small-sample correction read of a
     :class:`~didmem.inference._prepared.PreparedPanel` (``times``, ``cohorts``,
@@ -175,7 +175,7 @@ class MomentsInfluence(CellInfluence):
     """The cells' influence functions held as per-block moments: a route of the influence
     protocol (:class:`~didmem.inference.influence.CellInfluence`).
 
-    ``design`` is a :class:`MomentsDesign` here (fits out of core, on Ray, from pattern
+    ``prepared`` is a :class:`MomentsDesign` here (fits out of core, on Ray, from pattern
     counts); the balanced route in memory,
     :class:`~didmem.inference.grouped.GroupedInfluence`, is this class with the units' paths
     beside the moments. Build it with :meth:`build`; ``att`` and ``stats`` are the cells'
@@ -184,7 +184,7 @@ class MomentsInfluence(CellInfluence):
     influence is held here (:meth:`dense`).
     """
 
-    design: Any
+    prepared: Any
     cells: Any
     stats: Mapping[str, np.ndarray]
     att: np.ndarray | None = field(default=None, repr=False)
@@ -195,8 +195,8 @@ class MomentsInfluence(CellInfluence):
             object.__setattr__(self, "moments", self._block_moments())
 
     def _block_moments(self) -> CohortMoments:
-        """The moments of the design's blocks (treated cohorts ascending, never-treated)."""
-        return self.design.moments
+        """The moments of the prepared panel's blocks (treated cohorts ascending, never-treated)."""
+        return self.prepared.moments
 
     @cached_property
     def centre(self) -> np.ndarray:
@@ -225,12 +225,12 @@ class MomentsInfluence(CellInfluence):
                               "memory for the units x cells matrix.")
 
     @classmethod
-    def build(cls, design, cells, moments: CohortMoments | None = None) -> "MomentsInfluence":
-        """The cells of ``design`` from its block moments (``moments``, by default the
-        design's own)."""
-        moments = design.moments if moments is None else moments
+    def build(cls, prepared, cells, moments: CohortMoments | None = None) -> "MomentsInfluence":
+        """The cells of ``prepared`` from its block moments (``moments``, by default the
+        prepared panel's own)."""
+        moments = prepared.moments if moments is None else moments
         att, stats = cell_estimates(moments, cells, moments_centre(moments))
-        return cls(design=design, cells=cells, stats=stats, att=att, moments=moments)
+        return cls(prepared=prepared, cells=cells, stats=stats, att=att, moments=moments)
 
     # ------------------------------------------------------------------ variances
     def _quadratic(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -248,7 +248,7 @@ class MomentsInfluence(CellInfluence):
     def treated_variance(self) -> np.ndarray:
         """The treated cohort's part ``sum_{i in g} psi_i**2`` of every cell's variance."""
         out = np.zeros(self.cells.size)
-        for k in range(self.design.n_cohorts):
+        for k in range(self.prepared.n_cohorts):
             sel = (self.cells.k == k) & (self.cells.ref == 0)
             if sel.any():
                 quad, _, _ = self._quadratic(k)
@@ -282,7 +282,7 @@ class MomentsInfluence(CellInfluence):
     def covariance(self, which: np.ndarray) -> np.ndarray:
         """``sum_i psi_ci psi_di`` of the cells ``which`` (the pre-test's ``V``)."""
         which = np.asarray(which, dtype=np.int64)
-        n_t = self.design.times.size
+        n_t = self.prepared.times.size
         gram = np.ascontiguousarray(self.gram[:, : n_t + 1, : n_t + 1])
         suffix = np.ascontiguousarray(np.cumsum(gram[::-1], axis=0)[::-1])
         c, s = self.cells, self.stats
@@ -297,7 +297,7 @@ class MomentsInfluence(CellInfluence):
         from scipy import sparse
 
         csc = sparse.csc_matrix(weights)
-        d, c, s = self.design, self.cells, self.stats
+        d, c, s = self.prepared, self.cells, self.stats
         n_t, n_keys = d.times.size, csc.shape[0]
         n_blocks = d.starts.size - 1
         a, beta = kernels.aggregate_coefficients(

@@ -22,7 +22,7 @@ DRIFT_IN_SE = 0.25  # the stated pre-trend: a quarter of a pre-cell's SE per per
 
 
 def _n_obs(inf) -> int:
-    return int(inf.design.n_clusters or inf.design.n_units)
+    return int(inf.prepared.n_clusters or inf.prepared.n_units)
 
 
 def _drift(inf, std_errors, which) -> tuple[float, np.ndarray]:
@@ -65,16 +65,16 @@ def event_time_test(inf, estimates, std_errors, which, weights, omega) -> Pretre
                         power_alpha=float(inf.alpha))
 
 
-def _draws(inf, random_state):
-    """The fit's bootstrap draws, or fresh ones (seeded by ``random_state``)."""
+def _draws(inf, seed):
+    """The fit's bootstrap draws, or fresh ones (seeded by ``seed``)."""
     if inf.bootstrap is not None:
         return inf.bootstrap.cells
-    rng = np.random.default_rng(random_state)
+    rng = np.random.default_rng(seed)
     return inf.influence.bootstrap(PRETEST_DRAWS, inf.multiplier_choice, rng,
-                                   inf.design.clusters, inf.design.n_clusters).cells
+                                   inf.prepared.clusters, inf.prepared.n_clusters).cells
 
 
-def max_t_cells_test(inf, estimates, analytic_std_errors, which, random_state) -> PretrendTest:
+def max_t_cells_test(inf, estimates, analytic_std_errors, which, seed) -> PretrendTest:
     """The largest studentised pre-treatment cell against the bootstrap's maximum."""
     if which.size == 0:
         return PretrendTest("max_t", np.nan, np.nan, note="no pre-treatment cells to test")
@@ -84,6 +84,6 @@ def max_t_cells_test(inf, estimates, analytic_std_errors, which, random_state) -
         df = inf.correction.df[which]
     else:
         se, df = raw, None
-    draws = _draws(inf, random_state)[:, which]
+    draws = _draws(inf, seed)[:, which]
     stat, pvalue = max_t_test(np.asarray(estimates)[which], se, draws, raw, df)
     return PretrendTest("max_t", stat, pvalue, n_restrictions=int(which.size))

@@ -37,13 +37,13 @@ STRUCTURED_MIN_CELLS = 400
 """Fewer pre-treatment cells than this take the dense route (R's computation, exactly)."""
 
 
-def _gram(design, block: int) -> np.ndarray:
+def _gram(prepared, block: int) -> np.ndarray:
     """``sum_i w_i**2 z_i z_i'`` over the units of ``block``, ``z_i = (y_i, 1)``."""
-    lo, hi = design.starts[block], design.starts[block + 1]
-    zw = np.empty((hi - lo, design.y.shape[1] + 1))
-    zw[:, :-1] = design.y[lo:hi]
+    lo, hi = prepared.starts[block], prepared.starts[block + 1]
+    zw = np.empty((hi - lo, prepared.y.shape[1] + 1))
+    zw[:, :-1] = prepared.y[lo:hi]
     zw[:, -1] = 1.0
-    zw *= design.w[lo:hi, None]
+    zw *= prepared.w[lo:hi, None]
     return zw.T @ zw
 
 
@@ -58,15 +58,15 @@ def _coefficients(n_z: int, t, b, mu, scale) -> np.ndarray:
     return out / scale
 
 
-def applies(design, cells, which: np.ndarray, influence) -> bool:
+def applies(prepared, cells, which: np.ndarray, influence) -> bool:
     """Whether the cells ``which`` have the structure :func:`structured_wald` uses."""
-    return (influence.cohort_moments and design.clusters is None  # clustered: dense route
+    return (influence.cohort_moments and prepared.clusters is None  # clustered: dense route
             and which.size >= STRUCTURED_MIN_CELLS
-            and bool(np.all(cells.cs[which] == design.n_cohorts))
-            and bool(np.all(cells.k[which] < design.n_cohorts)))
+            and bool(np.all(cells.cs[which] == prepared.n_cohorts))
+            and bool(np.all(cells.k[which] < prepared.n_cohorts)))
 
 
-def structured_wald(design, cells, stats, which: np.ndarray,
+def structured_wald(prepared, cells, stats, which: np.ndarray,
                     estimates: np.ndarray) -> float | None:
     """``tau' V^{-1} tau`` over the cells ``which`` from the structure of ``V``.
 
@@ -93,9 +93,9 @@ def structured_wald(design, cells, stats, which: np.ndarray,
     mu1, mu0 = stats["mu1"][cell], stats["mu0"][cell]
     w1, w0 = stats["w1"][cell], stats["w0"][cell]
     tau = np.asarray(estimates, dtype=np.float64)[order]
-    n_z, p = design.y.shape[1] + 1, cell.size
+    n_z, p = prepared.y.shape[1] + 1, cell.size
 
-    control = _gram(design, design.n_cohorts)
+    control = _gram(prepared, prepared.n_cohorts)
     if not (np.all(np.isfinite(control)) and np.all(np.isfinite(tau))):
         return None
     lam, q = linalg.eigh(control)
@@ -106,7 +106,7 @@ def structured_wald(design, cells, stats, which: np.ndarray,
     bounds = np.flatnonzero(np.diff(k)) + 1
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, p]):
         a = _coefficients(n_z, t[lo:hi], b[lo:hi], mu1[lo:hi], w1[lo:hi])
-        block = a.T @ _gram(design, int(k[lo])) @ a
+        block = a.T @ _gram(prepared, int(k[lo])) @ a
         if not np.all(np.isfinite(block)):
             return None
         eig = linalg.eigvalsh(block)

@@ -1,4 +1,4 @@
-"""The one choice of a group-time fit's route: from a prepared design and its cells to the
+"""The one choice of a group-time fit's route: from a prepared panel and its cells to the
 cells' :class:`~didmem.inference.influence.CellInfluence`.
 
 ========================  ===========================  ==========================================
@@ -18,14 +18,14 @@ from __future__ import annotations
 __all__ = ["cell_influence", "uses_grouped_moments"]
 
 
-def uses_grouped_moments(design, est_method: str | None) -> bool:
+def uses_grouped_moments(prepared, est_method: str | None) -> bool:
     """Whether the fit takes the balanced route without covariates (whose bootstrap
     multipliers can be drawn while its cells are computed)."""
-    return design.holes is None and est_method is None
+    return prepared.holes is None and est_method is None
 
 
-def cell_influence(design, cells, *, est_method: str | None, covariate_names, owner: str):
-    """The cells' estimates and influence functions on the route of ``design``.
+def cell_influence(prepared, cells, *, est_method: str | None, covariate_names, owner: str):
+    """The cells' estimates and influence functions on the route of ``prepared``.
 
     ``est_method`` is the covariate estimator (None without covariates);
     ``covariate_names`` name the covariates in messages.
@@ -33,26 +33,26 @@ def cell_influence(design, cells, *, est_method: str | None, covariate_names, ow
     from dataclasses import replace
 
     with_covariates = est_method is not None
-    if design.holes is not None:
+    if prepared.holes is not None:
         from .holes import HolesInfluence, check_hole_cells, hole_cells
 
-        att, coefficients, stats = hole_cells(design.holes, design.w, design.starts, cells,
-                                              design.times.size)
-        check_hole_cells(design, cells, stats, owner)
+        att, coefficients, stats = hole_cells(prepared.holes, prepared.w, prepared.starts, cells,
+                                              prepared.times.size)
+        check_hole_cells(prepared, cells, stats, owner)
         if with_covariates:
             from .covariates_holes import covariate_hole_cells
 
-            stored = covariate_hole_cells(design, cells, est_method, covariate_names, owner)[1]
+            stored = covariate_hole_cells(prepared, cells, est_method, covariate_names, owner)[1]
             return replace(stored, stats=stats)
-        return HolesInfluence.build(design.holes, design.w, design.starts, cells,
-                                    design.times.size, coefficients, design=design, att=att,
+        return HolesInfluence.build(prepared.holes, prepared.w, prepared.starts, cells,
+                                    prepared.times.size, coefficients, prepared=prepared, att=att,
                                     stats=stats)
     from .grouped import grouped_influence
 
-    grouped = grouped_influence(design, cells)
+    grouped = grouped_influence(prepared, cells)
     if not with_covariates:
         return grouped
     from .covariates import covariate_cells
 
-    stored = covariate_cells(design, cells, est_method, covariate_names, owner)[1]
+    stored = covariate_cells(prepared, cells, est_method, covariate_names, owner)[1]
     return replace(stored, stats=grouped.stats)

@@ -54,14 +54,14 @@ class SmallSampleCorrection:
     factor: np.ndarray
 
 
-def treated_variance(design, cells, stats, influence=None) -> np.ndarray:
+def treated_variance(prepared, cells, stats, influence=None) -> np.ndarray:
     """The treated cohort's part ``sum_{i in g} psi_i**2`` of every cell's variance: that of
     ``influence`` (a :class:`~didmem.inference.influence.CellInfluence`), by default the
     balanced route's from the cells' statistics (reference cells get 0)."""
     if influence is None:
         from .grouped import GroupedInfluence
 
-        influence = GroupedInfluence(design, cells, stats)
+        influence = GroupedInfluence(prepared, cells, stats)
     return influence.treated_variance()
 
 
@@ -203,9 +203,9 @@ def small_sample_correction(influence, variance) -> SmallSampleCorrection:
         cells, which stay NaN).
     """
     variance = np.asarray(variance, dtype=np.float64)
-    design = influence.design
-    if design.clusters is not None:
-        corrected, df = cluster_correction(variance, design.n_clusters)
+    prepared = influence.prepared
+    if prepared.clusters is not None:
+        corrected, df = cluster_correction(variance, prepared.n_clusters)
     else:
         corrected, df = group_welch(*influence.welch_groups())
         corrected = np.where(np.isnan(variance), np.nan, corrected)

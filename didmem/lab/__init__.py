@@ -23,7 +23,10 @@ _WHERE = {
     "DEFAULT_METRICS": "config",
     "LabDesign": "design",
     "build_design": "design",
+    "run_design": "runs",
     "WordTokenizer": "tokenizer",
+    "membership_comparison": "membership",
+    "MIA_SCORES": "membership",
 }
 """Public name -> the module of this package that defines it (imported on first use)."""
 

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from .._validation import Integral, Interval, OneOf, check_all
+from .._validation import Boolean, Integral, Interval, OneOf, check_all
 from ..errors import ParameterError
 
 __all__ = ["LabConfig", "demo_config", "quick_config", "PLACEMENTS", "REPEAT_GAPS",
@@ -21,6 +21,11 @@ PLACEMENTS = ("spread", "last_batch")
 REPEAT_GAPS = ("geometric", "uniform")
 EXACT_CHOICES = ("all", "auto")
 DEFAULT_METRICS = ("mean_token_loglik", "sequence_loglik", "token_accuracy")
+
+
+_SEVERAL_RUNS = ("runs", "vary_init")
+"""The settings of several runs: left out of :meth:`LabConfig.to_dict` at their defaults (one
+run), so that a single run's manifest (and so its reuse) is as before they existed."""
 
 
 def _fail(name: str, rule: str, value) -> None:
@@ -150,6 +155,16 @@ class LabConfig:
     text_files : tuple of str
         Optional plain-text files to use instead of the generated language: whitespace-split
         words, cut into ``seq_len``-token instances. Empty: generate the corpus.
+    runs : int
+        Training runs on the same corpus, each with its own data order (as PolyPythias' data
+        seeds). Run 0 is the single run of this seed; each later run places the same
+        analysed instances afresh (``n_analysed`` per cohort, at random), reshuffles the
+        fillers, and has its own twin and exact runs. With ``runs > 1`` the panel and the truth get a
+        ``run`` column; ``1`` (the default) writes the single-run files.
+    vary_init : bool
+        With ``runs > 1``: draw a new initialisation for every run after the first
+        (weight-seed runs, as some PolyPythias seeds); by default every run starts from run
+        0's initialisation, so that the runs differ only in their data order.
     """
 
     seed: int = 0
@@ -200,13 +215,16 @@ class LabConfig:
     extractable_suffix: int = 12
     threads: int = 1
     text_files: tuple = field(default_factory=tuple)
+    # several runs
+    runs: int = 1
+    vary_init: bool = False
 
     _constraints: ClassVar[dict] = {
         **{name: Integral(1) for name in (
             "n_words", "n_successors", "n_names", "seq_len", "batch_size", "n_steps",
             "checkpoint_every", "n_analysed", "n_validation", "hidden_size", "n_layers",
             "n_heads", "intermediate_size", "max_positions", "score_batch_size", "threads",
-            "extractable_suffix", "n_domains", "exposures")},
+            "extractable_suffix", "n_domains", "exposures", "runs")},
         **{name: Integral(0) for name in (
             "secret_digits", "warmup_steps", "n_subset_models", "seed", "burn_in",
             "truth_draws")},
@@ -224,6 +242,7 @@ class LabConfig:
         "grad_clip": Interval(0, None),
         "placement": OneOf(*PLACEMENTS),
         "repeat_gap": OneOf(*REPEAT_GAPS),
+        "vary_init": Boolean(),
     }
 
     def __post_init__(self):
@@ -307,6 +326,14 @@ class LabConfig:
             )
         if self.warmup_steps > self.n_steps:
             _fail("warmup_steps", f"at most n_steps={self.n_steps}", self.warmup_steps)
+        if self.runs > 1 and self.exposures > 1:
+            raise ParameterError(
+                f"runs={self.runs} with exposures={self.exposures} is not available: the runs "
+                "must train the same corpus, and the repeats are drawn per order. Use "
+                "exposures=1 with several runs.")
+        if self.vary_init and self.runs == 1:
+            raise ParameterError("vary_init=True draws a new initialisation for the runs after "
+                                 "the first; it needs runs >= 2.")
 
     @property
     def secret_len(self) -> int:
@@ -355,6 +382,10 @@ class LabConfig:
         for name in ("exact_cohorts", "metrics", "text_files"):
             if out[name] not in EXACT_CHOICES:
                 out[name] = list(out[name])
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        for name in _SEVERAL_RUNS:  # a single run's settings as before several runs
+            if out[name] == defaults[name]:
+                del out[name]
         return out
 
     @classmethod

@@ -28,7 +28,7 @@ ENTRIES = (
     "sample.parquet", "panel.parquet", "truth.parquet", "truth_units.parquet",
     "truth_draws.parquet", "twin_scores.parquet", "exact_check.parquet", "membership.parquet",
     "subset_scores.parquet", "losses.parquet",
-    "study.toml", "study_instances.parquet", "study_order.parquet",
+    "study.toml", "study_instances.parquet", "study_order.parquet", "runs",
     IN_PROGRESS, MANIFEST,
 )
 

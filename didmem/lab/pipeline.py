@@ -6,6 +6,7 @@ directory.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -24,7 +25,9 @@ from ..errors import ParameterError
 from .config import LabConfig, demo_config, quick_config
 from .design import STREAMS, build_design
 from .outputs import FORMAT_VERSION, LabDirectory
-from .scoring import backend_settings, score_run
+from .runs import run_design, run_directory, stack_runs
+from .scoring import REFERENCE_METRIC, backend_settings, reference_checkpoint
+from .scoring import score_run as _score_run
 from .study_files import study_tables, study_toml
 from .truth import (cohort_truth, combine_effects, direct_effects, draw_noise, exact_check,
                     instance_effects, mean_effect, not_yet_treated_effect)
@@ -61,6 +64,9 @@ class LabResult:
         ``tau_nyt``, ``spillover_nyt`` and ``tau_se`` NaN).
     exact : pandas.DataFrame
         ``exact_check.parquet``: twin truth against the exact per-cohort truth (may be empty).
+
+        With several runs (``config.runs > 1``) each of the three tables has a ``run``
+        column first (``0 .. R-1``), and each run's own files are in ``runs/run{r}/``.
     timings : dict
         Seconds spent per stage (not written to disk, so that files stay reproducible).
     reused : bool
@@ -77,7 +83,9 @@ class LabResult:
 
     @property
     def checkpoint_dir(self) -> Path:
-        """Directory of the main run's ``step{N}`` checkpoints."""
+        """Directory of the main run's ``step{N}`` checkpoints (run 0's with several runs)."""
+        if self.config.runs > 1:
+            return self.out_dir / run_directory(0) / "checkpoints"
         return self.out_dir / "checkpoints"
 
     def instantaneous(self, metric: str = "mean_token_loglik",
@@ -100,7 +108,8 @@ class LabResult:
             raise ParameterError(f"This lab run has one exposure (exposures = 1); got "
                                  f"exposure={exposure!r}.")
         t = truth[(truth["metric"] == metric) & (truth["time"] == truth["cohort"])]
-        out = t[["cohort", "tau", "sd", "n_units"]].reset_index(drop=True)
+        keep = (["run"] if "run" in t else []) + ["cohort", "tau", "sd", "n_units"]
+        out = t[keep].reset_index(drop=True)
         out["z"] = out["tau"] / (out["sd"] / np.sqrt(out["n_units"]))
         return out
 
@@ -114,12 +123,21 @@ class LabResult:
             if len(exposures) > 1:
                 lines.append(f"exposure {k}" + (" (every exposure of the cohort's instances)"
                                                 if k == 1 else f": the {_ordinal(k)} exposure"))
+            table = self.instantaneous(metric, k)
+            if "run" in table:  # several runs: one column of tau(g,g) per run
+                wide = table.pivot(index="cohort", columns="run", values="tau")
+                lines.append("cohort " + "".join(f"{'run ' + str(r):>10}" for r in wide.columns)
+                             + "   (tau(g,g) of each run)")
+                for g, row in wide.iterrows():
+                    lines.append(f"{g:>6} " + "".join(f"{v:>10.4f}" for v in row))
+                continue
             lines.append("cohort   tau(g,g)        z")
-            for row in self.instantaneous(metric, k).itertuples():
+            for row in table.itertuples():
                 lines.append(f"{row.cohort:>6} {row.tau:>10.4f} {row.z:>8.1f}")
         ex = self.exact[self.exact["metric"] == metric] if len(self.exact) else self.exact
         if len(ex):
-            lines.append("exact check: max |twin - exact| per cohort")
+            lines.append("exact check: max |twin - exact| per cohort"
+                         + (" (over the runs)" if "run" in ex else ""))
             for g, part in ex.groupby("cohort"):
                 lines.append(f"{g:>6} {part['difference'].abs().max():>10.4f}")
         if self.timings:
@@ -244,16 +262,14 @@ def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
         from .trainer import torch_session
 
         with torch_session(cfg.threads) as torch:
-            runs = _train_all(cfg, design, directory.path, lap)
-            scores = _score_all(cfg, design, runs)
-            lap("scoring")
+            if cfg.runs == 1:
+                tables = _one_run(cfg, design, directory.path, lap)
+            else:
+                tables = _several_runs(cfg, design, directory.path, lap)
             versions = {"torch": torch.__version__}
-        tables = _tables(cfg, design, runs, scores)
-        tables.update(study_tables(design, tables["data_order.parquet"]))
-        for name, frame in tables.items():
-            directory.write_parquet(name, frame)
-        (directory.path / "study.toml").write_text(study_toml(
-            runs["main"]["checkpoints"], cfg.metrics, backend_settings(cfg), cfg.seed))
+        if cfg.runs == 1:
+            for name, frame in tables.items():
+                directory.write_parquet(name, frame)
         manifest = _manifest(cfg, design, settings, versions)
         directory.finish(manifest)
         lap("writing")
@@ -268,15 +284,59 @@ def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
 
 
 def _stages(cfg, design) -> list:
-    """``(lap name, what it does)`` of the run's stages in order (the progress line's steps)."""
-    stages = [("design", "building the design"), ("train", "training the main run"),
-              ("twin", "training the twin")]
+    """``(lap name, what it does)`` of the run's stages in order (the progress line's steps);
+    with several runs, each run's stages are named ``run{r}/...``."""
+    one = [("train", "training the main run"), ("twin", "training the twin")]
     if cfg.exact_cohort_steps or _exposure_runs(design):
-        stages.append(("exact", "training the exact runs"))
+        one.append(("exact", "training the exact runs"))
     if cfg.n_subset_models:
-        stages.append(("subsets", f"training {cfg.n_subset_models} subset models"))
-    return stages + [("scoring", "scoring every checkpoint"),
-                     ("writing", "writing the tables")]
+        one.append(("subsets", f"training {cfg.n_subset_models} subset models"))
+    one.append(("scoring", "scoring every checkpoint"))
+    if cfg.runs > 1:
+        one = [(f"run{r}/{name}", f"run {r} of {cfg.runs}: {what}")
+               for r in range(cfg.runs) for name, what in one]
+    return [("design", "building the design")] + one + [("writing", "writing the tables")]
+
+
+def _one_run(cfg, design, root: Path, lap, prefix: str = "") -> dict:
+    """Train, score and tabulate one run into ``root`` (its checkpoints and ``study.toml``);
+    return its tables by file name (``lap`` names its stages with ``prefix``)."""
+    runs = _train_all(cfg, design, root, lambda name: lap(prefix + name))
+    scores = _score_all(cfg, design, runs)
+    lap(prefix + "scoring")
+    tables = _tables(cfg, design, runs, scores)
+    tables.update(study_tables(design, tables["data_order.parquet"]))
+    (root / "study.toml").write_text(study_toml(  # no reference model there
+        runs["main"]["checkpoints"], [m for m in cfg.metrics if m != REFERENCE_METRIC],
+        backend_settings(cfg), cfg.seed))
+    return tables
+
+
+#: The tables of several runs that are also written stacked, with a ``run`` column, at the
+#: top of the output directory (each run's directory has all of its own).
+STACKED_TABLES = ("panel.parquet", "truth.parquet", "truth_units.parquet",
+                  "truth_draws.parquet", "exact_check.parquet", "sample.parquet")
+
+
+def _several_runs(cfg, design, root: Path, lap) -> dict:
+    """Train every run (:func:`~didmem.lab.runs.run_design`) into ``root/runs/run{r}``,
+    write each run's tables there, and write the stacked tables (``run`` first) and the
+    shared ``instances.parquet`` at ``root``; return the stacked tables."""
+    per_run = []
+    for r in range(cfg.runs):
+        where = LabDirectory(root / run_directory(r))
+        where.path.mkdir(parents=True, exist_ok=True)
+        tables = _one_run(cfg, run_design(design, r), where.path, lap, prefix=f"run{r}/")
+        for name, frame in tables.items():
+            if name != "instances.parquet":
+                where.write_parquet(name, frame)
+        per_run.append(tables)
+    top = LabDirectory(root)
+    out = {name: stack_runs([t[name] for t in per_run]) for name in STACKED_TABLES}
+    out["instances.parquet"] = per_run[0]["instances.parquet"]
+    for name, frame in out.items():
+        top.write_parquet(name, frame)
+    return out
 
 
 def _train_all(cfg, design, root: Path, lap) -> dict:
@@ -338,6 +398,8 @@ def _score_all(cfg, design, runs) -> dict:
     analysed = design.analysed_ids
     validation = design.validation_ids
     units = np.concatenate([analysed, validation])
+    ref = reference_checkpoint(cfg, runs)  # one reference model for every run
+    score_run = functools.partial(_score_run, reference=ref)
     scores = {
         "main": score_run(runs["main"]["checkpoints"], tokens[units], units, cfg),
         "twin": score_run(runs["twin"]["checkpoints"], tokens[units], units, cfg),
@@ -649,8 +711,11 @@ def _manifest(cfg, design, settings, versions) -> dict:
             "init_seed": design.init_seed,
             "subset_seeds": [int(s) for s in design.subset_seeds],
             "random_streams": list(STREAMS),
-            "scoring_backend": dict(backend_settings(cfg), backend="TransformersBackend"),
+            "scoring_backend": dict(backend_settings(cfg), backend="TransformersBackend",
+                                    **({"reference": f"twin/checkpoints/step{cfg.n_steps}"}
+                                       if REFERENCE_METRIC in cfg.metrics else {})),
             "batch_trained_at_step": "batch b (positions b*B..b*B+B-1) is trained at step b+1",
+            **_runs_manifest(cfg, design),
         },
         "versions": {
             "didmem": __version__,
@@ -662,3 +727,11 @@ def _manifest(cfg, design, settings, versions) -> dict:
             **versions,
         },
     }
+
+
+def _runs_manifest(cfg, design) -> dict:
+    """With several runs: each run's directory and initialisation seed (nothing for one)."""
+    if cfg.runs == 1:
+        return {}
+    return {"runs": [{"run": r, "directory": run_directory(r),
+                      "init_seed": run_design(design, r).init_seed} for r in range(cfg.runs)]}

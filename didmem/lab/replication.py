@@ -43,11 +43,11 @@ def default_estimators(config: LabConfig, n_bootstrap: int = 499) -> dict:
     from ..estimators import DiDEstimator, DifferenceEstimator
 
     out = {
-        "did": DiDEstimator(n_bootstrap=n_bootstrap, random_state=0),
-        "difference": DifferenceEstimator(n_bootstrap=n_bootstrap, random_state=0),
+        "did": DiDEstimator(n_bootstrap=n_bootstrap, seed=0),
+        "difference": DifferenceEstimator(n_bootstrap=n_bootstrap, seed=0),
     }
     if config.n_domains > 1:
-        out["did_domain"] = (DiDEstimator(n_bootstrap=n_bootstrap, random_state=0,
+        out["did_domain"] = (DiDEstimator(n_bootstrap=n_bootstrap, seed=0,
                                           est_method="reg"), ("domain",))
     return out
 

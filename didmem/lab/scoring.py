@@ -3,6 +3,14 @@
 The lab never computes a metric itself: the panel, the twin's scores and therefore the truth
 all come from the same backend call with the same settings, so the truth is built from
 exactly the metric values that the panel holds.
+
+The membership-inference metrics score as in the backend: ``min_k_logprob`` and
+``min_k_plus_plus`` with ``k = 0.2``, ``zlib_ratio`` of the token ids (the lab's word
+tokenizer is not a transformers tokenizer), and ``reference_ratio`` against one fixed
+reference model for every run: the twin's last checkpoint (:func:`reference_checkpoint`), a
+model trained on the same distribution without any analysed instance, the reference model
+that membership-inference attacks assume. Because every run is scored against the same
+reference, the truth of ``reference_ratio`` is that of ``mean_token_loglik``.
 """
 
 from __future__ import annotations
@@ -10,7 +18,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["score_run", "backend_settings"]
+__all__ = ["score_run", "backend_settings", "reference_checkpoint"]
+
+#: The metric that needs a reference model.
+REFERENCE_METRIC = "reference_ratio"
+
+
+def reference_checkpoint(config, runs: dict):
+    """The reference model of ``reference_ratio``: the twin's last checkpoint, or None when
+    the metric is not asked for."""
+    if REFERENCE_METRIC not in config.metrics:
+        return None
+    return runs["twin"]["checkpoints"][config.n_steps]
 
 
 def backend_settings(config) -> dict:
@@ -25,7 +44,8 @@ def backend_settings(config) -> dict:
     }
 
 
-def score_run(checkpoints: dict, token_ids: np.ndarray, unit_ids: np.ndarray, config) -> pd.DataFrame:
+def score_run(checkpoints: dict, token_ids: np.ndarray, unit_ids: np.ndarray, config,
+              reference=None) -> pd.DataFrame:
     """Score instances at checkpoints with the transformers backend.
 
     Parameters
@@ -38,6 +58,8 @@ def score_run(checkpoints: dict, token_ids: np.ndarray, unit_ids: np.ndarray, co
         One id per row of ``token_ids``.
     config : LabConfig
         Gives the metrics and the backend's batch size and extractability lengths.
+    reference : path, optional
+        The reference model of ``reference_ratio`` (:func:`reference_checkpoint`).
 
     Returns
     -------
@@ -47,8 +69,9 @@ def score_run(checkpoints: dict, token_ids: np.ndarray, unit_ids: np.ndarray, co
     """
     from ..backends import TransformersBackend
 
+    extra = {} if reference is None else {"reference": str(reference)}
     backend = TransformersBackend({int(s): str(p) for s, p in checkpoints.items()},
-                                  **backend_settings(config))
+                                  **backend_settings(config), **extra)
     frame = backend.score(
         [np.asarray(t, dtype=np.int64) for t in token_ids],
         unit_ids=np.asarray(unit_ids, dtype=np.int64),

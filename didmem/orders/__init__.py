@@ -15,6 +15,10 @@ only scores), and each ends in the same long table of ``(unit, step)`` exposures
 - Hubble: the inserted examples and their perturbation info (:mod:`didmem.orders.hubble`).
 - Memorised-index lists (EleutherAI's pythia-memorized-evals) joined with an order: a binary
   panel of every training sequence x checkpoint as pattern counts (:func:`read_memorised`).
+- PolyPythias and any GPT-NeoX run: the index maps of each seed (``*_doc_idx.npy``,
+  ``*_sample_idx.npy``, ``*_shuffle_idx.npy``), instances by content (documents or token
+  spans) found in every run (:mod:`didmem.orders.neox`: :func:`run_exposures`,
+  :func:`run_cohorts`).
 - Your own table of ``(unit, step)`` or positions: :func:`exposure_frame`,
   :func:`exposure_steps`, :func:`exposure_cohorts` (:mod:`didmem.orders.exposures`).
 
@@ -46,6 +50,16 @@ _WHERE = {
     "read_perturbation_info": "hubble",
     "read_inserted_examples": "hubble",
     "hubble_exposures": "hubble",
+    "IndexMaps": "neox",
+    "read_index_maps": "neox",
+    "index_map_files": "neox",
+    "build_index_maps": "neox",
+    "write_index_maps": "neox",
+    "sequence_spans": "neox",
+    "sample_starts": "neox",
+    "span_exposures": "neox",
+    "run_exposures": "neox",
+    "run_cohorts": "neox",
     "exposure_steps": "exposures",
     "exposure_frame": "exposures",
     "exposure_cohorts": "exposures",

@@ -36,9 +36,9 @@ def _after(e: float, step: float | None) -> str:
     return text
 
 
-def _aggregate(result, kind):
+def _aggregate(result, aggregation):
     try:
-        return result.aggregate(kind)
+        return result.aggregate(aggregation)
     except DidmemError:
         return None
 
@@ -52,7 +52,7 @@ def _ordinal(k: int) -> str:
     return {1: "first", 2: "second", 3: "third"}.get(k, f"{k}th")
 
 
-def _truths(result, agg, kind, cells):
+def _truths(result, agg, aggregation, cells):
     """The truth of each key of ``agg`` and of its overall value, or (None, None).
 
     Per key from :func:`~didmem.report._truth.true_aggregate`; the overall value averages
@@ -64,12 +64,12 @@ def _truths(result, agg, kind, cells):
     from ._truth import cohort_weights, true_aggregate
 
     weights = cohort_weights(result)
-    by_key = true_aggregate(cells, kind, agg.key_name, weights)
+    by_key = true_aggregate(cells, aggregation, agg.key_name, weights)
     keys = agg.to_frame()[agg.key_name].to_numpy()
     by_key = by_key.reindex(keys)
     if by_key.isna().any():
         return by_key, None
-    if kind == "persistent":
+    if aggregation == "persistent":
         return by_key, float(by_key.mean())
     if weights is None:
         treated = cells[cells["event_time"] == 0].set_index("cohort")["n_treated"]

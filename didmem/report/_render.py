@@ -27,7 +27,7 @@ __all__ = ["render_report", "write_report", "FIGURES"]
 
 FIGURES = ("profile", "instantaneous", "persistent", "residual", "pretrends")
 
-_KINDS = (("instantaneous", "tau(g, g): the effect at the first checkpoint after training, "
+_AGGREGATIONS = (("instantaneous", "tau(g, g): the effect at the first checkpoint after training, "
            "by cohort g"),
           ("persistent", "by training steps after treatment, c - g > 0, averaged over cohorts"),
           ("residual", "tau(g, T) at the last checkpoint T, by cohort g"))
@@ -80,16 +80,16 @@ def _captions(result, has_truth: bool, options: Mapping) -> dict:
 
 def _aggregate_tables(result, cells) -> str:
     parts = []
-    for kind, what in _KINDS:
-        head = f"<h3>{kind.capitalize()} memorisation: {html.escape(what)}</h3>"
+    for aggregation, what in _AGGREGATIONS:
+        head = f"<h3>{aggregation.capitalize()} memorisation: {html.escape(what)}</h3>"
         try:
-            agg = result.aggregate(kind)
+            agg = result.aggregate(aggregation)
         except DidmemError as exc:
             parts.append(head + f"<p>Not available: {html.escape(str(exc))}</p>")
             continue
         frame = agg.to_frame()
         if cells is not None and "tau" in cells:
-            truth = true_aggregate(cells, kind, agg.key_name, cohort_weights(result))
+            truth = true_aggregate(cells, aggregation, agg.key_name, cohort_weights(result))
             frame["true_tau"] = truth.reindex(frame[agg.key_name].to_numpy()).to_numpy()
         o = agg.overall
         level = f"{100 * (1 - agg.alpha):g}%"
@@ -109,9 +109,9 @@ def _aggregate_tables(result, cells) -> str:
     return "".join(parts)
 
 
-def _unavailable(result, kind: str) -> bool:
+def _unavailable(result, aggregation: str) -> bool:
     try:
-        result.aggregate(kind)
+        result.aggregate(aggregation)
     except DidmemError:
         return True
     return False

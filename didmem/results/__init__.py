@@ -26,7 +26,7 @@ _WHERE = {
     "SIGN_NOTE": "_common",
     "profile_matrix": "_common",
     "ALIASES": "aggregations",
-    "KINDS": "aggregations",
+    "AGGREGATIONS": "aggregations",
     "AggregationSpec": "aggregations",
     "build_aggregation": "aggregations",
     "aligned_cells": "comparison",

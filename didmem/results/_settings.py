@@ -64,7 +64,7 @@ class ResultSettings:
     @classmethod
     def of_fit(cls, result) -> "ResultSettings":
         """The settings of a fitted :class:`~didmem.results.cells.GroupTimeResult`."""
-        inference, prepared = result.inference, result.design
+        inference, prepared = result.inference, result.prepared
         return cls(
             inference_line=result._inference_line(),
             std_error_note=inference.std_error_note(),

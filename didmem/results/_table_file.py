@@ -1,4 +1,4 @@
-"""Results saved as one table plus their settings (a sensitivity analysis, a design plan).
+"""Results saved as one table plus their settings (a sensitivity analysis, a power analysis).
 
 This module imports nothing heavy, so the analyses that subclass :class:`TableFile` stay
 cheap to import (their command-line parsers read their declarations); :func:`write_table`
@@ -20,7 +20,7 @@ class TableFile:
     """
 
     FILE_KIND = ""
-    FILE_WHAT = ""  # the result in words, for messages ("design plan")
+    FILE_WHAT = ""  # the result in words, for messages ("power analysis")
 
     def _file_contents(self):
         """``(frame, settings)``: the table to write and the JSON-able settings beside it."""

@@ -29,9 +29,9 @@ from ._common import Estimate, PicklableProxies, _interval, _significant, level_
 if TYPE_CHECKING:
     from .cells import GroupTimeResult
 
-__all__ = ["KINDS", "ALIASES", "AggregationSpec", "build_aggregation", "AggregateResult"]
+__all__ = ["AGGREGATIONS", "ALIASES", "AggregationSpec", "build_aggregation", "AggregateResult"]
 
-KINDS = ("simple", "group", "dynamic", "calendar", "instantaneous", "persistent", "residual")
+AGGREGATIONS = ("simple", "group", "dynamic", "calendar", "instantaneous", "persistent", "residual")
 ALIASES = {"overall": "simple", "cohort": "group", "checkpoint": "calendar", "event_time": "dynamic"}
 KEY_NAMES = {
     "simple": None,
@@ -51,7 +51,7 @@ class AggregationSpec:
     The last row of ``weights`` and ``omega`` is the overall value.
     """
 
-    kind: str
+    aggregation: str
     key_name: str | None
     keys: np.ndarray
     weights: sparse.csr_matrix  # (n_keys + 1) x n_cells
@@ -65,29 +65,29 @@ class AggregationSpec:
     reference_event_times: tuple = ()
 
 
-def canonical_kind(kind: str) -> str:
-    kind = ALIASES.get(kind, kind)
-    if kind not in KINDS:
+def canonical_aggregation(aggregation: str) -> str:
+    aggregation = ALIASES.get(aggregation, aggregation)
+    if aggregation not in AGGREGATIONS:
         raise ParameterError(
-            f"Unknown aggregation {kind!r}; choose one of {sorted(set(KINDS) | set(ALIASES))}."
+            f"Unknown aggregation {aggregation!r}; choose one of {sorted(set(AGGREGATIONS) | set(ALIASES))}."
         )
-    return kind
+    return aggregation
 
 
 class _Cells:
     """Cell labels on the original scale, plus cohort shares."""
 
-    def __init__(self, design, cells, att):
+    def __init__(self, prepared, cells, att):
         self.att = att
         self.k = cells.k
-        self.cohort = design.cohorts[cells.k]
-        self.time = design.times[cells.t]
+        self.cohort = prepared.cohorts[cells.k]
+        self.time = prepared.times[cells.t]
         self.event = self.time - self.cohort
         self.post = self.cohort <= self.time
         self.ref = np.asarray(cells.ref) != 0  # universal base: the cohort's reference cell
-        self.n_cohorts = design.n_cohorts
-        self.cohorts = design.cohorts
-        self.pg = design.cohort_shares
+        self.n_cohorts = prepared.n_cohorts
+        self.cohorts = prepared.cohorts
+        self.pg = prepared.cohort_shares
         self.pg_cell = self.pg[cells.k]
         self.size = cells.k.size
 
@@ -154,7 +154,7 @@ class _Rows:
         cells, values = self._combined(pg / total)
         self._append(cells, values, omega + pg @ np.array(self.omegas) / total)
 
-    def spec(self, kind, keys, options, reference_event_times=()) -> AggregationSpec:
+    def spec(self, aggregation, keys, options, reference_event_times=()) -> AggregationSpec:
         lengths = [idx.size for idx in self.cells]
         indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         weights = sparse.csr_matrix(
@@ -162,8 +162,8 @@ class _Rows:
             shape=(len(self.cells), self.c.size))
         weights.eliminate_zeros()  # as from a dense row: a zero weight is no entry
         return AggregationSpec(
-            kind=kind,
-            key_name=KEY_NAMES[kind],
+            aggregation=aggregation,
+            key_name=KEY_NAMES[aggregation],
             keys=np.asarray(keys, dtype=np.float64),
             weights=weights,
             omega=np.array(self.omegas),
@@ -173,28 +173,28 @@ class _Rows:
         )
 
 
-def build_aggregation(design, cells, att, kind, *, min_e=-np.inf, max_e=np.inf,
+def build_aggregation(prepared, cells, att, aggregation, *, min_e=-np.inf, max_e=np.inf,
                       balance_e=None, time=None) -> AggregationSpec:
     """Lay out one aggregation of the cells (see :meth:`GroupTimeResult.aggregate`)."""
-    kind = canonical_kind(kind)
-    c = _Cells(design, cells, att)
+    aggregation = canonical_aggregation(aggregation)
+    c = _Cells(prepared, cells, att)
     rows = _Rows(c)
     options = {"min_e": min_e, "max_e": max_e, "balance_e": balance_e, "time": time}
-    _check_options(kind, options)
+    _check_options(aggregation, options)
     in_window = c.post & (c.event <= max_e)
 
-    if kind == "simple":
+    if aggregation == "simple":
         rows.weighted(np.flatnonzero(in_window))
-        return rows.spec(kind, [], options)
+        return rows.spec(aggregation, [], options)
 
-    if kind in ("group", "instantaneous", "residual"):
+    if aggregation in ("group", "instantaneous", "residual"):
         keys = []
-        for g in design.cohorts:
+        for g in prepared.cohorts:
             mine = np.flatnonzero((c.cohort == g) & in_window)
-            if kind == "residual":
-                last = design.times[-1] if time is None else _checked_time(design, time)
+            if aggregation == "residual":
+                last = prepared.times[-1] if time is None else _checked_time(prepared, time)
                 mine = np.flatnonzero((c.cohort == g) & c.post & (c.time == last))
-            elif kind == "instantaneous" and mine.size:
+            elif aggregation == "instantaneous" and mine.size:
                 mine = mine[np.argmin(c.time[mine])][None]
             if mine.size == 0:
                 continue
@@ -204,11 +204,11 @@ def build_aggregation(design, cells, att, kind, *, min_e=-np.inf, max_e=np.inf,
             else:
                 rows.weighted(mine, estimated_weights=False)
         if not keys:
-            raise EstimationError(f"The {kind!r} aggregation has no post-treatment cells.")
+            raise EstimationError(f"The {aggregation!r} aggregation has no post-treatment cells.")
         rows.cohort_weighted_overall(np.array(keys))
-        return rows.spec(kind, keys, options)
+        return rows.spec(aggregation, keys, options)
 
-    if kind in ("dynamic", "persistent"):
+    if aggregation in ("dynamic", "persistent"):
         include = np.ones(c.size, dtype=bool)
         events = np.unique(c.event)
         if balance_e is not None:
@@ -216,7 +216,7 @@ def build_aggregation(design, cells, att, kind, *, min_e=-np.inf, max_e=np.inf,
             events = events[(events <= balance_e) & (events >= balance_e - (t_max - t_min))]
             include = (t_max - c.cohort) >= balance_e
         events = events[(events >= min_e) & (events <= max_e)]
-        if kind == "persistent":
+        if aggregation == "persistent":
             events = events[events > 0]
         keys = [e for e in events if np.any(include & (c.event == e))]
         for e in keys:
@@ -227,10 +227,10 @@ def build_aggregation(design, cells, att, kind, *, min_e=-np.inf, max_e=np.inf,
             # an event time with reference cells only stays a key, 0 with no variance, as R's
             rows.weighted(np.flatnonzero(real if real.any() else at_e))
         if not keys:
-            raise EstimationError(f"The {kind!r} aggregation has no cells in its event window.")
+            raise EstimationError(f"The {aggregation!r} aggregation has no cells in its event window.")
         rows.mean_of(np.asarray(keys) >= 0)
         reference = np.unique(c.event[c.ref & include])
-        return rows.spec(kind, keys, options, reference[np.isin(reference, keys)])
+        return rows.spec(aggregation, keys, options, reference[np.isin(reference, keys)])
 
     # calendar
     cell_times = np.unique(c.time)
@@ -238,41 +238,41 @@ def build_aggregation(design, cells, att, kind, *, min_e=-np.inf, max_e=np.inf,
     for t1 in keys:
         rows.weighted(np.flatnonzero((c.time == t1) & c.post))
     rows.mean_of(np.ones(len(keys), dtype=bool))
-    return rows.spec(kind, keys, options)
+    return rows.spec(aggregation, keys, options)
 
 
-def _check_options(kind: str, options: dict) -> None:
+def _check_options(aggregation: str, options: dict) -> None:
     """Refuse options that an aggregation would ignore (or honour in one direction only)."""
     given = [name for name in ("min_e", "max_e") if np.isfinite(options[name])]
     given += [name for name in ("balance_e", "time") if options[name] is not None]
-    if kind in ("instantaneous", "residual"):
-        ignored = [n for n in given if n != "time" or kind != "residual"]
-        what = ("one cell per cohort at event time 0" if kind == "instantaneous" else
+    if aggregation in ("instantaneous", "residual"):
+        ignored = [n for n in given if n != "time" or aggregation != "residual"]
+        what = ("one cell per cohort at event time 0" if aggregation == "instantaneous" else
                 "one cell per cohort at the final checkpoint (choose it with time=)")
         hint = "'dynamic' or 'persistent'"
-    elif kind in ("simple", "group"):
+    elif aggregation in ("simple", "group"):
         ignored = [n for n in given if n in ("min_e", "balance_e", "time")]
         what = "the post-treatment cells (limited by max_e only)"
         hint = "'dynamic'"
     else:
         ignored = [n for n in given if n == "time"] + (
-            [n for n in given if n in ("min_e", "max_e", "balance_e")] if kind == "calendar"
+            [n for n in given if n in ("min_e", "max_e", "balance_e")] if aggregation == "calendar"
             else [])
-        what = "its own keys" if kind == "calendar" else "an event-time window"
+        what = "its own keys" if aggregation == "calendar" else "an event-time window"
         hint = "'residual'" if ignored == ["time"] else "'dynamic'"
     if ignored:
         raise ParameterError(
-            f"The {kind!r} aggregation takes {what}; it does not use "
+            f"The {aggregation!r} aggregation takes {what}; it does not use "
             f"{', '.join(ignored)}. Leave {'it' if len(ignored) == 1 else 'them'} out, or use "
             f"the {hint} aggregation."
         )
 
 
-def _checked_time(design, time) -> float:
-    if not np.any(design.times == time):
+def _checked_time(prepared, time) -> float:
+    if not np.any(prepared.times == time):
         raise ParameterError(
             f"time={time!r} is not a time of the panel; the times run from "
-            f"{design.times[0]:g} to {design.times[-1]:g}."
+            f"{prepared.times[0]:g} to {prepared.times[-1]:g}."
         )
     return float(time)
 
@@ -283,7 +283,7 @@ class AggregateResult(PicklableProxies):
 
     Attributes
     ----------
-    kind : str
+    aggregation : str
         The aggregation (canonical R name or memorisation name).
     key_name : str or None
         ``"cohort"``, ``"event_time"`` or ``"time"``; None for ``simple``.
@@ -312,7 +312,7 @@ class AggregateResult(PicklableProxies):
     towards 0 and its standard error shrinks).
     """
 
-    kind: str
+    aggregation: str
     key_name: str | None
     keys: np.ndarray = field(repr=False)
     estimates: np.ndarray = field(repr=False)
@@ -341,7 +341,7 @@ class AggregateResult(PicklableProxies):
         if spec.undefined_overall:  # e.g. only pre-treatment event times: NaN as in R
             est[-1] = se[-1] = np.nan
         lo, hi = _interval(est[-1], se[-1], combo.overall_critical_value)
-        return cls(kind=spec.kind, key_name=spec.key_name, keys=readonly(spec.keys),
+        return cls(aggregation=spec.aggregation, key_name=spec.key_name, keys=readonly(spec.keys),
                    estimates=readonly(est[:-1]), std_errors=readonly(se[:-1]),
                    overall=Estimate(float(est[-1]), float(se[-1]), float(lo), float(hi)),
                    critical_value=float(combo.band.critical_value), band=combo.band.rule,
@@ -366,7 +366,7 @@ class AggregateResult(PicklableProxies):
             For ``simple`` (no keys) or a result loaded without its covariance.
         """
         if self.key_name is None:
-            raise EstimationError(f"The {self.kind!r} aggregation has no keys, so no covariance "
+            raise EstimationError(f"The {self.aggregation!r} aggregation has no keys, so no covariance "
                              "matrix; aggregate by event_time, cohort or time.")
         if self.covariance is None:
             raise EstimationError("This aggregation carries no covariance (it was loaded from a "
@@ -392,7 +392,7 @@ class AggregateResult(PicklableProxies):
 
     def summary(self) -> str:
         o = self.overall
-        head = (f"{self.kind} aggregation: overall {o.estimate:.4g} (SE {o.std_error:.3g}, "
+        head = (f"{self.aggregation} aggregation: overall {o.estimate:.4g} (SE {o.std_error:.3g}, "
                 f"{level_label(self.alpha)} CI [{o.ci_lower:.4g}, {o.ci_upper:.4g}])")
         note = f"\n  {self.std_error_note}" if self.std_error_note else ""
         if self.key_name is None:
@@ -401,4 +401,4 @@ class AggregateResult(PicklableProxies):
             self.to_frame().to_string(index=False, float_format=lambda v: f"{v:.4g}") + note
 
     def __repr__(self) -> str:
-        return f"<AggregateResult {self.kind}: {self.keys.size} keys, overall={self.overall.estimate:.4g}>"
+        return f"<AggregateResult {self.aggregation}: {self.keys.size} keys, overall={self.overall.estimate:.4g}>"

@@ -46,7 +46,7 @@ def _event_bound(value) -> bool:
 
 
 _AGGREGATE_OPTIONS = {
-    "kind": Instance(str, description="an aggregation's name (a str)"),
+    "aggregation": Instance(str, description="an aggregation's name (a str)"),
     "min_e": Satisfies(_event_bound, "a number (-inf or inf for no bound), not NaN"),
     "max_e": Satisfies(_event_bound, "a number (-inf or inf for no bound), not NaN"),
     "balance_e": Interval(allow_none=True),
@@ -71,7 +71,7 @@ class GroupTimeResult(PicklableProxies):
     inference : CellInference
         The fit's inference (:class:`didmem.inference.cell_inference.CellInference`): scale,
         bootstrap draws, alpha and the band rule, shared by the cells, every aggregation and
-        the pre-test. ``design``, ``cells``, ``stats``, ``influence``, ``bootstrap`` and
+        the pre-test. ``prepared``, ``cells``, ``stats``, ``influence``, ``bootstrap`` and
         ``alpha`` are read from it.
     critical_value : float
         Multiplier of the standard errors in ``ci_lower`` / ``ci_upper``: the simultaneous
@@ -123,7 +123,7 @@ class GroupTimeResult(PicklableProxies):
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
 
     # ------------------------------------------------------------------ basics
-    design = _inferred("design", "The prepared panel the cells were estimated on.")
+    prepared = _inferred("prepared", "The prepared panel the cells were estimated on.")
     cells = _inferred("cells", "The layout of the (cohort, time) cells.")
     stats = _inferred("stats", "The cells' grouped statistics (read-only).")
     @property
@@ -142,19 +142,19 @@ class GroupTimeResult(PicklableProxies):
 
     @property
     def n_units(self) -> int:
-        return self.design.n_units
+        return self.prepared.n_units
 
     @property
     def n_clusters(self) -> int:
-        return self.design.n_clusters
+        return self.prepared.n_clusters
 
     @property
     def cohorts(self) -> np.ndarray:
-        return self.design.cohorts[self.cells.k]
+        return self.prepared.cohorts[self.cells.k]
 
     @property
     def times(self) -> np.ndarray:
-        return self.design.times[self.cells.t]
+        return self.prepared.times[self.cells.t]
 
     @property
     def _crit(self):
@@ -175,7 +175,7 @@ class GroupTimeResult(PicklableProxies):
         Columns: cohort, time, base_time (NaN for level comparisons), event_time, post,
         estimate, std_error, ci_lower, ci_upper, significant, n_treated, n_control.
         """
-        d, c = self.design, self.cells
+        d, c = self.prepared, self.cells
         lo, hi = _interval(self.estimates, self.std_errors, self._crit)
         n_treated, n_control = cell_counts(d, c)
         base = np.where(c.b >= 0, d.times[np.maximum(c.b, 0)], np.nan)
@@ -206,13 +206,14 @@ class GroupTimeResult(PicklableProxies):
 
     # ------------------------------------------------------------ aggregation
     @validate_params(_AGGREGATE_OPTIONS)
-    def aggregate(self, kind: str = "simple", *, min_e: float = -np.inf, max_e: float = np.inf,
-                  balance_e: float | None = None, time: float | None = None) -> "AggregateResult":
+    def aggregate(self, aggregation: str = "simple", *, min_e: float = -np.inf,
+                  max_e: float = np.inf, balance_e: float | None = None,
+                  time: float | None = None) -> "AggregateResult":
         """Aggregate the cells.
 
         Parameters
         ----------
-        kind : str
+        aggregation : str
             Memorisation names: ``"instantaneous"`` (c = g, one value per cohort),
             ``"persistent"`` (by event time e = c - g > 0), ``"residual"`` (c = T, per
             cohort; ``time`` picks T, by default the last checkpoint), ``"cohort"``,
@@ -242,13 +243,13 @@ class GroupTimeResult(PicklableProxies):
         (``dynamic``: keys with e >= 0), as in R ``did``.
         """
         def compute():
-            spec = build_aggregation(self.design, self.cells, np.asarray(self.estimates), kind,
+            spec = build_aggregation(self.prepared, self.cells, np.asarray(self.estimates), aggregation,
                                      min_e=min_e, max_e=max_e, balance_e=balance_e, time=time)
             return AggregateResult._from_spec(self, spec)
 
-        # computed once per kind and options: the summary, the results file and the report
+        # computed once per aggregation and its options: the summary, the results file and the report
         # ask for the same aggregations
-        return self._memo(("aggregate", kind, min_e, max_e, balance_e, time), compute)
+        return self._memo(("aggregate", aggregation, min_e, max_e, balance_e, time), compute)
 
     # ------------------------------------------------------------- pre-test
     @cached_property
@@ -270,7 +271,7 @@ class GroupTimeResult(PicklableProxies):
             ``e < 0``) are zero; with ``small_sample`` its covariance is scaled by
             ``n / (n - 1)`` and the p-value is Hotelling's F. ``"max_t"``: the largest
             studentised pre-treatment cell against the multiplier bootstrap's maximum (the
-            fit's draws, or 999 fresh ones seeded by ``random_state``). ``"wald"``: R
+            fit's draws, or 999 fresh ones seeded by ``seed``). ``"wald"``: R
             did's Wald test of every pre-treatment cell, the same numbers as
             :attr:`pretest`.
 
@@ -311,23 +312,23 @@ class GroupTimeResult(PicklableProxies):
         rows = None
         if method in (None, "event") and which.size:
             est = np.where(np.isfinite(self.estimates), np.asarray(self.estimates), 0.0)
-            spec = build_aggregation(self.design, self.cells, est, "dynamic")
+            spec = build_aggregation(self.prepared, self.cells, est, "dynamic")
             keys = np.flatnonzero(spec.keys < 0)
             rows = (spec.weights[keys], spec.omega[keys])
         return self.inference.pretrend_test(
             method, estimates=self.estimates, std_errors=self.std_errors,
             analytic_std_errors=self.analytic_std_errors, which=which, event_rows=rows,
-            random_state=self.params.get("random_state"))
+            seed=self.params.get("seed"))
 
-    def plot(self, kind: str = "profile", **options):
-        """Draw a figure of :mod:`didmem.plotting` (``kind`` is a key of ``PLOTS``).
+    def plot(self, figure: str = "profile", **options):
+        """Draw a figure of :mod:`didmem.plotting` (``figure`` is a key of ``PLOTS``).
 
         ``options`` (``ax=``, ``lr_schedule=``, ...) go to the plotting function; returns the
         matplotlib Axes.
         """
         from ..plotting import plot_result  # a face: imported when a figure is drawn
 
-        return plot_result(self, kind, **options)
+        return plot_result(self, figure, **options)
 
     # ------------------------------------------------------------------- save
     def save(self, path):
@@ -365,11 +366,11 @@ class GroupTimeResult(PicklableProxies):
         lines = [
             f"{self.estimator} on outcome {self.outcome!r}"
             + (" (sign flipped: lower is better)" if self.lower_is_better else ""),
-            f"  units: {self.n_units} ({self.n_units - np.diff(self.design.starts)[-1]} in "
-            f"{self.design.n_cohorts} cohorts, {np.diff(self.design.starts)[-1]} never-treated); "
-            f"{self.design.times.size} times"
+            f"  units: {self.n_units} ({self.n_units - np.diff(self.prepared.starts)[-1]} in "
+            f"{self.prepared.n_cohorts} cohorts, {np.diff(self.prepared.starts)[-1]} never-treated); "
+            f"{self.prepared.times.size} times"
             + (f"; {self.n_clusters} clusters" if self.n_clusters else "")
-            + _holes_note(self.design),
+            + _holes_note(self.prepared),
             "  settings: " + ", ".join(f"{k}={v!r}" for k, v in p.items()),
             f"  inference: {self._inference_line()}",
             f"  {self.inference.std_error_note()}",
@@ -506,12 +507,12 @@ class CellResult(PicklableProxies):
         return f"<CellResult {self.estimator} outcome={self.outcome!r}: {len(self.cells)} cells>"
 
 
-def _holes_note(design) -> str:
+def _holes_note(prepared) -> str:
     """What a panel with holes or cross-sections adds to the summary's units line."""
-    rows = getattr(design, "holes", None)
+    rows = getattr(prepared, "holes", None)
     if rows is None:
         return ""
-    n, n_t = design.n_units, design.times.size
+    n, n_t = prepared.n_units, prepared.times.size
     if rows.size == n and np.all(np.diff(rows.unit_start) == 1):
         return " (repeated cross-sections: one row per unit)"
     return (f"; {n * n_t - rows.size} of {n * n_t} (unit, time) rows missing, kept as R did's "

@@ -68,8 +68,8 @@ class ExposureResult(GroupTimeResult):
 
     def _histories_per_cohort(self) -> np.ndarray:
         used = self.histories[self.histories["status"] == "used"]
-        counts = np.zeros(self.design.n_cohorts, dtype=np.int64)
-        for k, g in enumerate(self.design.cohorts):
+        counts = np.zeros(self.prepared.n_cohorts, dtype=np.int64)
+        for k, g in enumerate(self.prepared.cohorts):
             counts[k] = int(used["treated_cohorts"].map(lambda cs, g=g: g in cs).sum())
         return counts
 

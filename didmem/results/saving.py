@@ -32,7 +32,7 @@ from ..inference._choices import PRETREND_METHODS
 from ..inference.pretrend_result import PretrendTest
 from ._common import Estimate, PicklableProxies, Pretest, profile_matrix
 from ._settings import ResultSettings
-from .aggregations import ALIASES, KINDS, AggregateResult
+from .aggregations import AGGREGATIONS, ALIASES, AggregateResult
 
 __all__ = ["save_result", "load_result", "compute_saved", "SavedResult", "FORMAT_VERSION",
            "write_table"]
@@ -42,7 +42,7 @@ FORMAT_VERSION = 3
 #    and each aggregation's name under "aggregation" (was "kind")
 # 2: the aggregations' covariances as float64 bytes in base64 (1: nested lists of floats)
 META_KEY = b"didmem"
-SAVED_KINDS = KINDS  # every aggregation, with default options
+SAVED_AGGREGATIONS = AGGREGATIONS  # every aggregation, with default options
 
 
 class ResultFileError(DidmemError, ValueError):
@@ -82,7 +82,7 @@ def _matrix_from(doc) -> np.ndarray:
 def _aggregate_doc(agg: AggregateResult) -> dict:
     o = agg.overall
     return {
-        "aggregation": agg.kind, "key_name": agg.key_name, "keys": agg.keys.tolist(),
+        "aggregation": agg.aggregation, "key_name": agg.key_name, "keys": agg.keys.tolist(),
         "estimates": agg.estimates.tolist(), "std_errors": agg.std_errors.tolist(),
         "overall": [o.estimate, o.std_error, o.ci_lower, o.ci_upper],
         "critical_value": agg.critical_value, "band": agg.band,
@@ -104,7 +104,7 @@ def _aggregate_from(doc: dict, alpha: float) -> AggregateResult:
         cov = _matrix_from(cov).reshape(len(doc["keys"]), len(doc["keys"]))
         cov.flags.writeable = False
     name = doc["aggregation"] if "aggregation" in doc else doc["kind"]  # format <= 2: "kind"
-    return AggregateResult(kind=name, key_name=doc["key_name"], keys=arr("keys"),
+    return AggregateResult(aggregation=name, key_name=doc["key_name"], keys=arr("keys"),
                            estimates=arr("estimates"), std_errors=arr("std_errors"),
                            overall=Estimate(*(math.nan if v is None else float(v)
                                               for v in doc["overall"])),
@@ -121,7 +121,7 @@ def _pyarrow():
 
 
 _TABLE_KINDS = {"sensitivity": ("didmem.honest.result", "SensitivityResult"),
-                "design_plan": ("didmem.planning", "DesignPlan"),
+                "power_analysis": ("didmem.power", "PowerAnalysis"),
                 "dose_response": ("didmem.results.dose", "DoseResponseResult")}
 """The class that reads each ``kind`` of :class:`~didmem.results._table_file.TableFile`
 (imported when a file of that kind is read: the analyses beside the results import this
@@ -188,7 +188,7 @@ def compute_saved(result, threads: int | None = None) -> None:
     from threadpoolctl import threadpool_limits
 
     threads = threads or min(2, os.cpu_count() or 1)
-    tasks = [functools.partial(result.aggregate, kind) for kind in SAVED_KINDS]
+    tasks = [functools.partial(result.aggregate, name) for name in SAVED_AGGREGATIONS]
     tasks += [lambda: result.pretest, result.pretrend_test]
 
     def run(task):
@@ -226,9 +226,9 @@ def save_result(result, path) -> Path:
         raise ParameterError(f"A results file must end in '.parquet'; got {str(path)!r}.")
     compute_saved(result)
     aggregations = {}
-    for kind in SAVED_KINDS:
+    for name in SAVED_AGGREGATIONS:
         try:
-            aggregations[kind] = _aggregate_doc(result.aggregate(kind))
+            aggregations[name] = _aggregate_doc(result.aggregate(name))
         except DidmemError:  # e.g. no post-treatment cells for persistent
             continue
     pre = result.pretest
@@ -247,12 +247,12 @@ def save_result(result, path) -> Path:
 
 def load_result(path):
     """Read a results file written by :meth:`GroupTimeResult.save` / :func:`save_result`, or
-    by the ``save`` of :class:`~didmem.SensitivityResult`, :class:`~didmem.DesignPlan` or
+    by the ``save`` of :class:`~didmem.SensitivityResult`, :class:`~didmem.PowerAnalysis` or
     :class:`~didmem.DoseResponseResult`.
 
     Returns
     -------
-    SavedResult, SensitivityResult, DesignPlan or DoseResponseResult
+    SavedResult, SensitivityResult, PowerAnalysis or DoseResponseResult
         What the file holds.
 
     Raises
@@ -490,7 +490,7 @@ class SavedResult(PicklableProxies):
         """The cohort x time matrix of one column (see :meth:`GroupTimeResult.profile`)."""
         return profile_matrix(self.to_frame(), value, significant_only)
 
-    def aggregate(self, kind: str = "simple", **options) -> AggregateResult:
+    def aggregate(self, aggregation: str = "simple", **options) -> AggregateResult:
         """A saved aggregation (default options only; refit the panel for others)."""
         given = {k: v for k, v in options.items() if v is not None and not (
             isinstance(v, float) and math.isinf(v))}
@@ -499,21 +499,21 @@ class SavedResult(PicklableProxies):
                 f"A saved result keeps its aggregations with default options only; got "
                 f"{sorted(given)}. Refit the panel to aggregate with options."
             )
-        kind = ALIASES.get(kind, kind) if isinstance(kind, str) else kind
-        if not isinstance(kind, str) or kind not in self.aggregations:
-            raise ParameterError(f"Unknown or unavailable aggregation {kind!r}; this result has "
+        aggregation = ALIASES.get(aggregation, aggregation) if isinstance(aggregation, str) else aggregation
+        if not isinstance(aggregation, str) or aggregation not in self.aggregations:
+            raise ParameterError(f"Unknown or unavailable aggregation {aggregation!r}; this result has "
                                  f"{sorted(self.aggregations)}.")
-        return self.aggregations[kind]
+        return self.aggregations[aggregation]
 
     def summary(self) -> str:
         """The summary printed when the result was fitted."""
         return self.summary_text
 
-    def plot(self, kind: str = "profile", **options):
+    def plot(self, figure: str = "profile", **options):
         """Draw a figure of :mod:`didmem.plotting` (see :meth:`GroupTimeResult.plot`)."""
         from ..plotting import plot_result
 
-        return plot_result(self, kind, **options)
+        return plot_result(self, figure, **options)
 
     def save(self, path) -> Path:
         """Write the result to another parquet file."""

@@ -26,7 +26,7 @@ ESTIMATORS = {"did": DiDEstimator, "difference": DifferenceEstimator}
 COVARIATE_ESTIMATORS = ("did",)
 """The estimators of :data:`ESTIMATORS` that adjust for covariates."""
 FIXED_SEED = 0
-"""The seed of a study (and of every subcommand) unless ``random_state`` is given, so that a
+"""The seed of a study (and of every subcommand) unless ``seed`` is given, so that a
 study run twice gives the same output."""
 
 #: Estimator keywords that the study sets per outcome, not from the table.
@@ -62,7 +62,7 @@ class EstimateSettings:
         (instance, checkpoint) rows are missing and where.
     options : dict
         Keywords of the estimator: every other key of the table (``control_group``,
-        ``n_bootstrap``, ``alpha``, ...). ``random_state`` is :data:`FIXED_SEED` unless given.
+        ``n_bootstrap``, ``alpha``, ...). ``seed`` is :data:`FIXED_SEED` unless given.
     """
 
     outcomes: tuple | None = None
@@ -117,7 +117,7 @@ class EstimateSettings:
                               f"{' or '.join(repr(k) for k in fits)}.")
         names = {f.name for f in dataclasses.fields(cls)}
         options = {k: v for k, v in table.items() if k not in names}
-        options.setdefault("random_state", FIXED_SEED)
+        options.setdefault("seed", FIXED_SEED)
         est = ESTIMATORS[estimator]
         try:
             check_all(est.__name__, options, constraints_of(est))

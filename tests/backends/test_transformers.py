@@ -64,6 +64,7 @@ def test_metrics_match_naive_float64(checkpoints, dtype, rtol):
         prefix_length=k,
         suffix_length=l,
         chunk_tokens=17,  # chunks that straddle sequences and padding
+        reference=checkpoints[0],  # for reference_ratio (test_reference_ratio.py)
     )
     frame = backend.score(seqs, unit_ids=np.arange(100, 107), metrics=list(METRICS), progress=False)
     assert list(frame.columns) == ["unit", "time", *METRICS]
@@ -257,7 +258,7 @@ def test_resume_after_kill_gives_identical_panel(checkpoints, tmp_path, monkeypa
     from didmem.backends import _loading
 
     seqs = _sequences(6, [9, 14, 11, 20, 8])
-    kwargs = dict(unit_ids=list("abcde"), metrics=[m for m in METRICS if m != "extractable"], shard_size=2, progress=False)
+    kwargs = dict(unit_ids=list("abcde"), metrics=[m for m in METRICS if m not in ("extractable", "reference_ratio")], shard_size=2, progress=False)
     make = lambda: TransformersBackend(checkpoints, device="cpu", batch_size=2)
     clean = make().score(seqs, out_dir=tmp_path / "clean", **kwargs)
     pd.testing.assert_frame_equal(clean, make().score(seqs, out_dir=tmp_path / "again", **kwargs))

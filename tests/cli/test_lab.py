@@ -31,6 +31,8 @@ def _argv(config: LabConfig) -> list[str]:
         elif field.name == "text_files":
             for path in value:
                 argv += [flag, path]
+        elif field.name == "vary_init":  # a flag
+            argv += [flag] if value else []
         else:
             argv += [flag, ",".join(map(str, value)) if isinstance(value, tuple) else str(value)]
     return argv
@@ -84,6 +86,7 @@ def test_types_and_choices_come_from_the_constraints():
                  metrics=("sequence_loglik",), n_subset_models=2, learning_rate=0.01),
     LabConfig(n_domains=3, validation_mix=0.5, exact_cohorts="auto", threads=2),
     quick_config(text_files=("a.txt", "b.txt"), exact_cohorts=()),
+    quick_config(runs=3, vary_init=True),
 ])
 def test_every_field_given_on_the_command_line_reaches_the_config(config):
     args = add_arguments(argparse.ArgumentParser()).parse_args(_argv(config))

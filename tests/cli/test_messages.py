@@ -52,7 +52,7 @@ def test_corrupt_csv_is_one_line(tmp_path):
 
 
 def test_plot_dpi_zero_is_refused(tmp_path, capsys):
-    assert main(["plot", str(tmp_path / "r.parquet"), "--kind", "profile", "--dpi", "0"]) == 2
+    assert main(["plot", str(tmp_path / "r.parquet"), "--figure", "profile", "--dpi", "0"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("didmem plot: error: --dpi must be dots per inch in [36, 1200]") \
         and err.rstrip().endswith("got 0.") and err.count("\n") == 1

@@ -10,10 +10,10 @@ from didmem.cli import SUBCOMMANDS, _OUT_IS, main
 # the smallest command line of each subcommand that parses; the files need not exist, since
 # --out is checked before the command reads anything
 ARGS = {
-    "demo": [], "lab": [], "plan": [],
+    "demo": [], "lab": [], "power": [],
     "run": ["--config", "study.toml"], "score": ["--config", "study.toml"],
     "estimate": ["panel.parquet", "--outcome", "y"],
-    "plot": ["results.parquet", "--kind", "profile"],
+    "plot": ["results.parquet", "--figure", "profile"],
     "report": ["results.parquet"],
     "sensitivity": ["results.parquet", "--m", "0.1"],
 }

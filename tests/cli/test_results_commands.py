@@ -68,13 +68,13 @@ def test_estimate_r_inference_flag(panel_files, tmp_path, capsys):
                                   "pretrends"])
 def test_plot_each_kind(results_files, tmp_path, kind, capsys):
     out = tmp_path / f"{kind}.png"
-    assert main(["plot", str(results_files[0]), "--kind", kind, "--out", str(out),
+    assert main(["plot", str(results_files[0]), "--figure", kind, "--out", str(out),
                  "--dpi", "50"]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and str(out) in capsys.readouterr().out
 
 
 def test_plot_correlation_and_default_name(results_files):
-    assert main(["plot", *map(str, results_files), "--kind", "correlation", "--dpi", "50"]) == 0
+    assert main(["plot", *map(str, results_files), "--figure", "correlation", "--dpi", "50"]) == 0
     assert (results_files[0].parent / "model0_correlation.png").exists()
 
 
@@ -97,7 +97,7 @@ def test_report_with_labels_and_truth(panel_files, results_files, tmp_path):
     assert "<h2>first</h2>" in text and "<h2>second</h2>" in text
     assert text.count("the band covers the truth in") == 4  # finding and truth section, twice
     png = tmp_path / "corr.png"
-    assert main(["plot", *map(str, results_files), "--kind", "correlation", "--labels",
+    assert main(["plot", *map(str, results_files), "--figure", "correlation", "--labels",
                  "first,second", "--out", str(png)]) == 0
     assert png.exists()
 
@@ -111,13 +111,13 @@ def _cli(*args):
     (["estimate", "missing.parquet", "--outcome", "y", "--out", "r.parquet"], "No panel file"),
     (["estimate", "PANEL", "--outcome", "nope", "--unit", "id", "--out", "r.parquet"], "nope"),
     (["estimate", "PANEL", "--outcome", "loglik", "--unit", "id", "--out", "r.csv"], ".parquet"),
-    (["plot", "missing.parquet", "--kind", "profile"], "No results file"),
-    (["plot", "RESULTS", "--kind", "correlation"], "two or more"),
-    (["plot", "PANEL", "--kind", "profile"], "not a didmem results file"),
+    (["plot", "missing.parquet", "--figure", "profile"], "No results file"),
+    (["plot", "RESULTS", "--figure", "correlation"], "two or more"),
+    (["plot", "PANEL", "--figure", "profile"], "not a didmem results file"),
     (["report", "missing.parquet"], "No results file"),
     (["report", "RESULTS", "--truth", "missing.parquet"], "No truth file"),
     (["report", "RESULTS", "--labels", "a,b"], "one non-empty name per results file"),
-    (["plot", "RESULTS", "--kind", "profile", "--labels", "a"], "--labels names the models"),
+    (["plot", "RESULTS", "--figure", "profile", "--labels", "a"], "--labels names the models"),
 ])
 def test_user_errors_exit_2_with_one_line(args, words, panel_files, results_files, tmp_path):
     args = [str(panel_files[0]) if a == "PANEL" else str(results_files[0]) if a == "RESULTS"

@@ -35,7 +35,7 @@ def test_every_estimator_keyword_reaches_the_estimator():
     assert isinstance(est, DiDEstimator)
     params = est.get_params()
     for key, value in {"small_sample": False, "alpha": 0.1, "n_bootstrap": 50, "cband": False,
-                       "est_method": "reg", "lower_is_better": True, "random_state": 0}.items():
+                       "est_method": "reg", "lower_is_better": True, "seed": 0}.items():
         assert params[key] == value, key
     assert settings.estimator_for("z").lower_is_better is False
     plain = EstimateSettings.from_table({"estimator": "difference"}, WHERE)

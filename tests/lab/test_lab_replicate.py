@@ -66,7 +66,7 @@ def test_tiny_replication(tmp_path):
 
     tiny = {"n_steps": 36, "n_validation": 32, "n_analysed": 8, "metrics": ("mean_token_loglik",)}
     rep = replicate(tmp_path, n_seeds=2, estimators={
-        "did": didmem.DiDEstimator(n_bootstrap=99, random_state=0),
+        "did": didmem.DiDEstimator(n_bootstrap=99, seed=0),
         "difference": didmem.DifferenceEstimator()}, **tiny)
     assert sorted((tmp_path / f"seed{s}" / "manifest.json").is_file() for s in (0, 1)) == [True] * 2
     assert list(rep.summary["estimator"]) == ["did", "difference"]

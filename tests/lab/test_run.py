@@ -124,7 +124,7 @@ def test_did_tracks_the_exact_truth_at_the_quick_scale(quick_run):
 
     panel = didmem.Panel(quick_run.panel, unit="unit", time="time", cohort="cohort",
                          outcome="mean_token_loglik")
-    res = didmem.DiDEstimator(n_bootstrap=499, random_state=0).fit(panel)
+    res = didmem.DiDEstimator(n_bootstrap=499, seed=0).fit(panel)
     row = didmem.compare({"did": res}, truth=quick_run.truth, metric="mean_token_loglik").iloc[0]
     assert row["n_cells"] == 10
     assert row["corr"] >= 0.7
@@ -303,7 +303,7 @@ def test_demo_scale_signal(tmp_path):
     assert (inst["z"] > 3).all()
     panel = didmem.Panel(result.panel, unit="unit", time="time", cohort="cohort",
                          outcome="mean_token_loglik")
-    res = didmem.DiDEstimator(n_bootstrap=999, random_state=0).fit(panel)
+    res = didmem.DiDEstimator(n_bootstrap=999, seed=0).fit(panel)
     row = didmem.compare({"did": res}, truth=result.truth, metric="mean_token_loglik").iloc[0]
     assert row["n_cells"] == 28
     assert row["corr"] >= 0.8 and row["coverage"] >= 0.9  # issue 16's demo targets

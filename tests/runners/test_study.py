@@ -157,7 +157,7 @@ def test_run_gives_the_panel_results_and_report(three_checkpoints, tmp_path, cap
 
     # the panel is what didmem estimate reads, and didmem run fitted it
     result = didmem.load_result(out / "results-mean_token_loglik.parquet")
-    fitted = didmem.DiDEstimator(n_bootstrap=99, random_state=0).fit(
+    fitted = didmem.DiDEstimator(n_bootstrap=99, seed=0).fit(
         didmem.Panel(panel, unit="unit", time="time", cohort="cohort",
                      outcome="mean_token_loglik"))
     np.testing.assert_allclose(result.to_frame()["estimate"], fitted.to_frame()["estimate"],

@@ -17,5 +17,5 @@ from didmem.datasets import simulate_panel
 assert FORMAT_VERSION == 2, "run this with the didmem of commit b0828df"
 df, _ = simulate_panel(n_cohorts=3, units_per_cohort=15, n_never_treated=20, n_times=5, seed=7)
 panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
-result = didmem.DiDEstimator(n_bootstrap=49, random_state=0).fit(panel)
+result = didmem.DiDEstimator(n_bootstrap=49, seed=0).fit(panel)
 result.save(Path(__file__).with_name("results_format2.parquet"))

@@ -104,21 +104,21 @@ def pilot_from(source, estimator) -> tuple[Pilot, dict]:
                 else estimator.get_params()).get("exposure", 1)
     if exposure != 1:
         raise ParameterError(
-            f"plan_design plans the first exposure's profile; the pilot is for exposure "
+            f"power_analysis plans the first exposure's profile; the pilot is for exposure "
             f"{exposure} (history-matched controls), which it cannot resample. Plan with a "
             "first-exposure pilot (DiDEstimator(exposure=1)).")
     if isinstance(source, GroupTimeResult):
-        d = source.design
+        d = source.prepared
         if d.holes is not None:
             raise ParameterError(
-                "plan_design resamples a pilot's complete outcome paths; this pilot result "
+                "power_analysis resamples a pilot's complete outcome paths; this pilot result "
                 "comes from a panel with holes or repeated cross-sections. Pass a balanced "
                 "pilot panel: with holes, Panel(..., balance='drop_incomplete_units'); "
                 "repeated cross-sections have no paths to resample (score the same instances "
                 "at every checkpoint and pass unit=...).")
         if d.x is not None or d.clusters is not None or not np.all(d.w == d.w[0]):
             raise ParameterError(
-                "plan_design resamples units, so the pilot result must come from a panel "
+                "power_analysis resamples units, so the pilot result must come from a panel "
                 "without covariates, clusters or unequal weights.")
         block = d.block_of_rows()
         cohorts = np.where(block < d.n_cohorts, d.cohorts[np.minimum(block, d.n_cohorts - 1)],
@@ -131,16 +131,16 @@ def pilot_from(source, estimator) -> tuple[Pilot, dict]:
             what, remedy = (
                 ("has holes (missing instance-checkpoint rows)",
                  "Pass a balanced pilot panel (Panel(..., balance='drop_incomplete_units'))")
-                if source.kind == "unbalanced" else
+                if source.layout == "unbalanced" else
                 ("holds repeated cross-sections, which have no paths",
                  "Score the same instances at every checkpoint and build the pilot with "
                  "Panel(..., unit=...)"))
             raise ParameterError(
-                f"plan_design resamples a pilot's complete outcome paths; the pilot panel "
+                f"power_analysis resamples a pilot's complete outcome paths; the pilot panel "
                 f"{what}. {remedy}.")
         if source.covariates or source.has_weights or source.clusters is not None:
             raise ParameterError(
-                "plan_design resamples units, so the pilot panel must have no covariates, "
+                "power_analysis resamples units, so the pilot panel must have no covariates, "
                 "clusters or weights.")
         params = estimator.get_params()
         y = np.asarray(source.outcome_matrix(params["outcome"]), float)
@@ -150,12 +150,12 @@ def pilot_from(source, estimator) -> tuple[Pilot, dict]:
         return Pilot(y, np.asarray(source.times, float), np.asarray(source.cohorts, float)), params
     if type(source).__name__ == "SavedResult":
         raise ParameterError(
-            "plan_design resamples the pilot's units, which a saved result does not keep: "
+            "power_analysis resamples the pilot's units, which a saved result does not keep: "
             "pass the pilot's panel (didmem.Panel) or the fitted GroupTimeResult instead of "
             "the loaded file.")
     raise ParameterError(
-        "The 'source' parameter of plan_design must be a pilot (a didmem.Panel or a "
-        "GroupTimeResult of DiDEstimator) or a didmem.planning.Assumptions; got "
+        "The 'source' parameter of power_analysis must be a pilot (a didmem.Panel or a "
+        "GroupTimeResult of DiDEstimator) or a didmem.power.Assumptions; got "
         f"{type(source).__name__}.")
 
 

@@ -1,5 +1,5 @@
-"""What a plan is made from and what it gives: :class:`Assumptions` and :class:`DesignPlan`
-(light to import: pandas loads when a plan is used)."""
+"""What a power analysis is made from and what it gives: :class:`Assumptions` and :class:`PowerAnalysis`
+(light to import: pandas loads when an analysis is used)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ..results._table_file import TableFile
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Assumptions", "DesignPlan", "PAPER_TOKENS_PER_INSTANCE", "POWER"]
+__all__ = ["Assumptions", "PowerAnalysis", "PAPER_TOKENS_PER_INSTANCE", "POWER"]
 
 PAPER_TOKENS_PER_INSTANCE = 2049  # Pythia's sequence length + 1 (Lesci et al. 2024)
 POWER = Interval(0, 1, closed="neither")
@@ -68,7 +68,7 @@ class Assumptions:
             check("Assumptions", "n_checkpoints", self.n_checkpoints,
                   Satisfies(lambda v: False, f"at least n_cohorts + 1 = {self.n_cohorts + 1}"))
 
-    def layout(self, every: int):
+    def kept_checkpoints(self, every: int):
         """Positions of the cohorts among the kept checkpoints, and the outcome covariance."""
         kept = np.arange(0, self.n_checkpoints, every)
         pos = np.unique(np.ceil(np.arange(1, self.n_cohorts + 1) / every).astype(int))
@@ -80,8 +80,8 @@ class Assumptions:
 
 
 @dataclass(frozen=True, eq=False)
-class DesignPlan(TableFile):
-    """Power, minimum detectable effect and cost of every design of a plan.
+class PowerAnalysis(TableFile):
+    """Power, minimum detectable effect and cost of every design of a power analysis.
 
     Attributes
     ----------
@@ -119,28 +119,28 @@ class DesignPlan(TableFile):
         """
         return self.table.copy()
 
-    @validate_params({"power": POWER}, owner="DesignPlan.recommend")
+    @validate_params({"power": POWER}, owner="PowerAnalysis.recommend")
     def recommend(self, power: float = 0.8) -> pd.Series:
         """The cheapest design (fewest tokens, then fewest instances) with at least ``power``.
 
         Raises
         ------
         ParameterError
-            When no design of the plan reaches ``power``.
+            When no design of the analysis reaches ``power``.
         """
         t = self.table
         ok = t[t["power"] >= power]
         if ok.empty:
             best = t.loc[t["power"].idxmax()]
             raise ParameterError(
-                f"No design of the plan reaches power {power:g} for the {self.target} target; "
+                f"No design of the analysis reaches power {power:g} for the {self.target} target; "
                 f"the highest is {best['power']:.3f} at units_per_cohort="
                 f"{int(best['units_per_cohort'])}, n_validation={int(best['n_validation'])}. "
                 "Add larger designs.")
         return ok.sort_values(["tokens", "instances", "units_per_cohort"]).iloc[0]
 
     def __repr__(self) -> str:
-        return (f"<DesignPlan {self.target} ({self.method}, {self.effect_source} effect): "
+        return (f"<PowerAnalysis {self.target} ({self.method}, {self.effect_source} effect): "
                 f"{len(self.table)} designs>")
 
     def summary(self) -> str:
@@ -152,11 +152,11 @@ class DesignPlan(TableFile):
         interval = ("; power_lower/power_upper: the central 90% of the power over the "
                     "pilot's uncertainty about the effect" if self.effect_source == "pilot"
                     else "")
-        return (f"Design plan: power for the {self.target} effect ({self.method}, "
+        return (f"Power analysis: power for the {self.target} effect ({self.method}, "
                 f"{self.effect_source} effect, level {self.alpha:g}); mde at power "
                 f"{self.mde_power:g}{interval}\n{table}")
 
-    FILE_KIND, FILE_WHAT = "design_plan", "design plan"
+    FILE_KIND, FILE_WHAT = "power_analysis", "power analysis"
 
     def _file_contents(self):
         return self.table, {"target": self.target, "method": self.method,
@@ -164,7 +164,7 @@ class DesignPlan(TableFile):
                             "mde_power": float(self.mde_power), "alpha": float(self.alpha)}
 
     @classmethod
-    def _from_file(cls, frame, settings: dict) -> "DesignPlan":
+    def _from_file(cls, frame, settings: dict) -> "PowerAnalysis":
         return cls(table=frame, target=settings["target"], method=settings["method"],
                    effect_source=settings["effect_source"],
                    mde_power=float(settings["mde_power"]), alpha=float(settings["alpha"]))

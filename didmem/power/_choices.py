@@ -1,5 +1,5 @@
 """The planner's choices, in a module that imports nothing (read by the declaration of
-:func:`didmem.plan_design` and by the command line without loading the estimators)."""
+:func:`didmem.power_analysis` and by the command line without loading the estimators)."""
 
 AGGREGATION = {"instantaneous": "instantaneous", "persistent": "persistent", "overall": "simple"}
 """Each target of a plan and the aggregation whose band it is planned under."""

@@ -1,5 +1,5 @@
-"""The power, minimum detectable effect and cost of each design of a plan (the work behind
-:func:`didmem.plan_design`, declared in :mod:`didmem.planning`)."""
+"""The power, minimum detectable effect and cost of each design of a power analysis (the work behind
+:func:`didmem.power_analysis`, declared in :mod:`didmem.power`)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from ._analytic import (analytic_power, key_contrasts, key_covariance_parts,
 from ._choices import AGGREGATION
 from ._pilot import Pilot, centred, fit_quiet, pilot_from
 from ._shrinkage import shrink
-from ._types import PAPER_TOKENS_PER_INSTANCE, Assumptions, DesignPlan
+from ._types import PAPER_TOKENS_PER_INSTANCE, Assumptions, PowerAnalysis
 
 EFFECT_DRAWS = 400  # posterior draws of the pilot's key effects, for the power interval
 POWER_INTERVAL = 0.9  # central probability of the interval of the planned power
@@ -31,9 +31,9 @@ def grid(values) -> list[int]:
 
 
 def design_table(source, units_per_cohort, n_validation, checkpoint_every, target, effect,
-                 method, pool, estimator, n_simulations, mde_power, alpha, random_state,
-                 tokens_per_instance, tokens_per_second, suite, progress=None) -> DesignPlan:
-    """:func:`didmem.plan_design` on arguments its declaration has checked."""
+                 method, pool, estimator, n_simulations, mde_power, alpha, seed,
+                 tokens_per_instance, tokens_per_second, suite, progress=None) -> PowerAnalysis:
+    """:func:`didmem.power_analysis` on arguments its declaration has checked."""
     units = grid(units_per_cohort)
     every = grid(checkpoint_every)
     published = None if suite is None else get_suite(suite)
@@ -41,14 +41,14 @@ def design_table(source, units_per_cohort, n_validation, checkpoint_every, targe
         tokens_per_instance = (PAPER_TOKENS_PER_INSTANCE if published is None
                                else published.tokens_per_instance)
     estimator = DiDEstimator() if estimator is None else estimator
-    rng = np.random.default_rng(random_state)
+    rng = np.random.default_rng(seed)
 
     if isinstance(source, Assumptions):
         if method == "simulated":
             raise ParameterError("With Assumptions only method='analytic' is available; "
                                  f"got {method!r}. Give a pilot to simulate.")
         if effect is None:
-            raise ParameterError("plan_design with Assumptions needs effect= (the effect to "
+            raise ParameterError("power_analysis with Assumptions needs effect= (the effect to "
                                  "detect, on the outcome's scale).")
         method, pilot, params = "analytic", None, estimator.get_params()
         validation = grid(2000 if n_validation is None else n_validation)
@@ -76,13 +76,13 @@ def design_table(source, units_per_cohort, n_validation, checkpoint_every, targe
     n_designs = len(every) * len(units) * len(validation)
     simulated = method == "simulated"
     with progress_line(n_designs * (n_simulations if simulated else 1),
-                       f"plan_design ({method}, {n_designs} designs)", progress,
+                       f"power_analysis ({method}, {n_designs} designs)", progress,
                        unit="fits" if simulated else "designs") as bar:
         for k in every:
             rows.extend(_designs_at(k, source, pilot, params, method, target, units, validation,
                                     alpha, effect, pool, n_simulations, mde_power, rng,
                                     published, tokens_per_instance, tokens_per_second, bar))
-    return DesignPlan(table=pd.DataFrame(rows), target=target, method=method,
+    return PowerAnalysis(table=pd.DataFrame(rows), target=target, method=method,
                       effect_source="stated" if effect is not None else "pilot",
                       mde_power=mde_power, alpha=alpha)
 
@@ -93,7 +93,7 @@ def _designs_at(k, source, pilot, params, method, target, units, validation, alp
     """The rows of the designs that keep every ``k``-th checkpoint."""
     rows = []
     if pilot is None:
-        pos, n_kept, sigma = source.layout(k)
+        pos, n_kept, sigma = source.kept_checkpoints(k)
         shrunk = None
     else:
         thin = pilot.thinned(k)
@@ -150,7 +150,7 @@ def _check_validation(validation, params, source, minimum=1) -> None:
     ones can do without."""
     if params["control_group"] == "never_treated" and min(validation) < minimum:
         raise ParameterError(
-            f"plan_design: with {source} the designs have n_validation={validation}, but the "
+            f"power_analysis: with {source} the designs have n_validation={validation}, but the "
             "estimator compares with never-treated (validation) instances "
             f"(control_group='never_treated'), so every design needs at least {minimum}: give "
             "n_validation=, a pilot with validation instances, or an estimator with "
@@ -165,7 +165,7 @@ def _check_pilot(pilot: Pilot, every: int, params, validation) -> None:
     n_never = int(np.isinf(pilot.cohorts).sum())
     if n_never == 0 and max(validation) > 0:
         raise ParameterError(
-            f"plan_design: the pilot has no never-treated (validation) units to resample, so "
+            f"power_analysis: the pilot has no never-treated (validation) units to resample, so "
             f"n_validation must be 0; got {validation}.")
     need_never = 2 if params["control_group"] == "never_treated" or n_never else 0
     if n_never < need_never or sizes[np.isfinite(sizes.index)].min() < 2:
@@ -238,7 +238,7 @@ def _simulate(sampler, u, v, params, target, n_sim, rng, bar=None):
     est = se = ref_keys = None
     crit = np.empty(n_sim)
     for s in range(n_sim):
-        p = {**params, "random_state": int(rng.integers(2**63))}
+        p = {**params, "seed": int(rng.integers(2**63))}
         agg = fit_quiet(DiDEstimator, p, sampler.draw(u, v, rng).panel(), AGGREGATION[target])
         keys, e, sd, c = _keys(agg, target)
         if ref_keys is None:

@@ -26,12 +26,12 @@ __all__ = ["key_contrasts", "key_covariance_parts", "sup_t_critical", "analytic_
            "welch_df", "small_sample_critical", "t_power"]
 
 
-def key_contrasts(cohort_pos: np.ndarray, n_times: int, kind: str) -> np.ndarray:
+def key_contrasts(cohort_pos: np.ndarray, n_times: int, aggregation: str) -> np.ndarray:
     """Coefficients ``L`` (keys x groups x times) of the target's keys on group means.
 
     ``cohort_pos`` are the positions (in the kept checkpoints) of the treated cohorts, each
     at least 1; group ``j < n_cohorts`` is cohort ``j`` and the last group is the control.
-    ``kind`` is ``"instantaneous"``, ``"persistent"`` or ``"simple"``; the cohorts have equal
+    ``aggregation`` is ``"instantaneous"``, ``"persistent"`` or ``"simple"``; the cohorts have equal
     sizes, so cohort-share weights are equal.
     """
     n_c = cohort_pos.size
@@ -46,9 +46,9 @@ def key_contrasts(cohort_pos: np.ndarray, n_times: int, kind: str) -> np.ndarray
         return out
 
     keys = []
-    if kind == "instantaneous":
+    if aggregation == "instantaneous":
         keys = [cell(j, cohort_pos[j]) for j in range(n_c)]
-    elif kind == "persistent":
+    elif aggregation == "persistent":
         for e in range(1, n_times):
             members = [cell(j, cohort_pos[j] + e) for j in range(n_c) if cohort_pos[j] + e < n_times]
             if members:

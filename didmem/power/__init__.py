@@ -1,9 +1,9 @@
 """Plan a memorisation study before paying for it: power, minimum detectable effect, cost.
 
-:func:`plan_design` takes a pilot (a :class:`~didmem.Panel` or a fitted
+:func:`power_analysis` takes a pilot (a :class:`~didmem.Panel` or a fitted
 :class:`~didmem.GroupTimeResult`) or stated :class:`Assumptions` and a grid of designs
 (instances per cohort, validation instances, every k-th checkpoint) and returns a
-:class:`DesignPlan`: the power for the target under the band the estimator reports, the
+:class:`PowerAnalysis`: the power for the target under the band the estimator reports, the
 minimum detectable effect at a target power and the scoring cost of every design.
 """
 
@@ -16,9 +16,9 @@ import numpy as np
 from .._validation import (Alpha, Instance, Integral, Interval, OneOf, Satisfies, Seed,
                            validate_params)
 from ._choices import METHODS, POOLS, TARGETS
-from ._types import PAPER_TOKENS_PER_INSTANCE, POWER, Assumptions, DesignPlan
+from ._types import PAPER_TOKENS_PER_INSTANCE, POWER, Assumptions, PowerAnalysis
 
-__all__ = ["Assumptions", "DesignPlan", "plan_design", "PAPER_TOKENS_PER_INSTANCE"]
+__all__ = ["Assumptions", "PowerAnalysis", "power_analysis", "PAPER_TOKENS_PER_INSTANCE"]
 
 
 def _integers(low):
@@ -43,7 +43,7 @@ _CONSTRAINTS = {
     "n_simulations": Integral(2),
     "mde_power": POWER,
     "alpha": Alpha(allow_none=True),
-    "random_state": Seed(),
+    "seed": Seed(),
     "tokens_per_instance": Integral(1, allow_none=True),
     "suite": Satisfies(lambda v: v is None or isinstance(v, str), "a suite name (str) or None"),
     "tokens_per_second": Interval(0, None, closed="neither", allow_none=True),
@@ -51,12 +51,12 @@ _CONSTRAINTS = {
 }
 
 
-@validate_params(_CONSTRAINTS, owner="plan_design")
-def plan_design(source, *, units_per_cohort, n_validation=None, checkpoint_every=1,
+@validate_params(_CONSTRAINTS, owner="power_analysis")
+def power_analysis(source, *, units_per_cohort, n_validation=None, checkpoint_every=1,
                 target="instantaneous", effect=None, method=None, pool="all", estimator=None,
-                n_simulations=200, mde_power=0.8, alpha=None, random_state=None,
+                n_simulations=200, mde_power=0.8, alpha=None, seed=None,
                 tokens_per_instance=None, tokens_per_second=None, suite=None,
-                progress=None) -> DesignPlan:
+                progress=None) -> PowerAnalysis:
     r"""Power, minimum detectable effect and scoring cost of a grid of study designs.
 
     Parameters
@@ -108,7 +108,7 @@ def plan_design(source, *, units_per_cohort, n_validation=None, checkpoint_every
         The power at which the minimum detectable effect is computed.
     alpha : float, optional
         One minus the band's coverage; by default the estimator's.
-    random_state : None, int or numpy.random.Generator
+    seed : None, int or numpy.random.Generator
     tokens_per_instance : int, optional
         Tokens scored per instance and checkpoint; by default the suite's, else 2,049
         (Pythia's).
@@ -127,7 +127,7 @@ def plan_design(source, *, units_per_cohort, n_validation=None, checkpoint_every
 
     Returns
     -------
-    DesignPlan
+    PowerAnalysis
 
     Notes
     -----
@@ -165,4 +165,4 @@ def plan_design(source, *, units_per_cohort, n_validation=None, checkpoint_every
 
     return design_table(source, units_per_cohort, n_validation, checkpoint_every, target,
                         effect, method, pool, estimator, n_simulations, mde_power, alpha,
-                        random_state, tokens_per_instance, tokens_per_second, suite, progress)
+                        seed, tokens_per_instance, tokens_per_second, suite, progress)

@@ -1,4 +1,4 @@
-"""Odd input to didmem.plan_design, and plans and sensitivity results kept and read alike
+"""Odd input to didmem.power_analysis, and plans and sensitivity results kept and read alike
 (issues 23 and 24)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 import didmem
 from didmem.errors import ParameterError
-from didmem.planning import Assumptions, plan_design
-from didmem.planning._shrinkage import shrink
+from didmem.power import Assumptions, power_analysis
+from didmem.power._shrinkage import shrink
 
 
 def _panel(units=12, n_never=30, n_cohorts=3, n_times=5, seed=0, never=True):
@@ -26,15 +26,15 @@ FAST = didmem.DiDEstimator(n_bootstrap=99)
 
 @pytest.mark.parametrize("tokens", [-5, 0, 2.5, "2049"])
 def test_negative_tokens_per_instance_is_refused(tokens):
-    with pytest.raises(ParameterError, match="'tokens_per_instance' parameter of plan_design"):
-        plan_design(Assumptions(n_cohorts=2, n_checkpoints=4), units_per_cohort=10,
+    with pytest.raises(ParameterError, match="'tokens_per_instance' parameter of power_analysis"):
+        power_analysis(Assumptions(n_cohorts=2, n_checkpoints=4), units_per_cohort=10,
                     effect=0.5, tokens_per_instance=tokens)
 
 
 def test_cli_refuses_negative_tokens_and_a_power_of_one_before_planning(tmp_path, capsys):
     from didmem.cli import main
 
-    args = ["plan", "--cohorts", "2", "--checkpoints", "4", "--effect", "0.5",
+    args = ["power", "--cohorts", "2", "--checkpoints", "4", "--effect", "0.5",
             "--out", str(tmp_path / "p")]
     assert main(args + ["--tokens-per-instance", "-5"]) == 2
     assert "The option --tokens-per-instance must be" in capsys.readouterr().err
@@ -50,30 +50,30 @@ def test_cli_refuses_negative_tokens_and_a_power_of_one_before_planning(tmp_path
 def test_cli_pilot_messages(tmp_path, capsys):
     from didmem.cli import main
 
-    assert main(["plan", "--pilot", str(tmp_path / "missing.parquet"), "--outcome", "y"]) == 2
+    assert main(["power", "--pilot", str(tmp_path / "missing.parquet"), "--outcome", "y"]) == 2
     err = capsys.readouterr().err
     assert "No panel file at" in err and "missing.parquet" in err
     pilot = tmp_path / "pilot.csv"
     didmem.datasets.simulate_panel(n_cohorts=2, units_per_cohort=5, n_never_treated=5,
                                    seed=0)[0].to_csv(pilot, index=False)
-    assert main(["plan", "--pilot", str(pilot), "--outcome", "y", "--cohorts", "4"]) == 2
+    assert main(["power", "--pilot", str(pilot), "--outcome", "y", "--cohorts", "4"]) == 2
     assert "--cohorts would be ignored" in capsys.readouterr().err
 
 
 def test_pilot_without_never_treated_units():
     pilot = _panel(never=False)
     with pytest.raises(ParameterError, match="control_group='never_treated'") as info:
-        plan_design(pilot, units_per_cohort=10, estimator=FAST, n_simulations=3)
+        power_analysis(pilot, units_per_cohort=10, estimator=FAST, n_simulations=3)
     assert "n_validation must be an integer >= 1; got 0" not in str(info.value)
     with pytest.raises(ParameterError, match="no never-treated .* n_validation must be 0"):
-        plan_design(pilot, units_per_cohort=10, n_validation=[1], n_simulations=3,
+        power_analysis(pilot, units_per_cohort=10, n_validation=[1], n_simulations=3,
                     estimator=didmem.DiDEstimator(control_group="not_yet_treated",
                                                   n_bootstrap=99))
     # with not-yet-treated controls such a pilot is legitimate
-    plan = plan_design(pilot, units_per_cohort=10, n_simulations=3, random_state=0,
+    analysis = power_analysis(pilot, units_per_cohort=10, n_simulations=3, seed=0,
                        estimator=didmem.DiDEstimator(control_group="not_yet_treated",
                                                      n_bootstrap=99))
-    assert plan.to_frame()["n_validation"].tolist() == [0]
+    assert analysis.to_frame()["n_validation"].tolist() == [0]
 
 
 def test_shrinkage_pools_homogeneous_keys_and_keeps_heterogeneous_ones():
@@ -96,25 +96,25 @@ def test_shrinkage_pools_homogeneous_keys_and_keeps_heterogeneous_ones():
 
 
 def test_pilot_plan_reports_an_interval_and_shrinks():
-    plan = plan_design(_panel(), units_per_cohort=[10, 40], method="analytic", random_state=0)
-    t = plan.to_frame()
+    analysis = power_analysis(_panel(), units_per_cohort=[10, 40], method="analytic", seed=0)
+    t = analysis.to_frame()
     assert (t["power_lower"] <= t["power"]).all() and (t["power"] <= t["power_upper"]).all()
     assert (t["power_upper"] > t["power_lower"]).all()
-    stated = plan_design(_panel(), units_per_cohort=[10, 40], method="analytic", effect=0.5,
-                         random_state=0).to_frame()
+    stated = power_analysis(_panel(), units_per_cohort=[10, 40], method="analytic", effect=0.5,
+                         seed=0).to_frame()
     assert stated["power_lower"].isna().all()
 
 
 def test_plan_and_sensitivity_are_kept_and_read_alike(tmp_path, mpdta_panel):
-    plan = plan_design(Assumptions(n_cohorts=2, n_checkpoints=4), units_per_cohort=[10, 20],
-                       effect=0.5, random_state=0)
-    back = didmem.load_result(plan.save(tmp_path / "plan.parquet"))
-    assert isinstance(back, didmem.DesignPlan)
-    pd.testing.assert_frame_equal(back.to_frame(), plan.to_frame())
+    analysis = power_analysis(Assumptions(n_cohorts=2, n_checkpoints=4), units_per_cohort=[10, 20],
+                       effect=0.5, seed=0)
+    back = didmem.load_result(analysis.save(tmp_path / "plan.parquet"))
+    assert isinstance(back, didmem.PowerAnalysis)
+    pd.testing.assert_frame_equal(back.to_frame(), analysis.to_frame())
     assert (back.target, back.method, back.effect_source, back.mde_power, back.alpha) == \
-        (plan.target, plan.method, plan.effect_source, plan.mde_power, plan.alpha)
-    assert "Design plan: power for the instantaneous effect" in plan.summary()
-    assert back.summary() == plan.summary()
+        (analysis.target, analysis.method, analysis.effect_source, analysis.mde_power, analysis.alpha)
+    assert "Power analysis: power for the instantaneous effect" in analysis.summary()
+    assert back.summary() == analysis.summary()
 
     ev = didmem.DiDEstimator(base_period="universal", n_bootstrap=0).fit(mpdta_panel) \
         .aggregate("dynamic")
@@ -164,21 +164,21 @@ def test_pilots_that_cannot_be_resampled_are_refused():
     cross = didmem.Panel(df, unit=None, time="time", cohort="cohort", outcome="y")
     for pilot, what in ((holed, "has holes"), (cross, "repeated cross-sections")):
         with pytest.raises(ParameterError, match=what):
-            plan_design(pilot, units_per_cohort=10)
+            power_analysis(pilot, units_per_cohort=10)
         fitted = didmem.DiDEstimator(n_bootstrap=0).fit(pilot)
         with pytest.raises(ParameterError, match="holes or repeated cross-sections"):
-            plan_design(fitted, units_per_cohort=10)
+            power_analysis(fitted, units_per_cohort=10)
     second = df.assign(cohort_2=np.where(df["cohort"] == 1, 3.0, np.nan))
     panel = didmem.Panel(second, unit="unit", time="time", cohort=["cohort", "cohort_2"],
                          outcome="y")
     with pytest.raises(ParameterError, match="exposure 2"):
-        plan_design(panel, units_per_cohort=10, estimator=didmem.DiDEstimator(exposure=2))
+        power_analysis(panel, units_per_cohort=10, estimator=didmem.DiDEstimator(exposure=2))
 
 
 @pytest.mark.parametrize("n_validation", [[1], 4])
 def test_too_few_validation_units_name_n_validation(n_validation):
     """Before, n_validation=[1] reached the estimator inside the simulations and failed with
-    its "never-treated group has 1 units" message, which names no argument of plan_design."""
+    its "never-treated group has 1 units" message, which names no argument of power_analysis."""
     with pytest.raises(ParameterError, match="n_validation=.*at least 5"):
-        plan_design(_panel(), units_per_cohort=10, n_validation=n_validation, estimator=FAST,
+        power_analysis(_panel(), units_per_cohort=10, n_validation=n_validation, estimator=FAST,
                     n_simulations=3)

@@ -1,4 +1,4 @@
-"""``didmem plan``: power, minimum detectable effect and cost of study designs.
+"""``didmem power``: power, minimum detectable effect and cost of study designs.
 
 One subcommand in one module, in the shape of every module of :mod:`didmem.cli`.
 """
@@ -13,14 +13,14 @@ from ._options import bootstrap_option, panel_column_options, read_panel_frame, 
 
 __all__ = ["HELP", "DESCRIPTION", "add_arguments", "run"]
 
-HELP = "plan a study: power, minimum detectable effect and scoring cost per design"
+HELP = "power analysis of a study: power, minimum detectable effect and scoring cost per design"
 DESCRIPTION = (
     "Plan a memorisation study before scoring it. From a pilot panel (--pilot; simulated: "
     "resample its instances and fit the estimator) or from stated assumptions (--cohorts, "
     "--checkpoints, --effect, --outcome-sd, ...; analytic), print for every design the power "
     "for the target under the estimator's band, the minimum detectable effect and the "
-    "scoring cost, recommend the cheapest design reaching --power, and write plan.csv and "
-    "plan.png (power and cost against instances per cohort) to --out.")
+    "scoring cost, recommend the cheapest design reaching --power, and write power.csv and "
+    "power.png (power and cost against instances per cohort) to --out.")
 
 
 def _ints(text: str) -> list[int]:
@@ -31,9 +31,9 @@ def _ints(text: str) -> list[int]:
 
 
 def add_arguments(p) -> None:
-    """Add the ``didmem plan`` options to ``p``."""
+    """Add the ``didmem power`` options to ``p``."""
     from .._validation import add_option
-    from ..planning import Assumptions, DesignPlan, plan_design
+    from ..power import Assumptions, PowerAnalysis, power_analysis
 
     src = p.add_argument_group("source (a pilot, or assumptions)")
     src.add_argument("--pilot", help="pilot panel file (.parquet or .csv), one row per unit "
@@ -57,18 +57,18 @@ def add_arguments(p) -> None:
                                           "pilot's, or 2000)")
     des.add_argument("--checkpoint-every", default="1", help="keep every k-th checkpoint, "
                                                              "comma-separated (default: 1)")
-    add_option(des, plan_design, "target", help="what to detect")
+    add_option(des, power_analysis, "target", help="what to detect")
     des.add_argument("--effect", type=float, help="effect to detect (default with a pilot: "
                                                   "the pilot's own estimates)")
-    add_option(des, DesignPlan.recommend, "power", type=float, help="target power")
-    add_option(des, plan_design, "n_simulations", "--simulations", type=int,
+    add_option(des, PowerAnalysis.recommend, "power", type=float, help="target power")
+    add_option(des, power_analysis, "n_simulations", "--simulations", type=int,
                help="simulated studies per design")
     bootstrap_option(des)
     seed_option(des)
-    add_option(des, plan_design, "tokens_per_instance", type=int,
+    add_option(des, power_analysis, "tokens_per_instance", type=int,
                help="tokens scored per instance and checkpoint (a lab run's pilot: its seq_len)")
     des.add_argument("--tokens-per-second", type=float, help="scoring throughput, for GPU hours")
-    des.add_argument("--out", default="didmem-plan", help="output directory (default: %(default)s)")
+    des.add_argument("--out", default="didmem-power", help="output directory (default: %(default)s)")
 
 
 def _tokens_per_instance(args) -> int:
@@ -76,9 +76,9 @@ def _tokens_per_instance(args) -> int:
     import inspect
     import json
 
-    from ..planning import plan_design
+    from ..power import power_analysis
 
-    default = inspect.signature(plan_design).parameters["tokens_per_instance"].default
+    default = inspect.signature(power_analysis).parameters["tokens_per_instance"].default
     manifest = Path(args.pilot).parent / "manifest.json" if args.pilot else None
     if args.tokens_per_instance != default or manifest is None or not manifest.exists():
         return args.tokens_per_instance
@@ -89,14 +89,14 @@ def _tokens_per_instance(args) -> int:
 
 
 def run(args) -> int:
-    """Run ``didmem plan`` with parsed arguments; return the exit status."""
+    """Run ``didmem power`` with parsed arguments; return the exit status."""
     import pandas as pd
 
     import didmem
-    from ..planning import Assumptions, DesignPlan
+    from ..power import Assumptions, PowerAnalysis
 
     # the recommendation's power is checked before the (long) simulation, not after it
-    check("didmem plan", "power", args.power, constraints_of(DesignPlan.recommend)["power"])
+    check("didmem power", "power", args.power, constraints_of(PowerAnalysis.recommend)["power"])
     if args.pilot:
         if not args.outcome:
             raise ParameterError("--pilot needs --outcome (the outcome column).")
@@ -119,23 +119,23 @@ def run(args) -> int:
                                     outcome_sd=args.outcome_sd, unit_share=args.unit_share,
                                     ar1=args.ar1)
     tokens = _tokens_per_instance(args)
-    if tokens is None:  # plan_design's default: Pythia's rows
-        from ..planning import PAPER_TOKENS_PER_INSTANCE
+    if tokens is None:  # power_analysis's default: Pythia's rows
+        from ..power import PAPER_TOKENS_PER_INSTANCE
 
         tokens = PAPER_TOKENS_PER_INSTANCE
     estimator = didmem.DiDEstimator(n_bootstrap=args.n_bootstrap, lower_is_better=args.lower_is_better)
-    plan = didmem.plan_design(
+    analysis = didmem.power_analysis(
         source, units_per_cohort=_ints(args.units),
         n_validation=None if args.validation is None else _ints(args.validation),
         checkpoint_every=_ints(args.checkpoint_every), target=args.target, effect=args.effect,
-        estimator=estimator, n_simulations=args.n_simulations, random_state=args.seed,
+        estimator=estimator, n_simulations=args.n_simulations, seed=args.seed,
         tokens_per_instance=tokens, tokens_per_second=args.tokens_per_second)
-    table = plan.to_frame()
+    table = analysis.to_frame()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out / "plan.csv", index=False)
-    print(f"{plan.target} memorisation, {plan.method} power ({plan.effect_source} effect); "
-          f"mde at power {plan.mde_power:g}:")
+    table.to_csv(out / "power.csv", index=False)
+    print(f"{analysis.target} memorisation, {analysis.method} power ({analysis.effect_source} effect); "
+          f"mde at power {analysis.mde_power:g}:")
     cols = ["units_per_cohort", "n_validation", "checkpoint_every", "checkpoints", "tokens",
             "gpu_hours", "effect", "power", "power_mc_error", "mde"]
     print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
@@ -143,20 +143,20 @@ def run(args) -> int:
           + ("; gpu_hours: give --tokens-per-second, the scoring throughput, to fill it"
              if args.tokens_per_second is None else ""))
     try:
-        best = plan.recommend(args.power)
+        best = analysis.recommend(args.power)
         print(f"\nrecommended (cheapest with power >= {args.power:g}): "
               f"{int(best['units_per_cohort'])} instances per cohort, "
               f"{int(best['n_validation'])} validation, every {int(best['checkpoint_every'])} "
               f"checkpoint(s): {best['tokens']:.3g} tokens, power {best['power']:.3f}")
     except ParameterError as exc:  # no design reaches the power: the table is still written
         print(f"\n{exc}")
-    written = [out / "plan.csv"]
+    written = [out / "power.csv"]
     try:
-        from ..plotting import plot_plan
+        from ..plotting import plot_power_analysis
 
-        ax = plot_plan(plan, power=args.power)
-        ax.figure.savefig(out / "plan.png", dpi=110)
-        written.append(out / "plan.png")
+        ax = plot_power_analysis(analysis, power=args.power)
+        ax.figure.savefig(out / "power.png", dpi=110)
+        written.append(out / "power.png")
         import matplotlib.pyplot as plt
 
         plt.close(ax.figure)

@@ -1,0 +1,676 @@
+"""GPT-NeoX / Megatron index maps: which documents and token spans each training sequence holds.
+
+PolyPythias (van der Wal et al. 2025) trained Pythia models with several seeds; each data
+seed's order is a set of GPT-NeoX index maps over the (unshuffled) indexed dataset's
+``.idx`` / ``.bin`` (:class:`~didmem.orders.MMapIndexedDataset`), three ``.npy`` files named
+``{prefix}_{name}_indexmap_{num_samples}ns_{seq_length}sl_{seed}s_{doc,sample,shuffle}_idx.npy``
+(``name`` is ``train_0`` for the first training path). Their meaning, as GPT-NeoX v1.0
+(commit ``d36f623``, the one Pythia was trained with) builds and reads them in
+``megatron/data/gpt2_dataset.py``:
+
+``doc_idx`` (int32, ``E * D``)
+    The ``D`` documents (entries of the indexed dataset) repeated for the ``E`` epochs
+    needed, the whole array shuffled once with ``numpy.random.RandomState(seed)``.
+``sample_idx`` (int32, ``(N + 1) x 2``)
+    Row ``i``: a position in ``doc_idx`` and a token offset in that document. Reading the
+    documents of ``doc_idx`` one after the other as one token stream, sample ``i`` is the
+    ``L + 1`` tokens from row ``i`` to row ``i + 1``, both ends included (``L`` the
+    sequence length): consecutive samples share one token, and sample ``i`` starts at
+    token ``i * L`` of the stream. ``N = (E * T - 1) // L`` with ``T`` the tokens of one
+    epoch.
+``shuffle_idx`` (uint32, int64 from ``2**32 - 1`` entries; ``N``)
+    A permutation of ``0 .. N-1`` drawn after ``doc_idx`` from the same generator: the
+    ``j``-th training sequence is sample ``shuffle_idx[j]``.
+
+With one training dataset, the ``j``-th training sequence is trained at step
+``j // B + 1`` (``B`` the global batch size: 1,024 for Pythia), as
+:func:`~didmem.orders.exposure_steps` counts.
+
+Instances are defined by content, so that the same instance is found in every run
+although the packing differs: a *span* ``(document, start, end)`` (tokens ``start ..
+end - 1`` of a document) is trained by a training sequence that holds all of its tokens;
+a *document* ``d`` is the span of all its tokens. Each time a span is trained is an
+exposure (a document seen in another epoch, or a span falling whole into two samples
+of different epochs). :func:`span_exposures` gives them for one run,
+:func:`run_exposures` for several runs, with a ``run`` column.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ParameterError
+from .exposures import exposure_cohorts, exposure_frame
+
+__all__ = ["IndexMaps", "index_map_files", "read_index_maps", "write_index_maps",
+           "build_index_maps", "span_exposures", "run_exposures", "run_cohorts",
+           "sequence_spans", "sample_starts", "MAP_KINDS"]
+
+MAP_KINDS = ("doc_idx", "sample_idx", "shuffle_idx")
+"""The three files of one run's index maps, by the suffix of their names."""
+
+_NAME = re.compile(r"_(?P<samples>\d+)ns_(?P<length>\d+)sl_(?P<seed>\d+)s$")
+
+
+def index_map_files(path, seed: int | None = None) -> dict:
+    """The three ``.npy`` files of one run's index maps.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The maps' common prefix (``..._indexmap_146432000ns_2048sl_1234s``), any one of
+        the three files, or a directory that holds one run's maps (or several runs', with
+        ``seed``).
+    seed : int, optional
+        The run's seed, to pick its maps in a directory of several runs' maps.
+
+    Returns
+    -------
+    dict
+        ``{"doc_idx": Path, "sample_idx": Path, "shuffle_idx": Path}``.
+
+    Raises
+    ------
+    ParameterError
+        No maps, several candidates, or a file of the three missing.
+    """
+    path = Path(os.fspath(path))
+    if path.is_dir():
+        pattern = f"*_{int(seed)}s_doc_idx.npy" if seed is not None else "*_doc_idx.npy"
+        found = sorted(path.glob(pattern))
+        if not found:
+            what = f" of seed {seed}" if seed is not None else ""
+            raise ParameterError(f"{str(path)!r} holds no GPT-NeoX index maps{what} (no file "
+                                 f"matching {pattern!r}).")
+        if len(found) > 1:
+            raise ParameterError(
+                f"{str(path)!r} holds the index maps of several runs ({len(found)}, e.g. "
+                f"{found[0].name!r} and {found[1].name!r}); name the run's seed or its files' "
+                "prefix.")
+        prefix = str(found[0])[: -len("_doc_idx.npy")]
+    else:
+        prefix = str(path)
+        for kind in MAP_KINDS:
+            if prefix.endswith(f"_{kind}.npy"):
+                prefix = prefix[: -len(f"_{kind}.npy")]
+    files = {kind: Path(f"{prefix}_{kind}.npy") for kind in MAP_KINDS}
+    missing = [str(f) for f in files.values() if not f.is_file()]
+    if missing:
+        raise ParameterError(f"GPT-NeoX index maps {prefix!r}: {missing[0]!r} does not exist "
+                             f"(a run's maps are the three files *_{{{','.join(MAP_KINDS)}}}"
+                             ".npy).")
+    return files
+
+
+@dataclass(frozen=True)
+class IndexMaps:
+    """One run's GPT-NeoX index maps, memory-mapped and checked.
+
+    Attributes
+    ----------
+    doc_idx : numpy.ndarray
+        Document of each position of the epochs' shuffled document order.
+    sample_idx : numpy.ndarray
+        ``(N + 1) x 2``: position in ``doc_idx`` and offset where each sample starts.
+    shuffle_idx : numpy.ndarray
+        Sample of each training sequence.
+    files : dict
+        Where each map was read from.
+    seq_length : int or None
+        ``L`` from the files' names (``..._2048sl_...``), when they follow GPT-NeoX's naming.
+    seed : int or None
+        The seed in the files' names.
+    """
+
+    doc_idx: np.ndarray
+    sample_idx: np.ndarray
+    shuffle_idx: np.ndarray
+    files: dict
+    seq_length: int | None = None
+    seed: int | None = None
+
+    @property
+    def n_samples(self) -> int:
+        """Samples ``N`` (rows of ``sample_idx`` less one)."""
+        return int(self.sample_idx.shape[0]) - 1
+
+    def __len__(self) -> int:
+        """Training sequences (entries of ``shuffle_idx``)."""
+        return int(self.shuffle_idx.shape[0])
+
+    @property
+    def label(self) -> str:
+        """How messages name these maps (their common prefix)."""
+        first = str(self.files.get("doc_idx", "index maps"))
+        return first[: -len("_doc_idx.npy")] if first.endswith("_doc_idx.npy") else first
+
+    def training_positions(self) -> np.ndarray:
+        """The inverse of ``shuffle_idx``: the training position of each sample (-1 for a
+        sample never trained); uint32-sized where it fits, filled in chunks."""
+        n = self.n_samples
+        dtype = np.int32 if len(self) < np.iinfo(np.int32).max else np.int64
+        inverse = np.full(n, -1, dtype=dtype)
+        for lo in range(0, len(self), _CHUNK):
+            hi = min(lo + _CHUNK, len(self))
+            inverse[np.asarray(self.shuffle_idx[lo:hi])] = np.arange(lo, hi, dtype=dtype)
+        return inverse
+
+
+_CHUNK = 1 << 22
+"""Entries of a map read at once (memory stays ~ 100 MB whatever the maps' size)."""
+
+
+def _starts_at(maps: IndexMaps, sizes: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """Token-stream position where the document at each position ``where`` (sorted) of
+    ``doc_idx`` starts: one pass of running sums over ``doc_idx``, in chunks."""
+    out = np.empty(where.size, dtype=np.int64)
+    total, done = 0, 0
+    n = maps.doc_idx.shape[0]
+    for lo in range(0, n + 1, _CHUNK):
+        hi = min(lo + _CHUNK, n)
+        lengths = sizes[np.asarray(maps.doc_idx[lo:hi])].astype(np.int64)
+        local = np.empty(lengths.size + 1, dtype=np.int64)
+        local[0] = total
+        np.cumsum(lengths, out=local[1:])
+        local[1:] += total
+        stop = np.searchsorted(where, hi, side="right") if hi < n else where.size
+        out[done:stop] = local[where[done:stop] - lo]
+        done, total = stop, int(local[-1])
+        if done == where.size:
+            break
+    return out
+
+
+def _sample_starts(maps: IndexMaps, sizes: np.ndarray):
+    """Yield ``(i0, F)``: the token-stream starts ``F`` of samples ``i0 .. i0 + len(F) - 1``,
+    in chunks that overlap by one sample (so that sample ``i``'s end ``F[i + 1]`` is in the
+    chunk of ``i``)."""
+    rows = maps.sample_idx
+    n = maps.n_samples
+    base_pos, base_start = 0, 0
+    for i0 in range(0, n, _CHUNK):
+        block = np.asarray(rows[i0:min(i0 + _CHUNK, n) + 1])
+        pos = block[:, 0].astype(np.int64)
+        low, high = int(pos[0]), int(pos[-1])
+        if low > base_pos:
+            base_start += int(sizes[np.asarray(maps.doc_idx[base_pos:low])].sum(dtype=np.int64))
+            base_pos = low
+        local = np.empty(high - low + 1, dtype=np.int64)
+        local[0] = base_start
+        np.cumsum(sizes[np.asarray(maps.doc_idx[low:high])].astype(np.int64), out=local[1:])
+        local[1:] += base_start
+        yield i0, local[pos - low] + block[:, 1]
+        base_pos, base_start = high, int(local[-1])
+
+
+def sample_starts(maps: IndexMaps, doc_sizes) -> np.ndarray:
+    """Token-stream position where each sample starts (int64, ``N + 1`` entries: sample
+    ``i`` is the tokens ``F[i] .. F[i + 1]``, both included). Holds all of them in memory
+    (8 bytes a sample); :func:`span_exposures` reads them in chunks instead."""
+    sizes = np.asarray(doc_sizes)
+    out = np.empty(maps.n_samples + 1, dtype=np.int64)
+    for i0, starts in _sample_starts(maps, sizes):
+        out[i0:i0 + starts.size] = starts
+    return out
+
+
+def _load(path: Path, kind: str, ndim: int) -> np.ndarray:
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ParameterError(f"{str(path)!r} ({kind}) cannot be read as a .npy array: "
+                             f"{reason}") from None
+    if array.dtype.kind not in "iu":
+        raise ParameterError(f"{str(path)!r} ({kind}) must hold integers; it holds "
+                             f"{array.dtype}.")
+    if array.ndim != ndim or (kind == "sample_idx" and array.shape[1] != 2):
+        shape = "N + 1 rows of 2" if kind == "sample_idx" else "one dimension"
+        raise ParameterError(f"{str(path)!r} ({kind}) must have {shape}; its shape is "
+                             f"{array.shape}.")
+    return array
+
+
+def read_index_maps(path, seed: int | None = None, *, n_documents: int | None = None,
+                    check_values: bool = True) -> IndexMaps:
+    """Open one run's index maps (memory-mapped) and check that they fit together.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        See :func:`index_map_files`.
+    seed : int, optional
+        The run's seed, to pick its maps in a directory.
+    n_documents : int, optional
+        Entries of the indexed dataset (``len(MMapIndexedDataset)``): every document of
+        ``doc_idx`` must be one of them.
+    check_values : bool
+        Also check the values (one pass over each map): ``shuffle_idx`` within the
+        samples, ``sample_idx`` within ``doc_idx`` and in stream order, ``doc_idx``
+        non-negative.
+
+    Returns
+    -------
+    IndexMaps
+
+    Raises
+    ------
+    ParameterError
+        A file missing or unreadable, of floating type or the wrong shape, or maps that
+        do not fit together; the message names the file.
+    """
+    files = index_map_files(path, seed)
+    doc_idx = _load(files["doc_idx"], "doc_idx", 1)
+    sample_idx = _load(files["sample_idx"], "sample_idx", 2)
+    shuffle_idx = _load(files["shuffle_idx"], "shuffle_idx", 1)
+    n_samples = sample_idx.shape[0] - 1
+    if shuffle_idx.shape[0] != n_samples:
+        raise ParameterError(
+            f"{str(files['shuffle_idx'])!r} has {shuffle_idx.shape[0]} entries, but "
+            f"{str(files['sample_idx'])!r} has {sample_idx.shape[0]} rows, i.e. {n_samples} "
+            "samples: GPT-NeoX writes one shuffle entry per sample. The maps are of "
+            "different runs or sizes.")
+    if check_values and n_samples > 0:
+        _check_values(files, doc_idx, sample_idx, shuffle_idx, n_documents)
+    elif n_documents is not None and doc_idx.size and int(doc_idx.max()) >= n_documents:
+        _too_many_documents(files, doc_idx, n_documents)
+    match = _NAME.search(str(files["doc_idx"])[: -len("_doc_idx.npy")])
+    return IndexMaps(doc_idx=doc_idx, sample_idx=sample_idx, shuffle_idx=shuffle_idx,
+                     files=files,
+                     seq_length=int(match["length"]) if match else None,
+                     seed=int(match["seed"]) if match else None)
+
+
+def _too_many_documents(files, doc_idx, n_documents) -> None:
+    raise ParameterError(
+        f"{str(files['doc_idx'])!r} names document {int(doc_idx.max())}, but the indexed "
+        f"dataset has {n_documents} documents: the maps belong to another dataset.")
+
+
+def _check_values(files, doc_idx, sample_idx, shuffle_idx, n_documents) -> None:
+    n_samples = sample_idx.shape[0] - 1
+    low, high = int(shuffle_idx.min()), int(shuffle_idx.max())
+    if low < 0 or high >= n_samples:
+        raise ParameterError(f"{str(files['shuffle_idx'])!r} holds sample {high if high >= n_samples else low}, "
+                             f"outside the {n_samples} samples of {str(files['sample_idx'])!r}.")
+    if doc_idx.size and int(doc_idx.min()) < 0:
+        raise ParameterError(f"{str(files['doc_idx'])!r} holds a negative document id.")
+    if n_documents is not None and doc_idx.size and int(doc_idx.max()) >= n_documents:
+        _too_many_documents(files, doc_idx, n_documents)
+    previous = 0
+    for lo in range(0, n_samples + 1, _CHUNK):
+        block = np.asarray(sample_idx[lo:lo + _CHUNK]).astype(np.int64)
+        positions = block[:, 0]
+        if int(positions.max()) >= doc_idx.shape[0] or int(positions.min()) < 0:
+            raise ParameterError(
+                f"{str(files['sample_idx'])!r} points at position {int(positions.max())} of "
+                f"doc_idx, which has {doc_idx.shape[0]} entries: the maps are of different "
+                "runs or sizes.")
+        if int(block[:, 1].min()) < 0:
+            raise ParameterError(f"{str(files['sample_idx'])!r} holds a negative offset.")
+        if positions[0] < previous or bool((np.diff(positions) < 0).any()):
+            raise ParameterError(f"{str(files['sample_idx'])!r} goes back in doc_idx: its "
+                                 "rows must follow the token stream.")
+        previous = int(positions[-1])
+
+
+# ------------------------------------------------------------------ building (as GPT-NeoX)
+def build_index_maps(doc_sizes, num_samples: int, seq_length: int, seed: int,
+                     documents=None) -> tuple:
+    """The index maps GPT-NeoX builds for ``num_samples`` samples of ``seq_length`` tokens.
+
+    As ``_build_index_mappings`` of GPT-NeoX v1.0: enough epochs ``E`` that
+    ``(E * T - 1) // L >= num_samples``; ``doc_idx`` the documents repeated ``E`` times and
+    shuffled by ``RandomState(seed)``; ``sample_idx`` the starts of the samples, token
+    ``i * L`` of the stream each; ``shuffle_idx`` a permutation of every sample, drawn next
+    from the same generator. Vectorised (GPT-NeoX walks the documents in C++).
+
+    Parameters
+    ----------
+    doc_sizes : array_like of int
+        Tokens of each entry of the indexed dataset (its ``sizes``).
+    num_samples : int
+        Training sequences needed (``train_iters * train_batch_size``).
+    seq_length : int
+        ``L`` (2,048 for Pythia; each sample holds ``L + 1`` tokens).
+    seed : int
+        The run's seed.
+    documents : array_like of int, optional
+        The entries used (default: all).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``doc_idx`` (int32), ``sample_idx`` (int32, ``(N + 1) x 2``), ``shuffle_idx``
+        (uint32, or int64 from ``2**32 - 1`` samples).
+    """
+    sizes = np.asarray(doc_sizes, dtype=np.int32)
+    documents = (np.arange(sizes.size, dtype=np.int32) if documents is None
+                 else np.asarray(documents, dtype=np.int32))
+    if seq_length < 2 or num_samples < 1:
+        raise ParameterError(f"seq_length must be at least 2 and num_samples at least 1; got "
+                             f"{seq_length} and {num_samples}.")
+    per_epoch = int(sizes[documents].astype(np.int64).sum())
+    if per_epoch < 2:
+        raise ParameterError("The documents hold fewer than 2 tokens.")
+    epochs = 1
+    while (epochs * per_epoch - 1) // seq_length < num_samples:
+        epochs += 1
+    rng = np.random.RandomState(seed)
+    doc_idx = np.tile(documents, epochs).astype(np.int32)
+    rng.shuffle(doc_idx)
+    n = (epochs * per_epoch - 1) // seq_length
+    starts = np.zeros(doc_idx.size + 1, dtype=np.int64)
+    np.cumsum(sizes[doc_idx], out=starts[1:])
+    flat = np.arange(n + 1, dtype=np.int64) * seq_length
+    position = np.searchsorted(starts, flat, side="right") - 1
+    sample_idx = np.stack([position, flat - starts[position]], axis=1).astype(np.int32)
+    dtype = np.uint32 if n < np.iinfo(np.uint32).max - 1 else np.int64
+    shuffle_idx = np.arange(n, dtype=dtype)
+    rng.shuffle(shuffle_idx)
+    return doc_idx, sample_idx, shuffle_idx
+
+
+def write_index_maps(prefix, doc_sizes, num_samples: int, seq_length: int, seed: int,
+                     name: str = "train_0") -> IndexMaps:
+    """Build (:func:`build_index_maps`) and write one run's maps with GPT-NeoX's file names:
+    ``{prefix}_{name}_indexmap_{num_samples}ns_{seq_length}sl_{seed}s_*.npy``."""
+    base = f"{os.fspath(prefix)}_{name}_indexmap_{num_samples}ns_{seq_length}sl_{seed}s"
+    for kind, array in zip(MAP_KINDS, build_index_maps(doc_sizes, num_samples, seq_length,
+                                                         seed)):
+        np.save(f"{base}_{kind}.npy", array, allow_pickle=False)
+    return read_index_maps(base)
+
+
+# ------------------------------------------------------------------ reading
+def sequence_spans(maps: IndexMaps, doc_sizes, positions) -> pd.DataFrame:
+    """The document pieces each training sequence holds.
+
+    Parameters
+    ----------
+    maps : IndexMaps
+    doc_sizes : array_like of int
+        The indexed dataset's ``sizes``.
+    positions : array_like of int
+        Training positions ``j`` (the ``j``-th training sequence).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per piece, in the sequence's order: ``position``, ``document``, ``start``,
+        ``end`` (tokens ``start .. end - 1`` of the document); the pieces of one sequence
+        hold ``L + 1`` tokens together.
+    """
+    positions = np.asarray(positions, dtype=np.int64)
+    if positions.size and (positions.min() < 0 or positions.max() >= len(maps)):
+        raise ParameterError(f"Training positions must be in 0 .. {len(maps) - 1}; got "
+                             f"{int(positions.min())} .. {int(positions.max())}.")
+    sizes = np.asarray(doc_sizes)
+    sample = np.asarray(maps.shuffle_idx[positions], dtype=np.int64)
+    rows = np.asarray(maps.sample_idx[np.concatenate([sample, sample + 1])]).reshape(
+        2, -1, 2).astype(np.int64)
+    first, last = rows[0, :, 0], rows[1, :, 0]
+    count = last - first + 1
+    which = np.repeat(np.arange(positions.size), count)
+    doc_pos = np.repeat(first, count) + (np.arange(count.sum()) - np.repeat(
+        np.cumsum(count) - count, count))
+    begin = np.where(doc_pos == first[which], rows[0, :, 1][which], 0)
+    stop = np.where(doc_pos == last[which], rows[1, :, 1][which] + 1,
+                    sizes[np.asarray(maps.doc_idx[doc_pos])])
+    pieces = pd.DataFrame({"position": positions[which],
+                           "document": np.asarray(maps.doc_idx[doc_pos], dtype=np.int64),
+                           "start": begin.astype(np.int64), "end": stop.astype(np.int64)})
+    return pieces[pieces["end"] > pieces["start"]].reset_index(drop=True)  # no empty documents
+
+
+def _spans(instances, doc_sizes) -> pd.DataFrame:
+    """``document, start, end`` of each instance: document ids, or (document, start, end)."""
+    sizes = np.asarray(doc_sizes)
+    if isinstance(instances, pd.DataFrame):
+        missing = {"document", "start", "end"} - set(instances.columns)
+        if "document" not in instances.columns or missing - {"start", "end"} or \
+                len(missing) == 1:
+            raise ParameterError("Span instances need the columns document, start and end "
+                                 f"(or document alone); got {list(instances.columns)}.")
+        doc = instances["document"].to_numpy()
+        start = (instances["start"].to_numpy() if "start" in instances
+                 else np.zeros(len(doc), dtype=np.int64))
+        end = instances["end"].to_numpy() if "end" in instances else None
+    else:
+        arr = np.asarray(instances)
+        if arr.ndim == 1:
+            doc, start, end = arr, np.zeros(arr.size, dtype=np.int64), None
+        elif arr.ndim == 2 and arr.shape[1] == 3:
+            doc, start, end = arr[:, 0], arr[:, 1], arr[:, 2]
+        else:
+            raise ParameterError("instances must be document ids (1-D) or rows (document, "
+                                 f"start, end); got an array of shape {arr.shape}.")
+    if np.asarray(doc).dtype.kind not in "iu":
+        raise ParameterError(f"Document ids must be integers; got {np.asarray(doc).dtype}.")
+    doc = np.asarray(doc, dtype=np.int64)
+    bad = (doc < 0) | (doc >= sizes.size)
+    if bad.any():
+        raise ParameterError(f"Document {int(doc[bad][0])} is not in the indexed dataset, "
+                             f"which has {sizes.size} documents.")
+    start = np.asarray(start, dtype=np.int64)
+    end = sizes[doc].astype(np.int64) if end is None else np.asarray(end, dtype=np.int64)
+    bad = (start < 0) | (end > sizes[doc]) | (end - start < 2)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ParameterError(
+            f"Span ({int(doc[i])}, {int(start[i])}, {int(end[i])}) is not within document "
+            f"{int(doc[i])} ({int(sizes[doc[i]])} tokens) or holds fewer than 2 tokens.")
+    return pd.DataFrame({"document": doc, "start": start, "end": end})
+
+
+def span_exposures(maps: IndexMaps, doc_sizes, instances, batch_size: int,
+                   positions: np.ndarray | None = None) -> pd.DataFrame:
+    """Every time one run's training trained each instance whole.
+
+    Parameters
+    ----------
+    maps : IndexMaps
+    doc_sizes : array_like of int
+        The indexed dataset's ``sizes``.
+    instances : array_like or pandas.DataFrame
+        Document ids (the whole document is the instance), rows ``(document, start,
+        end)``, or a frame with those columns; the instance's ``unit`` is its row number.
+    batch_size : int
+        Sequences per optimisation step (the global batch size).
+    positions : numpy.ndarray, optional
+        :meth:`IndexMaps.training_positions`, when already computed.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``unit, position, step``, one row per exposure (the training sequence that holds
+        all of the instance's tokens; a span split between two sequences is not trained
+        whole there), sorted by unit and position. An instance trained nowhere whole has
+        no row.
+    """
+    spans = _spans(instances, doc_sizes)
+    sizes = np.asarray(doc_sizes)
+    unit, occurrence = _occurrences(maps, spans["document"].to_numpy())
+    at = _starts_at(maps, sizes, occurrence)
+    first = at + spans["start"].to_numpy()[unit]
+    last = at + spans["end"].to_numpy()[unit] - 1
+    sample = np.full(first.size, -1, dtype=np.int64)
+    by_first = np.argsort(first, kind="stable")
+    sorted_first = first[by_first]
+    for i0, starts in _sample_starts(maps, sizes):
+        lo = np.searchsorted(sorted_first, starts[0], side="left")
+        hi = np.searchsorted(sorted_first, starts[-1], side="left")
+        if hi > lo:
+            local = np.searchsorted(starts, sorted_first[lo:hi], side="right") - 1
+            rows = by_first[lo:hi]
+            whole = last[rows] <= starts[local + 1]
+            sample[rows[whole]] = i0 + local[whole]
+    keep = sample >= 0
+    unit, sample = unit[keep], sample[keep]
+    if positions is None:
+        position = _positions_of(maps, sample)
+    else:
+        position = np.asarray(positions)[sample].astype(np.int64)
+    trained = position >= 0
+    return exposure_frame(unit[trained], position[trained], batch_size)
+
+
+def _occurrences(maps: IndexMaps, documents: np.ndarray) -> tuple:
+    """``(unit, position)``: every position of ``doc_idx`` that holds each unit's document,
+    positions ascending (one pass over ``doc_idx``, in chunks)."""
+    wanted = np.unique(documents)
+    units_of = pd.Series(np.arange(documents.size)).groupby(documents).apply(np.asarray)
+    found = []
+    n = maps.doc_idx.shape[0]
+    for lo in range(0, n, _CHUNK):
+        chunk = np.asarray(maps.doc_idx[lo:lo + _CHUNK])
+        hit = np.flatnonzero(np.isin(chunk, wanted))
+        found.append(np.stack([chunk[hit].astype(np.int64), hit + lo]))
+    hits = np.concatenate(found, axis=1) if found else np.zeros((2, 0), np.int64)
+    units, positions = [], []
+    for doc, position in zip(hits[0], hits[1]):
+        mine = units_of[doc]
+        units.append(mine)
+        positions.append(np.full(mine.size, position, dtype=np.int64))
+    if not units:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(units).astype(np.int64), np.concatenate(positions)
+
+
+def _positions_of(maps: IndexMaps, samples: np.ndarray) -> np.ndarray:
+    """The training position of each sample (-1: never trained), one pass over
+    ``shuffle_idx`` in chunks."""
+    out = np.full(samples.size, -1, dtype=np.int64)
+    if not samples.size:
+        return out
+    order = np.argsort(samples, kind="stable")
+    ordered = samples[order]
+    for lo in range(0, len(maps), _CHUNK):
+        chunk = np.asarray(maps.shuffle_idx[lo:lo + _CHUNK]).astype(np.int64)
+        hit = np.flatnonzero(np.isin(chunk, ordered))
+        if hit.size:
+            left = np.searchsorted(ordered, chunk[hit], side="left")
+            right = np.searchsorted(ordered, chunk[hit], side="right")
+            for h, a, b in zip(hit, left, right):
+                out[order[a:b]] = lo + h
+    return out
+
+
+def run_exposures(runs: dict, doc_sizes, instances, batch_size: int) -> pd.DataFrame:
+    """Every exposure of each instance in each run.
+
+    Parameters
+    ----------
+    runs : dict
+        Run name -> its :class:`IndexMaps` (or a path / prefix :func:`read_index_maps`
+        opens).
+    doc_sizes : array_like of int
+        The indexed dataset's ``sizes`` (the same data in every run).
+    instances : array_like or pandas.DataFrame
+        As :func:`span_exposures`; the same instances in every run.
+    batch_size : int
+        Sequences per optimisation step.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``run, unit, position, step``.
+
+    Raises
+    ------
+    ParameterError
+        No runs; maps of different dtypes or of different numbers of training sequences
+        (the message names both runs' files).
+    """
+    if not runs:
+        raise ParameterError("run_exposures needs at least one run's index maps.")
+    opened = {name: m if isinstance(m, IndexMaps) else read_index_maps(m)
+              for name, m in runs.items()}
+    _check_alike(opened)
+    parts = [span_exposures(maps, doc_sizes, instances, batch_size).assign(run=name)
+             for name, maps in opened.items()]
+    out = pd.concat(parts, ignore_index=True)
+    return out[["run", "unit", "position", "step"]]
+
+
+def _check_alike(runs: dict) -> None:
+    names = list(runs)
+    first = runs[names[0]]
+    for name in names[1:]:
+        other = runs[name]
+        for kind in MAP_KINDS:
+            a, b = getattr(first, kind), getattr(other, kind)
+            if a.dtype != b.dtype:
+                raise ParameterError(
+                    f"Runs {names[0]!r} and {name!r} have {kind} of different dtypes ({a.dtype} "
+                    f"in {str(first.files[kind])!r}, {b.dtype} in {str(other.files[kind])!r}): "
+                    "index maps of one GPT-NeoX setup share their dtypes.")
+        if len(first) != len(other) or first.doc_idx.shape != other.doc_idx.shape:
+            raise ParameterError(
+                f"Runs {names[0]!r} and {name!r} have index maps of different lengths "
+                f"({len(first)} training sequences and {first.doc_idx.shape[0]} document "
+                f"positions in {first.label!r}; {len(other)} and {other.doc_idx.shape[0]} in "
+                f"{other.label!r}): they do not train the same data for as long.")
+
+
+def run_cohorts(exposures: pd.DataFrame, n_units: int, checkpoints, *, runs=None,
+                require_all: bool = True, where: str = "") -> pd.DataFrame:
+    """Each instance's cohorts in each run: ``run, unit, cohort, cohort_2, ..., exposures``.
+
+    Parameters
+    ----------
+    exposures : pandas.DataFrame
+        :func:`run_exposures`' table (``run, unit, step``).
+    n_units : int
+        Instances (units ``0 .. n_units - 1``).
+    checkpoints : sequence of int
+        The runs' checkpoint steps (the same in every run).
+    runs : sequence, optional
+        Every run's name, so that a run in which no instance is trained still gets its
+        rows (default: the runs of ``exposures``).
+    require_all : bool
+        Refuse an instance that one run trains (within the checkpoints) and another never
+        trains whole: with the same data in every run, it marks a span that falls across
+        a sequence boundary in that run. ``False`` keeps it, never treated in that run.
+    where : str
+        How messages name the source.
+
+    Raises
+    ------
+    ParameterError
+        As :func:`~didmem.orders.exposure_cohorts`, and with ``require_all`` an instance
+        absent from one run's order (the message names the run and the instance).
+    """
+    units = np.arange(int(n_units))
+    names = list(pd.unique(exposures["run"])) if runs is None else list(runs)
+    unknown = set(pd.unique(exposures["run"])) - set(names)
+    if unknown:
+        raise ParameterError(f"{where + ': ' if where else ''}the exposures name run "
+                             f"{sorted(map(repr, unknown))[0]}, which is not among the runs "
+                             f"{names}.")
+    parts = []
+    for run in names:
+        table = exposures[exposures["run"] == run]
+        part = exposure_cohorts(table, units, checkpoints,
+                                where=f"{where} run {run!r}" if where else f"run {run!r}")
+        parts.append(part.assign(run=run))
+    out = pd.concat(parts, ignore_index=True)
+    if require_all:
+        trained = out.pivot(index="unit", columns="run", values="exposures") > 0
+        partly = trained.any(axis=1) & ~trained.all(axis=1)
+        if partly.any():
+            unit = int(partly.index[np.flatnonzero(partly.to_numpy())[0]])
+            absent = [r for r in trained.columns if not trained.loc[unit, r]]
+            raise ParameterError(
+                f"{where + ': ' if where else ''}instance {unit} is trained in some runs but "
+                f"absent from run {absent[0]!r}'s order ({int(partly.sum())} instances are): "
+                "a span split across two training sequences there. Choose spans within one "
+                "sequence, or pass require_all=False to keep them as never trained there.")
+    columns = ["run"] + [c for c in out.columns if c != "run"]
+    return out[columns]

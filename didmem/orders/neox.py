@@ -159,7 +159,7 @@ class IndexMaps:
 
     def training_positions(self) -> np.ndarray:
         """The inverse of ``shuffle_idx``: the training position of each sample (-1 for a
-        sample never trained); uint32-sized where it fits, filled in chunks."""
+        sample that no position holds); int32 where it fits, filled in chunks."""
         n = self.n_samples
         dtype = np.int32 if len(self) < np.iinfo(np.int32).max else np.int64
         inverse = np.full(n, -1, dtype=dtype)
@@ -196,9 +196,11 @@ def _sample_starts(maps: IndexMaps, sizes: np.ndarray):
 
 
 def sample_starts(maps: IndexMaps, doc_sizes) -> np.ndarray:
-    """Token-stream position where each sample starts (int64, ``N + 1`` entries: sample
-    ``i`` is the tokens ``F[i] .. F[i + 1]``, both included). Holds all of them in memory
-    (8 bytes a sample); :func:`span_exposures` reads them in chunks instead."""
+    """Token-stream position where each sample starts, and where the last one ends.
+
+    An int64 array ``F`` of ``N + 1`` entries: sample ``i`` is the tokens from ``F[i]`` to
+    ``F[i + 1]``, both included. It holds all of them in memory (8 bytes a sample);
+    :func:`span_exposures` reads them in chunks instead."""
     sizes = np.asarray(doc_sizes)
     out = np.empty(maps.n_samples + 1, dtype=np.int64)
     for i0, starts in _sample_starts(maps, sizes):

@@ -326,8 +326,9 @@ class Study:
             raise ConfigError(
                 f"{where}: the panel of several runs ([design] kind = 'runs') has a run "
                 "column; Study.run does not estimate it yet. Score it (didmem score writes "
-                "OUT/panel.parquet) and estimate each run's, the pooled or the within-instance "
-                "profile from that panel (docs: runs).")
+                "OUT/panel.parquet), then estimate each run's, the pooled and the "
+                "within-instance profile with didmem estimate OUT/panel.parquet --run run "
+                "(didmem.RunsEstimator on didmem.Panel(..., run='run')).")
         cohorts = ["cohort"]  # and cohort_2, cohort_3, ...: the later exposures' cohorts
         while f"cohort_{len(cohorts) + 1}" in frame.columns:
             cohorts.append(f"cohort_{len(cohorts) + 1}")

@@ -322,13 +322,6 @@ class Study:
 
     def _fit(self, frame: pd.DataFrame, outcome: str):
         settings, where = self.config.estimate, f"{self.config.where}: [estimate]"
-        if self.config.design is not None and self.config.design.run_names:
-            raise ConfigError(
-                f"{where}: the panel of several runs ([design] kind = 'runs') has a run "
-                "column; Study.run does not estimate it yet. Score it (didmem score writes "
-                "OUT/panel.parquet), then estimate each run's, the pooled and the "
-                "within-instance profile with didmem estimate OUT/panel.parquet --run run "
-                "(didmem.RunsEstimator on didmem.Panel(..., run='run')).")
         cohorts = ["cohort"]  # and cohort_2, cohort_3, ...: the later exposures' cohorts
         while f"cohort_{len(cohorts) + 1}" in frame.columns:
             cohorts.append(f"cohort_{len(cohorts) + 1}")
@@ -336,11 +329,32 @@ class Study:
             estimator = settings.estimator_for(outcome)
         except TypeError as exc:  # a keyword the estimator does not take
             raise ConfigError(f"{where} {exc}") from None
+        if self.config.design is not None and self.config.design.run_names:
+            return self._fit_runs(frame, outcome, estimator, where)
         try:
             panel = Panel(frame, unit="unit", time="time", cohort=cohorts, outcome=outcome,
                           covariates=list(settings.covariates) or None,
                           balance=settings.balance)
             return estimator.fit(panel)
+        except DidmemError as exc:
+            raise type(exc)(f"{where} outcome {outcome!r}: {exc}") from None
+
+    def _fit_runs(self, frame: pd.DataFrame, outcome: str, estimator, where: str):
+        """A panel of several runs: :class:`~didmem.RunsEstimator` (each run's, the pooled
+        and the within-instance profile) with the ``[estimate]`` settings it shares with
+        :class:`~didmem.DiDEstimator`, on the first exposure's cohorts."""
+        from ..estimators.runs import RunsEstimator
+
+        settings = self.config.estimate
+        if settings.estimator != "did" or settings.covariates:
+            raise ConfigError(f"{where} a study of several runs fits RunsEstimator, which "
+                              "takes the did estimator's settings without covariates.")
+        takes = RunsEstimator().get_params()
+        params = {k: v for k, v in estimator.get_params().items() if k in takes}
+        try:
+            panel = Panel(frame, unit="unit", time="time", cohort="cohort", outcome=outcome,
+                          run="run")
+            return RunsEstimator(**params).fit(panel)
         except DidmemError as exc:
             raise type(exc)(f"{where} outcome {outcome!r}: {exc}") from None
 

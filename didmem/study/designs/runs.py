@@ -29,7 +29,8 @@ checkpoints (``checkpoints``, the same steps as ``[backend]``'s; a run that lack
 them is refused) or hub model (``model``). The instances' tokens are read from ``data``;
 each instance's cohorts in each run come from that run's maps
 (:func:`~didmem.orders.run_exposures`, :func:`~didmem.orders.run_cohorts`), so the panel
-has a ``run`` column beside ``unit`` and ``time``.
+has a ``run`` column beside ``unit`` and ``time``; :meth:`Study.run
+<didmem.study.Study.run>` fits :class:`~didmem.RunsEstimator` on it.
 """
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ import pandas as pd
 from _provenance import provenance
 
 SCENARIOS = {"no shift": {"validation_mix": None}, "shift": {"validation_mix": 0.0}}
-SHOW = ["auc", "auc_untrained", "spearman", "mia_bias", "mia_pre_gap", "did_nyt_bias",
-        "did_never_bias"]
+SHOW = ["auc", "auc_untrained", "spearman", "mia_bias", "mia_pre_gap", "did_never_bias",
+        "did_nyt_bias", "did_trained_bias"]
 
 
 def one_run(out_dir: Path, seed: int, scenario: str, quick: bool):

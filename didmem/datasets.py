@@ -10,7 +10,8 @@ import pandas as pd
 from ._validation import Integral, Interval, OneOf, Satisfies, Seed, validate_params
 from .errors import ParameterError
 
-__all__ = ["simulate_panel", "memorisation_profile", "simulate_exposures", "EXPOSURE_DGPS",
+__all__ = ["simulate_panel", "simulate_runs", "memorisation_profile", "simulate_exposures",
+           "EXPOSURE_DGPS",
            "simulate_doses", "DOSE_DGPS"]
 
 
@@ -391,4 +392,114 @@ def simulate_doses(doses=(0, 1, 2, 4, 8, 16, 32, 64), units_per_dose: int = 100,
     truth = pd.DataFrame({"dose": np.repeat(doses[keep], n_times),
                           "time": np.tile(times, int(keep.sum())),
                           "theta": (theta[keep][:, None] * ramp[None, :]).ravel()})
+    return data, truth
+
+
+_SIMULATE_RUNS = {
+    "n_runs": Integral(2), "n_cohorts": Integral(1), "units_per_cohort": Integral(1),
+    "n_never_treated": Integral(0), "n_times": Integral(2, allow_none=True),
+    "instantaneous": Interval(), "decay": Interval(0), "residual": Interval(),
+    "unit_sd": Interval(0), "path_sd": Interval(0), "noise_sd": Interval(0),
+    "effect_sd": Interval(0), "run_effect_sd": Interval(0), "run_shift_sd": Interval(0),
+    "learning_curve": Interval(), "seed": Seed(),
+}
+
+
+@validate_params(_SIMULATE_RUNS, owner="simulate_runs")
+def simulate_runs(
+    n_runs: int = 3,
+    n_cohorts: int = 4,
+    units_per_cohort: int = 50,
+    n_never_treated: int = 100,
+    n_times: int | None = None,
+    *,
+    instantaneous: float = 1.0,
+    decay: float = 0.5,
+    residual: float = 0.2,
+    unit_sd: float = 1.0,
+    path_sd: float = 0.3,
+    noise_sd: float = 0.3,
+    effect_sd: float = 0.2,
+    run_effect_sd: float = 0.1,
+    run_shift_sd: float = 0.0,
+    learning_curve: float = 1.0,
+    seed: int | None = 0,
+):
+    """A panel of several training runs: the same instances, each run with its own data order.
+
+    Every run trains the same ``n_cohorts * units_per_cohort`` instances, each run in its
+    own random order (``units_per_cohort`` per cohort); ``n_never_treated`` validation
+    instances are trained by no run. The outcome of instance ``i`` in run ``r`` is
+
+    .. math:: Y_{ric} = \\alpha_i + \\beta_{ic} + \\lambda_c + \\mu_{rc}
+                         + \\tau(g_r(i), c)(1 + u_{re})(1 + \\eta_i) + \\varepsilon_{ric},
+
+    with the instance's difficulty ``alpha_i ~ N(0, unit_sd^2)`` and its own learning path
+    ``beta_ic``, a Gaussian random walk over the checkpoints with steps ``N(0, path_sd^2)``,
+    both shared by every run (what the within-instance comparison
+    removes and the across-instance DiD averages away), a learning curve ``lambda_c`` as
+    :func:`simulate_panel`'s, a run's shift at each checkpoint ``mu_rc ~ N(0,
+    run_shift_sd^2)`` (an initialisation's), a run's effect factor ``u_re ~ N(0,
+    run_effect_sd^2)`` per event time ``e`` (how memorisation depends on the run), instance
+    effect heterogeneity ``eta_i ~ N(0, effect_sd^2)`` and noise ``N(0, noise_sd^2)``.
+    The profile ``tau(g, c)`` is :func:`memorisation_profile`'s.
+
+    Returns
+    -------
+    data : pandas.DataFrame
+        Columns ``run``, ``unit``, ``time``, ``cohort`` (NaN for validation instances),
+        ``y``.
+    truth : pandas.DataFrame
+        One row per (run, cohort, time): ``run, cohort, time, event_time, tau`` (run ``r``'s
+        effect ``tau(g, c)(1 + u_re)``, its mean over the population of instances) and
+        ``tau_mean`` (``tau(g, c)``: the mean over the population of runs, the pooled
+        profile's target).
+    """
+    n_times = n_cohorts + 2 if n_times is None else n_times
+    if n_times < n_cohorts + 1:
+        raise ParameterError(f"n_times must be at least n_cohorts + 1 = {n_cohorts + 1} so that "
+                             f"every cohort has a pre-treatment period; got {n_times}.")
+    n_treated = n_cohorts * units_per_cohort
+    n = n_treated + n_never_treated
+    _check_panel_fits(n * n_runs, int(n_times), "simulate_runs")
+    rng = np.random.default_rng(seed)
+    times = np.arange(n_times, dtype=float)
+    cohorts = times[1:n_cohorts + 1]
+    tau = memorisation_profile(cohorts, times, instantaneous=instantaneous, decay=decay,
+                               residual=residual)  # cohorts x times
+    base = (unit_sd * rng.standard_normal(n)[:, None]
+            + path_sd * np.cumsum(np.concatenate([np.zeros((n, 1)),
+                                                   rng.standard_normal((n, n_times - 1))], 1), 1)
+            + learning_curve * np.log1p(times)[None, :])
+    hetero = 1.0 + effect_sd * rng.standard_normal(n_treated)
+    event = times[None, :] - cohorts[:, None]  # cohorts x times
+    run_factor = 1.0 + run_effect_sd * rng.standard_normal((n_runs, n_times))  # by event time
+    block = np.repeat(np.arange(n_cohorts), units_per_cohort)
+    y = np.empty((n_runs, n, n_times))
+    unit_cohort = np.empty((n_runs, n))
+    run_tau = np.empty((n_runs, n_cohorts, n_times))
+    for r in range(n_runs):
+        order = rng.permutation(n_treated)
+        blocks = np.empty(n_treated, dtype=np.int64)
+        blocks[order] = block
+        run_tau[r] = tau * run_factor[r][np.clip(event, 0, None).astype(np.int64)]
+        y[r] = (base + run_shift_sd * rng.standard_normal(n_times)[None, :]
+                + noise_sd * rng.standard_normal((n, n_times)))
+        y[r, :n_treated] += run_tau[r][blocks] * hetero[:, None]
+        unit_cohort[r] = np.concatenate([cohorts[blocks], np.full(n_never_treated, np.nan)])
+    data = pd.DataFrame({
+        "run": np.repeat(np.arange(n_runs), n * n_times),
+        "unit": np.tile(np.repeat(np.arange(n), n_times), n_runs),
+        "time": np.tile(times, n_runs * n),
+        "cohort": np.repeat(unit_cohort.ravel(), n_times),
+        "y": y.ravel(),
+    })
+    truth = pd.DataFrame({
+        "run": np.repeat(np.arange(n_runs), n_cohorts * n_times),
+        "cohort": np.tile(np.repeat(cohorts, n_times), n_runs),
+        "time": np.tile(times, n_runs * n_cohorts),
+        "event_time": np.tile(event.ravel(), n_runs),
+        "tau": run_tau.ravel(),
+        "tau_mean": np.tile(tau.ravel(), n_runs),
+    })
     return data, truth

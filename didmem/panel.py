@@ -74,6 +74,12 @@ class _ObservedRows:
     covariates: dict
 
 
+def _per_run_attributes():
+    from .panel_runs import PER_RUN_ATTRIBUTES
+
+    return PER_RUN_ATTRIBUTES
+
+
 class Panel:
     """A balanced panel of units observed at several times, with cohorts and outcomes.
 
@@ -111,6 +117,13 @@ class Panel:
         :class:`~didmem.DiDEstimator` with ``est_method`` "reg", "ipw" or "dr"). They may vary
         over time; each (cohort, time) cell uses their values at its base period, as R ``did``
         does.
+    run : str, optional
+        Column of the training run (a seed of PolyPythias, a lab run): the same instances at
+        the same checkpoints in every run, each run with its own cohorts (its data order)
+        and outcomes. Each run's rows are checked as a panel of their own
+        (:meth:`run_panel`); a run missing a checkpoint or an instance that another has is a
+        :class:`~didmem.errors.PanelError`, never filled in or dropped. Fit such a panel with
+        :class:`~didmem.RunsEstimator` (see :doc:`/runs`).
     balance : {"error", "drop_incomplete_units", "keep"}
         What to do when some (unit, time) rows are missing: raise an error naming the first
         missing cells, drop the incomplete units with a warning that gives the count, or
@@ -173,6 +186,7 @@ class Panel:
         cluster: str | None = None,
         covariates: Sequence[str] | None = None,
         balance: str = "error",
+        run: str | None = None,
     ) -> None:
         import pandas as pd
 
@@ -197,6 +211,13 @@ class Panel:
         self.never_treated_code = never_treated
         self.outcomes = outcomes
         self.covariates = covariates
+        self.run_column = run
+        if run is not None:
+            self._init_runs(data, run, dict(
+                unit=unit, time=time, cohort=cohort, outcome=outcome,
+                never_treated=never_treated, weights=weights, cluster=cluster,
+                covariates=covariates, balance=balance))
+            return
 
         time_values = numeric_times(data[time], time)
         first_cohorts = cohort_values(data[self.cohort_column], self.cohort_column, never_treated)
@@ -210,6 +231,65 @@ class Panel:
         self.times.flags.writeable = False
         kept = self._lay_out(rows, outcome_rows, covariate_rows, balance)
         self._set_units(rows.units, unit_cohort, unit_weights, unit_cluster, cluster_labels, kept)
+
+    # ------------------------------------------------------------ several runs
+    def _init_runs(self, data, run, arguments) -> None:
+        """A panel of several runs: one single-run panel per run, sharing units and times."""
+        from .panel_runs import split_runs
+
+        unit = arguments["unit"]
+        if unit is None:
+            raise PanelError("A panel of several runs (run=...) follows each instance across "
+                             "runs, so it needs unit=...; repeated cross-sections have no "
+                             "instances to follow.")
+        check_columns(data, {"run": run})
+        taken = [c for c in (unit, arguments["time"], *exposure_columns(arguments["cohort"]),
+                             *self.outcomes, *self.covariates,
+                             arguments["weights"], arguments["cluster"]) if c is not None]
+        if run in taken:
+            raise PanelError(f"The run column {run!r} is also used for another role; name a "
+                             "column that holds the run alone.")
+        self.runs, self._run_panels = split_runs(
+            data, run, lambda frame: Panel(frame, **arguments))
+        first = self._run_panels[self.runs[0]]
+        self.unit_column, self.time_column = first.unit_column, first.time_column
+        self.cohort_column, self.cohort_columns = first.cohort_column, first.cohort_columns
+        self.weights_column, self.cluster_column = first.weights_column, first.cluster_column
+        self.never_treated_code = first.never_treated_code
+        self.units, self.times = first.units, first.times
+
+    @property
+    def n_runs(self) -> int:
+        """Number of training runs (1 for a panel without a run column)."""
+        return 1 if self.run_column is None else len(self.runs)
+
+    def run_panel(self, run) -> "Panel":
+        """The single-run panel of one run (its cohorts, outcomes and dense views).
+
+        Raises
+        ------
+        ParameterError
+            For a panel without a run column, or a run it does not have.
+        """
+        if self.run_column is None:
+            raise ParameterError("This panel has no run column; build it with "
+                                 "Panel(..., run=...) to select a run.")
+        if run not in self._run_panels:
+            raise ParameterError(f"Unknown run {run!r}; the panel's runs are "
+                                 f"{_listing([python_scalar(r) for r in self.runs])}.")
+        return self._run_panels[run]
+
+    def __getattr__(self, name):
+        # only reached for attributes a panel does not have: a panel of several runs has no
+        # single cohort, outcome matrix or layout, each of its runs has its own
+        if name in _per_run_attributes() and self.__dict__.get("run_column") is not None:
+            from .panel_runs import PerRunAttributeError
+
+            raise PerRunAttributeError(
+                f"Panel.{name.lstrip('_')}: this panel holds {len(self.runs)} runs (column "
+                f"{self.run_column!r}), each with its own cohorts and outcomes. Read one run "
+                "with panel.run_panel(run), or fit all with didmem.RunsEstimator.")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # ------------------------------------------------------------ construction steps
     @staticmethod
@@ -593,9 +673,13 @@ class Panel:
         """The panel as a long DataFrame with columns unit, time, cohort, outcomes, ...
 
         A panel with holes or cross-sections gives its observed rows (for cross-sections
-        the unit column is the row number)."""
+        the unit column is the row number); a panel of several runs, every run's rows with
+        the run column."""
         import pandas as pd
 
+        if self.run_column is not None:
+            return pd.concat([self._run_panels[r].to_frame().assign(**{self.run_column: r})
+                              for r in self.runs], ignore_index=True)
         if self._rows is not None:
             rows = self._rows
             frame = pd.DataFrame({
@@ -635,6 +719,10 @@ class Panel:
         return frame
 
     def __repr__(self) -> str:
+        if self.run_column is not None:
+            return (f"Panel({len(self.runs)} runs (column {self.run_column!r}) x "
+                    f"{self.n_units} units x {self.n_times} times; outcomes="
+                    f"{list(self.outcomes)})")
         n_never = int(self.never_treated.sum())
         n_cohorts = np.unique(self.cohorts[~self.never_treated]).size
         if self.layout == "cross_sections":

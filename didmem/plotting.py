@@ -30,6 +30,7 @@ __all__ = [
     "plot_power_analysis",
     "plot_sensitivity",
     "plot_dose_response",
+    "plot_runs",
     "plot_result",
     "PLOTS",
 ]
@@ -697,6 +698,65 @@ def plot_sensitivity(sensitivity, *, ax=None, color: str = BAND_COLOR):
         method += f", {sensitivity.variant}"
     ax.set_title(f"Sensitivity to violations of parallel trends ({method})\n"
                  f"breakdown {bound} = {sensitivity.breakdown:.3g}", fontsize=9)
+    return ax
+
+
+def plot_runs(result, *, event_time: float = 0.0, ax=None):
+    """Each run's estimates beside the pooled profile and the within-instance comparison.
+
+    At one event time ``e = c - g`` (0: instantaneous memorisation), by cohort ``g``: each
+    run's DiD estimate (small dots), the pooled estimate with its band (runs a random
+    factor; black) and the within-instance estimate with its band (red squares), where it
+    has a cell.
+
+    Parameters
+    ----------
+    result : RunsResult
+        From :class:`~didmem.RunsEstimator` or :func:`didmem.load_result`.
+    event_time : float
+    ax : matplotlib.axes.Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    if not (hasattr(result, "per_run") and hasattr(result, "pooled")):
+        raise ParameterError(f"plot_runs draws a RunsResult (RunsEstimator().fit or "
+                             f"didmem.load_result of its file); got {type(result).__name__}.")
+    ax = _axes(ax)
+    pooled = result.pooled.to_frame()
+    pooled = pooled[pooled["event_time"] == event_time]
+    if pooled.empty:
+        raise ParameterError(f"plot_runs: no pooled cell at event time {event_time!r}; the "
+                             "event times are "
+                             f"{sorted(result.pooled.to_frame()['event_time'].unique())}.")
+    cohorts = np.sort(pooled["cohort"].unique())
+    x = {g: i for i, g in enumerate(cohorts)}
+    n_runs = len(result.runs)
+    for j, run in enumerate(result.runs):
+        frame = result.per_run[run].to_frame()
+        frame = frame[(frame["event_time"] == event_time) & frame["cohort"].isin(cohorts)]
+        offset = -0.3 + 0.6 * j / max(n_runs - 1, 1)
+        ax.plot([x[g] + offset for g in frame["cohort"]], frame["estimate"], ".",
+                color="0.55", markersize=5, label="each run" if j == 0 else None)
+    for frame, color, marker, label, shift in (
+            (pooled, "k", "o", f"pooled ({result.pooled.band} band)", -0.08),
+            (result.within.to_frame(), "tab:red", "s",
+             f"within-instance ({result.within.band} band)", 0.08)):
+        frame = frame[(frame["event_time"] == event_time) & frame["cohort"].isin(cohorts)
+                      & np.isfinite(frame["estimate"])]
+        pos = np.array([x[g] + shift for g in frame["cohort"]])
+        est = frame["estimate"].to_numpy()
+        err = np.vstack([est - frame["ci_lower"].to_numpy(), frame["ci_upper"].to_numpy() - est])
+        ax.errorbar(pos, est, yerr=err, fmt=marker, color=color, capsize=3, label=label)
+    ax.axhline(0, color="0.7", linewidth=0.8)
+    ax.set_xticks(range(cohorts.size))
+    ax.set_xticklabels([_fmt(g) for g in cohorts], rotation=45 if cohorts.size > 8 else 0)
+    ax.set_xlabel("treatment step g")
+    ax.set_ylabel(f"tau(g, g + {_fmt(event_time)}), {outcome_unit(result.outcome)}")
+    ax.set_title(f"{n_runs} runs of {result.outcome}: event time {_fmt(event_time)}",
+                 fontsize=10)
+    ax.legend(fontsize=8)
     return ax
 
 

@@ -35,6 +35,7 @@ PAGES = {
     "docs/user_guide.rst": {"slow": "reads the demo's files; a coverage study of 200 panels",
                             "demo": True},
     "docs/repeated_exposure.rst": {"slow": None, "demo": False},
+    "docs/runs.rst": {"slow": None, "demo": False},
     "docs/memorised.rst": {"slow": None, "demo": False},
     "docs/backends.rst": {"slow": None, "demo": False},
     "docs/ray.rst": {"slow": None, "demo": False},

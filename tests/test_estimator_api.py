@@ -34,6 +34,7 @@ QUICK = {
     "MembershipInferenceEstimator": dict(score="y"),
     "ArchitecturalEstimator": dict(),
     "InfluenceEstimator": dict(solver="direct", damping=1.0),
+    "RunsEstimator": dict(outcome="y", n_bootstrap=0),
 }
 
 
@@ -63,7 +64,19 @@ def _trained_model() -> TrainedModel:
     return TrainedModel(TinyLM(hidden=3), seqs, seqs[:2], cohorts=[1.0, 2.0], time=2.0)
 
 
+def _runs_panel() -> Panel:
+    df, _ = didmem.datasets.simulate_runs(n_runs=2, n_cohorts=3, units_per_cohort=20,
+                                          n_never_treated=40, n_times=5, seed=1)
+    return Panel(df, unit="unit", time="time", cohort="cohort", outcome="y", run="run")
+
+
 DATA = {Panel: _panel, SubsetModels: _subset_models, TrainedModel: _trained_model}
+#: estimators that take a panel of several runs
+RUNS_DATA = {"RunsEstimator": _runs_panel}
+
+
+def _data(cls):
+    return RUNS_DATA.get(cls.__name__, DATA[cls.input_type])()
 
 
 def test_every_exported_estimator_is_checked_here():
@@ -109,7 +122,7 @@ def test_fit_refuses_any_other_input_naming_the_one_it_takes(cls):
 
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
 def test_constructor_stores_anything_and_fit_refuses_each_bad_parameter(cls):
-    data = DATA[cls.input_type]()
+    data = _data(cls)
     for name in constraints_of(cls):
         est = cls(**{name: object()})  # stored, not checked
         with pytest.raises(ParameterError, match=rf"^The '{name}' parameter of {cls.__name__} "
@@ -119,7 +132,7 @@ def test_constructor_stores_anything_and_fit_refuses_each_bad_parameter(cls):
 
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
 def test_fit_keeps_no_state_and_returns_a_frozen_result_on_the_grid(cls):
-    data = DATA[cls.input_type]()
+    data = _data(cls)
     est = cls(**QUICK[cls.__name__])
     before = repr(vars(est))
     result = est.fit(data)

@@ -32,6 +32,9 @@ ALLOWED = {
     ("didmem/_validation.py", "KeyError"):
         "choices_of asked for a parameter without a OneOf: a programming error raised when the "
         "command line is built, never caused by a user's input",
+    ("didmem/panel.py", "AttributeError"):
+        "Panel.__getattr__ (a panel of several runs names its per-run attributes): hasattr, "
+        "getattr with a default and pickling need AttributeError for any other name",
     ("didmem/_lazy.py", "AttributeError"):
         "the module __getattr__ protocol: hasattr, getattr with a default and 'from package "
         "import submodule' need AttributeError for a name the package does not have",

@@ -38,6 +38,7 @@ def add_arguments(parser) -> None:
     from .._validation import add_option
     from ..estimators.did import DiDEstimator
     from ..cohorts import PYTHIA_BATCH_SIZE
+    from ..estimators.runs import RunsEstimator
     from ..panel import Panel
     from ..study.estimate import EstimateSettings
 
@@ -59,6 +60,14 @@ def add_arguments(parser) -> None:
                help="did only: the effect of the K-th exposure of each instance, from the "
                     "cohort columns COHORT, COHORT_2, ..., COHORT_K (the --cohort name with "
                     "_2 ... _K), with controls of the same exposure history")
+    parser.add_argument("--run", default=None, metavar="COLUMN",
+                        help="the training-run column of a panel of several runs (seeds): "
+                             "writes each run's profile, the pooled profile (runs a random "
+                             "factor) and the within-instance comparison to one results file "
+                             "(did only; see the docs' 'Several runs' page)")
+    add_option(parser, RunsEstimator, "run_trends",
+               help="with --run: how the within-instance comparison removes a run's shift "
+                    "at a checkpoint (the mean of the instances no run trains, or nothing)")
     parser.add_argument("--never-treated", type=float, default=None, metavar="CODE",
                         help="a cohort value that marks never-treated units, such as R did's 0 "
                              "(NaN and inf always do)")
@@ -119,6 +128,8 @@ def run(args) -> int:
             users = sorted(k for k, c in ESTIMATORS.items() if name in defaults_of(c))
             raise ParameterError(f"{flag} applies to --estimator {' or '.join(users)} only; got "
                                  f"--estimator {args.estimator}.")
+    if args.run is not None:
+        return _run_runs(args)
     cohorts = [args.cohort] + [f"{args.cohort}_{k}" for k in range(2, args.exposure + 1)]
     options = {} if args.base_period is None else {"base_period": args.base_period}
     if args.exposure != 1:
@@ -142,6 +153,34 @@ def run(args) -> int:
     compute_saved(res)  # the summary's and the file's quantities, two at a time
     print(res.summary())
     print(f"\nwrote {res.save(out)}")
+    return 0
+
+
+def _run_runs(args) -> int:
+    """``--run COLUMN``: each run's, the pooled and the within-instance profiles, one file."""
+    from ..estimators.runs import RunsEstimator
+    from ..panel import Panel
+
+    if args.estimator != "did" or args.exposure != 1 or Path(args.panel).is_dir():
+        raise ParameterError("--run fits a panel file of several runs with --estimator did and "
+                             "one exposure; got " + (f"the folder {args.panel!r}"
+                                                     if Path(args.panel).is_dir() else
+                                                     f"--estimator {args.estimator}, "
+                                                     f"--exposure {args.exposure}") + ".")
+    options = {} if args.base_period is None else {"base_period": args.base_period}
+    estimator = RunsEstimator(control_group=args.control_group, n_bootstrap=args.n_bootstrap,
+                              seed=args.seed, lower_is_better=args.lower_is_better,
+                              outcome=args.outcome, small_sample=not args.r_inference,
+                              run_trends=args.run_trends, **options)
+    frame = read_panel_frame(Path(args.panel))
+    panel = Panel(frame, unit=args.unit, time=args.time, cohort=args.cohort,
+                  outcome=args.outcome, never_treated=args.never_treated,
+                  balance=args.balance, run=args.run)
+    res = estimator.fit(panel)
+    text = res.summary()
+    path = res.save(Path(args.out))
+    print(text)
+    print(f"\nwrote {path}")
     return 0
 
 

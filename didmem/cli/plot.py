@@ -14,10 +14,12 @@ DESCRIPTION = (
     "Draw a figure of a results file written by 'didmem estimate' or 'didmem demo': the "
     "profile heatmap (significant cells), instantaneous, persistent or residual memorisation, "
     "parallel-trends diagnostics, or the correlation of the profiles of two or more results "
-    "files."
+    "files. A results file of several runs ('didmem estimate --run') draws its runs side by "
+    "side (--figure runs: each run, the pooled and the within-instance estimates at event "
+    "time 0) or its pooled profile (--figure profile)."
 )
 
-FIGURES = ("profile", "instantaneous", "persistent", "residual", "pretrends", "correlation")
+FIGURES = ("profile", "instantaneous", "persistent", "residual", "pretrends", "correlation", "runs")
 """The figures ``--figure`` draws."""
 
 
@@ -58,7 +60,19 @@ def run(args) -> int:
     out = Path(args.out) if args.out else Path(args.results[0]).with_name(
         Path(args.results[0]).stem + f"_{args.figure}.png")
     use_agg_backend()
-    if args.figure == "correlation":
+    runs = hasattr(results[0], "per_run")
+    if args.figure == "runs" or runs:
+        if not runs:
+            raise ParameterError(f"--figure runs draws a results file of several runs (didmem "
+                                 f"estimate --run); {args.results[0]!r} holds one result.")
+        if args.figure not in ("runs", "profile"):
+            raise ParameterError(
+                f"{args.results[0]!r} holds several runs: it draws --figure runs (the runs side "
+                f"by side) or --figure profile (the pooled profile), not --figure {args.figure}; "
+                "for one run's figures, estimate that run's panel alone.")
+        ax = (plotting.plot_runs(results[0]) if args.figure == "runs"
+              else plotting.plot_profile(results[0].pooled))
+    elif args.figure == "correlation":
         named = dict(zip(labels or result_names(args.results), results))
         ax = plotting.plot_profile_correlation(profile_correlation(named))
     else:

@@ -17,6 +17,7 @@ _WHERE = {
     "SubsetModels": "inputs",
     "TrainedModel": "inputs",
     "TWFEEstimator": "twfe",
+    "RunsEstimator": "runs",
     "dose_response": "dose",
 }
 """Public name -> the module of this package that defines it."""

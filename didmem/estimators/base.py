@@ -47,6 +47,8 @@ class BaseEstimator:
     #: The class of the one argument of :meth:`fit`.
     input_type: ClassVar[type] = Panel
     #: How to build an ``input_type``, for the message when ``fit`` gets something else.
+    #: Whether :meth:`fit` takes a panel of several runs (``Panel(..., run=...)``).
+    _takes_runs: ClassVar[bool] = False
     _input_hint: ClassVar[str] = (
         "Build one with didmem.Panel(df, unit=..., time=..., cohort=..., outcome=...).")
 
@@ -92,6 +94,11 @@ class BaseEstimator:
             raise ParameterError(
                 f"{type(self).__name__}.fit needs a didmem.{expected.__name__}; got "
                 f"{type(data).__name__}. {self._input_hint}")
+        if getattr(data, "run_column", None) is not None and not self._takes_runs:
+            raise ParameterError(
+                f"{type(self).__name__}.fit got a panel of {data.n_runs} runs (column "
+                f"{data.run_column!r}). Fit didmem.RunsEstimator for each run's, the pooled "
+                "and the within-instance profiles, or one run's panel: panel.run_panel(run).")
         return self._fit(data, self._validated_params())
 
     def _fit(self, data, params):  # pragma: no cover - interface

@@ -8,3 +8,7 @@ PRETREND_METHODS = ("event", "max_t", "wald")
 DEFAULT_PRETREND = "event"
 EST_METHODS = ("dr", "ipw", "reg")
 """R did's ``est_method`` choices (:mod:`didmem.inference.covariates`)."""
+
+RUN_TRENDS = ("never_treated", "none")
+"""How the within-instance comparison across runs removes a run's shift at a checkpoint
+(:func:`didmem.inference.runs.within_cells`)."""

@@ -19,6 +19,7 @@ from ._cells import CELLS_SCRIPT, cells_table_html, heatmap_html
 from ._finding import checkpoint_step, exposure_of, finding_html
 from ._html import CSS, figure_block, figure_png, fmt, plural, table
 from ._pretest import pretest_html
+from ._runs import expand_runs, runs_html
 from ._sensitivity import check_sensitivity, compute_sensitivity, sensitivity_html
 from ._truth import (cells_with_truth, cohort_weights, error_summary, overlay, true_aggregate,
                      truth_scatter)
@@ -216,7 +217,8 @@ def _named(results) -> dict:
         results = [results]
     named = {}
     for i, res in enumerate(results):
-        name = getattr(res, "path", "") or f"{res.estimator}:{res.outcome}"
+        name = (getattr(res, "path", "")
+                or f"{getattr(res, 'estimator', type(res).__name__)}:{res.outcome}")
         if name in named:
             name = f"{name} #{i + 1}"
         named[name] = res
@@ -292,8 +294,11 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
 
     Parameters
     ----------
-    results : GroupTimeResult, SavedResult, sequence or mapping of them
-        One result, several, or ``{name: result}``.
+    results : GroupTimeResult, SavedResult, RunsResult, sequence or mapping of them
+        One result, several, or ``{name: result}``. A :class:`~didmem.RunsResult` is
+        reported run by run (``"NAME: run R"``), then in a section that sets the runs side
+        by side with the pooled profile, the between-run spread in words and the
+        within-instance comparison.
     title : str
     figures : sequence of str
         Names from :data:`didmem.plotting.PLOTS`, drawn for every result; ``"profile"`` is
@@ -313,7 +318,9 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
         :func:`didmem.datasets.simulate_panel`): columns ``cohort``, ``time``, ``tau`` and,
         when it holds several outcomes, ``metric`` (each result is matched with its own).
         Adds a truth column to every table, the truth on the figures, an estimate-against-truth
-        figure and the error summary (RMSE, mean error, band coverage).
+        figure and the error summary (RMSE, mean error, band coverage). With a ``run``
+        column (the lab's ``--runs``), each run of a runs result gets its own rows and the
+        pooled band's coverage of the mean truth over runs is stated.
 
     Returns
     -------
@@ -331,7 +338,7 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
     if unknown:
         raise ParameterError(f"Unknown figure(s) {unknown}; choose from {sorted(PLOTS)}.")
     sensitivity = check_sensitivity(sensitivity)
-    named = _named(results)
+    named, truths, runs = expand_runs(_named(results), truth)
     title = _titled(title, named)
     figure_options = dict(figure_options or {})
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -345,7 +352,9 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
     mixed = len({exposure_of(res) for res in named.values()}) > 1
     for i, (name, res) in enumerate(named.items()):
         out += _result_html(f"r{i}", name, res, figures=figures, figure_options=figure_options,
-                            sensitivity=sensitivity, truth=truth, mixed=mixed)
+                            sensitivity=sensitivity, truth=truths[name], mixed=mixed)
+    for name, res in runs.items():
+        out += runs_html(name, res, truth)
     out += _exposures_html(named)
     if len(named) >= 2:
         out.append(_correlation_html(named))

@@ -23,6 +23,8 @@ _WHERE = {
     "CellResult": "cells",
     "ExposureResult": "exposure",
     "DoseResponseResult": "dose",
+    "RunsResult": "runs",
+    "RunsProfile": "runs",
     "SIGN_NOTE": "_common",
     "profile_matrix": "_common",
     "ALIASES": "aggregations",
@@ -42,6 +44,6 @@ _WHERE = {
 
 __all__ = ["Estimate", "Pretest", "PretrendTest", "GroupTimeResult", "AggregateResult",
            "CellResult", "ExposureResult",
-           "DoseResponseResult"]
+           "DoseResponseResult", "RunsResult", "RunsProfile"]
 
 __getattr__, __dir__ = attach(__name__, _WHERE)

@@ -35,7 +35,7 @@ from ._settings import ResultSettings
 from .aggregations import AGGREGATIONS, ALIASES, AggregateResult
 
 __all__ = ["save_result", "load_result", "compute_saved", "SavedResult", "FORMAT_VERSION",
-           "write_table"]
+           "write_table", "result_meta", "saved_from_frame"]
 
 FORMAT_VERSION = 3
 # 3: the resolved settings ("settings": ResultSettings.to_doc, was the "inference" line alone)
@@ -122,7 +122,8 @@ def _pyarrow():
 
 _TABLE_KINDS = {"sensitivity": ("didmem.honest.result", "SensitivityResult"),
                 "power_analysis": ("didmem.power", "PowerAnalysis"),
-                "dose_response": ("didmem.results.dose", "DoseResponseResult")}
+                "dose_response": ("didmem.results.dose", "DoseResponseResult"),
+                "runs": ("didmem.results.runs", "RunsResult")}
 """The class that reads each ``kind`` of :class:`~didmem.results._table_file.TableFile`
 (imported when a file of that kind is read: the analyses beside the results import this
 module, so it cannot import them)."""
@@ -224,6 +225,12 @@ def save_result(result, path) -> Path:
     path = _results_path(path, "save")
     if path.suffix != ".parquet":
         raise ParameterError(f"A results file must end in '.parquet'; got {str(path)!r}.")
+    return write_table(result.to_frame(), result_meta(result), path, "results")
+
+
+def result_meta(result) -> dict:
+    """What a results file's metadata holds of a group-time result (its settings, pre-tests,
+    summary and every aggregation with default options), computed first."""
     compute_saved(result)
     aggregations = {}
     for name in SAVED_AGGREGATIONS:
@@ -242,7 +249,7 @@ def save_result(result, path) -> Path:
         "pretrend_test": _pretrend_doc(result.pretrend_test()),
         "summary": result.summary(), "aggregations": aggregations,
     }
-    return write_table(result.to_frame(), meta, path, "results")
+    return meta
 
 
 def load_result(path):
@@ -252,7 +259,7 @@ def load_result(path):
 
     Returns
     -------
-    SavedResult, SensitivityResult, PowerAnalysis or DoseResponseResult
+    SavedResult, RunsResult, SensitivityResult, PowerAnalysis or DoseResponseResult
         What the file holds.
 
     Raises
@@ -357,17 +364,23 @@ def _read_meta(table, path: Path) -> dict:
 
 def _saved_result(table, meta: dict, path: Path) -> "SavedResult":
     """The :class:`SavedResult` of a group-time results file's table and metadata."""
+    absent = [c for c in _REQUIRED_CELLS if c not in table.column_names]
+    if absent:
+        raise ResultFileError(f"{str(path)!r} is a didmem results file whose cells lack the "
+                              f"column(s) {absent}; it was altered after it was written. "
+                              f"{_WRITE_AGAIN}")
+    return saved_from_frame(table.to_pandas(), meta, path)
+
+
+def saved_from_frame(cells: pd.DataFrame, meta: dict, path) -> "SavedResult":
+    """The :class:`SavedResult` of a group-time result's cells and metadata (a results file's,
+    or one run's part of a file of several runs)."""
     version = meta.get("format_version", 1)
     required = _REQUIRED_KEYS + (("settings",) if version >= 3 else ("inference",))
     missing = [key for key in required if key not in meta]
     if missing:
         raise ResultFileError(f"{str(path)!r} is a didmem results file whose metadata lacks "
                               f"the key(s) {missing}; it was altered after it was written. "
-                              f"{_WRITE_AGAIN}")
-    absent = [c for c in _REQUIRED_CELLS if c not in table.column_names]
-    if absent:
-        raise ResultFileError(f"{str(path)!r} is a didmem results file whose cells lack the "
-                              f"column(s) {absent}; it was altered after it was written. "
                               f"{_WRITE_AGAIN}")
     if not isinstance(meta["aggregations"], dict) or not isinstance(meta["params"], dict):
         raise ResultFileError(f"{str(path)!r} has 'params' or 'aggregations' that are not "
@@ -391,7 +404,7 @@ def _saved_result(table, meta: dict, path: Path) -> "SavedResult":
         lower_is_better=meta["lower_is_better"], critical_value=meta["critical_value"],
         band=meta["band"], alpha=meta["alpha"], n_units=meta["n_units"],
         pretest=Pretest(nan if stat is None else stat, df, nan if pvalue is None else pvalue, note),
-        cells=table.to_pandas(), aggregations=aggregations,
+        cells=cells, aggregations=aggregations,
         summary_text=meta["summary"], settings=settings, path=str(path),
         calibrated_pretest=_pretrend_from(meta.get("pretrend_test")),
     )

@@ -1,0 +1,165 @@
+"""Monte Carlo coverage of the pooled and the within-instance bands across training runs.
+
+Each replication draws :func:`didmem.datasets.simulate_runs` (the same instances in every
+run, each run with its own random data order), fits :class:`didmem.RunsEstimator` and checks
+
+* the pooled profile's simultaneous 95% band (runs a random factor) against the mean over
+  the population of runs, ``tau(g, c)`` (``tau_mean``; 0 before treatment), over every
+  cell; and, for contrast, the band a fit with the runs held fixed would draw
+  (``instance_se`` times the normal-scale sup-t value: no between-run variance, no t);
+* the within-instance comparison's simultaneous 95% band against its target given the
+  runs: for each cell the mean over its (run, instance) pairs of the run's true effect
+  ``tau_r(g, c)`` (0 before treatment), with the pairs counted here from the cohorts, apart
+  from the estimator's code;
+* the within-instance standard error against the across-instance DiD's on the same data:
+  the pooled DiD's with the runs held fixed (``instance_se``, the same conditioning) and one
+  run's DiD (run 0), median over the shared post-treatment cells;
+* the within-instance Wald pre-test's rejection rate at 5% (its size: trends are parallel).
+
+DGPs: ``order`` (runs differ by data order only, mild instance paths), ``difficulty``
+(instance difficulty and instance learning paths vary strongly, and each run has its own
+shift per checkpoint, as weight seeds would), ``few_runs`` (three runs whose memorisation
+differs much: the between-run part dominates the pooled band).
+
+Usage (the figures in benchmarks/RESULTS.md and docs/runs.rst)::
+
+    nice -n 15 python benchmarks/runs_montecarlo.py --reps 200 \\
+        --json benchmarks/results/runs_montecarlo.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+import didmem
+from didmem.datasets import simulate_runs
+from _provenance import provenance
+
+DGPS = {
+    "order": dict(n_runs=5, n_cohorts=4, units_per_cohort=40, n_never_treated=80, n_times=6,
+                  unit_sd=1.0, path_sd=0.2, noise_sd=0.3, effect_sd=0.2, run_effect_sd=0.1,
+                  run_shift_sd=0.0),
+    "difficulty": dict(n_runs=5, n_cohorts=4, units_per_cohort=40, n_never_treated=80,
+                       n_times=6, unit_sd=3.0, path_sd=1.0, noise_sd=0.3, effect_sd=0.2,
+                       run_effect_sd=0.2, run_shift_sd=0.1),
+    "few_runs": dict(n_runs=3, n_cohorts=4, units_per_cohort=40, n_never_treated=80,
+                     n_times=6, unit_sd=1.0, path_sd=0.5, noise_sd=0.3, effect_sd=0.2,
+                     run_effect_sd=0.3, run_shift_sd=0.05),
+}
+
+
+def within_truth(cells, cohorts, truth, times):
+    """Each within-instance cell's target given the runs: the mean over its pairs of the
+    run's true effect (counted from the cohorts, runs x instances)."""
+    n_runs = cohorts.shape[0]
+    tau = truth.set_index(["run", "cohort", "time"])["tau"]
+    out = np.zeros(len(cells))
+    for j, (g, c, b) in enumerate(zip(cells["cohort"], cells["time"], cells["base_time"])):
+        if c < g:
+            continue  # untreated in every pair: 0
+        thr = max(c, b)
+        later = np.where(np.isnan(cohorts), np.inf, cohorts) > thr
+        weights = []
+        for r in range(n_runs):
+            others = later.sum(axis=0) - later[r]
+            weights.append(int(((cohorts[r] == g) & (others > 0)).sum()))
+        weights = np.array(weights, dtype=float)
+        if weights.sum() == 0:
+            out[j] = np.nan
+            continue
+        out[j] = sum(w * tau[(r, g, c)] for r, w in enumerate(weights)) / weights.sum()
+    return out
+
+
+def one_replication(dgp: str, seed: int, draws: int) -> dict:
+    df, truth = simulate_runs(**DGPS[dgp], seed=seed)
+    panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y", run="run")
+    res = didmem.RunsEstimator(n_bootstrap=draws, seed=seed).fit(panel)
+    mean_truth = truth[truth["run"] == 0][["cohort", "time", "tau_mean"]]
+    pooled = res.pooled.to_frame().merge(mean_truth, on=["cohort", "time"], how="left")
+    target = pooled["tau_mean"].fillna(0.0).to_numpy()
+    inside = (pooled["ci_lower"] <= target) & (target <= pooled["ci_upper"])
+    # the band with the runs held fixed: the instance part of the variance alone and the
+    # normal-scale sup-t value, as a fit that ignored the run would draw it
+    fixed = (np.abs(pooled["estimate"] - target)
+             <= res.pooled.critical_value * pooled["instance_se"])
+    within = res.within.to_frame()
+    cohorts = df.pivot_table(index="run", columns="unit", values="cohort",
+                             aggfunc="first", dropna=False).to_numpy()
+    wt = within_truth(within, cohorts, truth, panel.times)
+    live = np.isfinite(within["std_error"].to_numpy())
+    w_inside = ((within["ci_lower"] <= wt) & (wt <= within["ci_upper"])).to_numpy()[live]
+    post = within["post"].to_numpy() & live
+    shared = within[post][["cohort", "time", "std_error"]].merge(
+        res.pooled.to_frame()[["cohort", "time", "instance_se"]], on=["cohort", "time"]).merge(
+        res.per_run[0].to_frame()[["cohort", "time", "std_error"]].rename(
+            columns={"std_error": "run0_se"}), on=["cohort", "time"])
+    stat, df_, p = res.within.pretest
+    return {
+        "pooled_cover": bool(inside.all()), "pooled_point": float(inside.mean()),
+        "pooled_fixed_cover": bool(fixed.all()),
+        "within_cover": bool(w_inside.all()), "within_point": float(w_inside.mean()),
+        "within_bias": float(np.nanmean((within["estimate"].to_numpy() - wt)[post])),
+        "ratio_pooled_fixed": float(np.median(shared["std_error"] / shared["instance_se"])),
+        "ratio_one_run": float(np.median(shared["std_error"] / shared["run0_se"])),
+        "pretest_reject": bool(p < 0.05) if df_ else None,
+        "run_share": res.between_runs()["run_share"],
+    }
+
+
+def rate(values):
+    values = np.asarray(values, dtype=float)
+    p = float(values.mean())
+    return {"rate": p, "mc_se": float(np.sqrt(p * (1 - p) / values.size))}
+
+
+def summarise(dgp: str, out: list, seconds: float) -> dict:
+    pre = [o["pretest_reject"] for o in out if o["pretest_reject"] is not None]
+    return {
+        "dgp": dgp, "settings": DGPS[dgp], "reps": len(out), "seconds": round(seconds, 1),
+        "pooled_band_coverage": rate([o["pooled_cover"] for o in out]),
+        "pooled_pointwise_coverage": float(np.mean([o["pooled_point"] for o in out])),
+        "pooled_fixed_run_band_coverage": rate([o["pooled_fixed_cover"] for o in out]),
+        "within_band_coverage": rate([o["within_cover"] for o in out]),
+        "within_pointwise_coverage": float(np.mean([o["within_point"] for o in out])),
+        "within_mean_bias_post": float(np.mean([o["within_bias"] for o in out])),
+        "within_se_over_pooled_fixed_se": {
+            "median": float(np.median([o["ratio_pooled_fixed"] for o in out])),
+            "q10_q90": [float(q) for q in np.quantile([o["ratio_pooled_fixed"] for o in out],
+                                                      [0.1, 0.9])]},
+        "within_se_over_one_run_se": {
+            "median": float(np.median([o["ratio_one_run"] for o in out])),
+            "q10_q90": [float(q) for q in np.quantile([o["ratio_one_run"] for o in out],
+                                                      [0.1, 0.9])]},
+        "within_pretest_size_5pct": rate(pre) if pre else None,
+        "mean_run_share_of_pooled_variance": float(np.mean([o["run_share"] for o in out])),
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=200)
+    parser.add_argument("--dgp", nargs="+", default=list(DGPS), choices=list(DGPS))
+    parser.add_argument("--draws", type=int, default=499, help="bootstrap draws per fit")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    rows = []
+    for dgp in args.dgp:
+        start = time.perf_counter()
+        out = [one_replication(dgp, 20_000 + r, args.draws) for r in range(args.reps)]
+        row = summarise(dgp, out, time.perf_counter() - start)
+        row["load_average"] = os.getloadavg()
+        rows.append(row)
+        print(json.dumps(row, indent=1), flush=True)
+        if args.json:  # written after each DGP, so a cut-off run keeps what it finished
+            with open(args.json, "w") as fh:
+                json.dump({"provenance": provenance(), "rows": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""The fit of :class:`~didmem.RunsEstimator`: each run's DiD, then the pooled and the
+within-instance profiles from the runs' influence functions (:mod:`didmem.inference.runs`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import EstimationError, ParameterError
+from ..inference.runs import (RunCells, gaussian_band, pooled_cells, wald_pretest,
+                              within_cells)
+from ..results._common import _interval, _significant
+from ..results.runs import RunsProfile, RunsResult
+from .did import DiDEstimator
+
+__all__ = ["fit_runs"]
+
+_DID_PARAMS = ("control_group", "base_period", "anticipation", "est_method", "n_bootstrap",
+               "multiplier", "alpha", "cband", "outcome", "lower_is_better", "small_sample")
+
+
+def _check_panel(panel) -> None:
+    if panel.run_column is None:
+        raise ParameterError("RunsEstimator.fit needs a panel of several runs: build it with "
+                             "didmem.Panel(..., run='run'); a panel of one run is fitted by "
+                             "DiDEstimator.")
+    if panel.n_runs < 2:
+        raise ParameterError(f"RunsEstimator.fit needs at least 2 runs; the panel's run "
+                             f"column {panel.run_column!r} holds one ({panel.runs[0]!r}).")
+    first = panel.run_panel(panel.runs[0])
+    if first.cluster_column is not None:
+        raise ParameterError(
+            f"RunsEstimator clusters by instance (the same instance enters every run); the "
+            f"panel's cluster column {first.cluster_column!r} is not used by it: build the "
+            "Panel without cluster=..., or fit each run's panel with DiDEstimator.")
+    if len(first.cohort_columns) > 1:
+        raise ParameterError("RunsEstimator estimates the first exposure; the panel has the "
+                             f"cohort columns {list(first.cohort_columns)}: build it with the "
+                             "first alone.")
+    for run in panel.runs:
+        if panel.run_panel(run).layout != "balanced":
+            raise ParameterError(
+                f"RunsEstimator needs every run observed at every checkpoint; run {run!r} is "
+                f"{panel.run_panel(run).layout!r}. Build the Panel with the instances observed "
+                "everywhere (the within-instance comparison reads each instance's whole path "
+                "in every run).")
+
+
+def _run_cells(result, units: pd.Index) -> RunCells:
+    """One run's cells, their influence functions on the panel's instances."""
+    frame = result.to_frame()
+    dense = result.inference.influence.dense()
+    psi = np.zeros((len(units), dense.shape[1]))
+    psi[units.get_indexer(result.prepared.unit_labels)] = dense
+    return RunCells(cohort=frame["cohort"].to_numpy(float), time=frame["time"].to_numpy(float),
+                    base_time=frame["base_time"].to_numpy(float),
+                    estimate=np.asarray(result.estimates, dtype=float), psi=psi,
+                    live=np.isfinite(np.asarray(result.analytic_std_errors)))
+
+
+def _cells_frame(cohort, time, base_time, estimate, band, extra: dict) -> pd.DataFrame:
+    lo, hi = _interval(estimate, band.std_errors, band.critical_values)
+    return pd.DataFrame({
+        "cohort": cohort, "time": time, "base_time": base_time, "event_time": time - cohort,
+        "post": cohort <= time, "estimate": estimate, "std_error": band.std_errors,
+        "ci_lower": lo, "ci_upper": hi, "significant": _significant(lo, hi), **extra})
+
+
+def fit_runs(panel, params) -> RunsResult:
+    """Fit each run, pool them and compare each instance with itself (see
+    :class:`~didmem.RunsEstimator`)."""
+    _check_panel(panel)
+    runs = list(panel.runs)
+    cohorts = np.stack([panel.run_panel(r).cohorts for r in runs])
+    validation = int(np.all(np.isinf(cohorts) | (cohorts > panel.times[-1]), axis=0).sum())
+    if params["run_trends"] == "never_treated" and validation < 2:  # before any run's fit
+        raise EstimationError(
+            "RunsEstimator: run_trends='never_treated' removes each run's shift at each "
+            "checkpoint with the instances that no run trains (validation instances), but the "
+            f"panel has {validation}. Add validation instances, or pass run_trends='none' "
+            "(runs that differ only in their data order).")
+    seed = params["seed"]
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    seeds = rng.integers(0, 2**63 - 1, size=len(runs) + 2)
+    did = {name: params[name] for name in _DID_PARAMS}
+    per_run = {run: DiDEstimator(**did, seed=int(s)).fit(panel.run_panel(run))
+               for run, s in zip(runs, seeds)}
+    first = per_run[runs[0]]
+    outcome = first.outcome
+    simultaneous = params["cband"] is not False and panel.n_times > 2
+    band_options = dict(alpha=params["alpha"], n_draws=params["n_bootstrap"],
+                        simultaneous=simultaneous)
+
+    pooled = pooled_cells([_run_cells(per_run[r], panel.units) for r in runs])
+    band = gaussian_band(pooled.rows, pooled.df, rng=np.random.default_rng(seeds[-2]),
+                         **band_options)
+    pooled_frame = _cells_frame(
+        pooled.cohort, pooled.time, pooled.base_time, pooled.estimate, band,
+        {"df": pooled.df, "between_sd": np.sqrt(pooled.between_variance),
+         "instance_se": np.sqrt(np.diag(pooled.instance_covariance)),
+         "n_runs": np.full(pooled.cohort.size, len(runs), dtype=np.int64)})
+
+    sign = -1.0 if params["lower_is_better"] else 1.0
+    y = np.stack([sign * panel.run_panel(r).outcome_matrix(outcome) for r in runs])
+    within = within_cells(y, cohorts, panel.times, base_period=params["base_period"],
+                          anticipation=params["anticipation"], run_trends=params["run_trends"])
+    # clustered by instance: t quantiles with (instances - 1) degrees of freedom per cell
+    wband = gaussian_band(within.psi, within.n_instances - 1.0,
+                          rng=np.random.default_rng(seeds[-1]), **band_options)
+    within_frame = _cells_frame(within.cohort, within.time, within.base_time, within.estimate,
+                                wband, {"n_pairs": within.n_pairs,
+                                        "n_instances": within.n_instances})
+    pre = (within.time < within.cohort) & ~within.reference & (within.n_pairs > 0)
+    pretest = wald_pretest(within.estimate, within.psi, pre)
+
+    common = dict(outcome=outcome, alpha=float(params["alpha"]))
+    return RunsResult(
+        run_column=panel.run_column, runs=tuple(runs), per_run=per_run,
+        pooled=RunsProfile(estimand="pooled", cells=pooled_frame,
+                           critical_value=band.critical_value, band=band.rule,
+                           n_dropped=pooled.n_dropped, **common),
+        within=RunsProfile(estimand="within_instance", cells=within_frame,
+                           critical_value=wband.critical_value, band=wband.rule,
+                           pretest=pretest, **common),
+        params=dict(params), lower_is_better=bool(params["lower_is_better"]),
+        n_units=panel.n_units, **common)

@@ -1,0 +1,339 @@
+"""Panels of several training runs and the three estimands across them (issue 38).
+
+The within-instance comparison is checked against a plain loop over (run, instance) pairs
+written here with instance weights, whose derivative in an instance's weight is that
+instance's influence function (the estimator is a ratio of instance sums); the pooled
+profile against its formulas on constructed runs; each run's profile against
+DiDEstimator on that run's panel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import didmem
+from didmem import EstimationError, PanelError, ParameterError
+from didmem.inference.runs import RunCells, pooled_cells, wald_pretest, within_cells
+
+
+def _frame(n_runs=3, seed=0, **options):
+    base = dict(n_cohorts=3, units_per_cohort=15, n_never_treated=20, n_times=5)
+    return didmem.datasets.simulate_runs(n_runs=n_runs, seed=seed, **{**base, **options})
+
+
+def _panel(frame, **options):
+    return didmem.Panel(frame, unit="unit", time="time", cohort="cohort", outcome="y",
+                        run="run", **options)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    frame, truth = _frame(path_sd=1.0, run_shift_sd=0.1)
+    panel = _panel(frame)
+    return panel, didmem.RunsEstimator(n_bootstrap=199, seed=3).fit(panel)
+
+
+# ---------------------------------------------------------------------------- the panel
+def test_panel_of_runs_holds_one_checked_panel_per_run():
+    frame, _ = _frame()
+    panel = _panel(frame)
+    assert panel.n_runs == 3 and list(panel.runs) == [0, 1, 2]
+    one = panel.run_panel(1)
+    assert one.run_column is None and one.n_runs == 1
+    rows = frame[frame["run"] == 1]
+    alone = didmem.Panel(rows, unit="unit", time="time", cohort="cohort", outcome="y")
+    np.testing.assert_array_equal(one.outcome_matrix(), alone.outcome_matrix())
+    np.testing.assert_array_equal(one.cohorts, alone.cohorts)
+    # the cohorts differ by run (each run's order), the instances and checkpoints do not
+    assert not np.array_equal(panel.run_panel(0).cohorts, panel.run_panel(1).cohorts)
+    back = _panel(panel.to_frame())
+    np.testing.assert_array_equal(back.run_panel(2).outcome_matrix(),
+                                  panel.run_panel(2).outcome_matrix())
+    assert "3 runs" in repr(panel)
+
+
+def test_single_run_panel_is_untouched():
+    frame, _ = _frame()
+    panel = didmem.Panel(frame[frame["run"] == 0], unit="unit", time="time", cohort="cohort",
+                         outcome="y")
+    assert panel.run_column is None and panel.n_runs == 1
+    with pytest.raises(AttributeError):
+        panel.no_such_attribute
+    with pytest.raises(ParameterError, match="no run column"):
+        panel.run_panel(0)
+
+
+def test_run_missing_a_checkpoint_or_an_instance_is_an_error_naming_both():
+    frame, _ = _frame()
+    late = frame[~((frame["run"] == 2) & (frame["time"] == frame["time"].max()))]
+    with pytest.raises(PanelError, match=r"Run 2 lacks 1 checkpoint\(s\) that run 0 has "
+                                         r"\('time' = 4"):
+        _panel(late)
+    gone = frame[~((frame["run"] == 1) & (frame["unit"].isin([3, 7])))]
+    with pytest.raises(PanelError, match=r"Run 1 lacks 2 instance\(s\) that run 0 has "
+                                         r"\('unit' = 3, 7\)"):
+        _panel(gone)
+    extra = pd.concat([frame, frame[(frame["run"] == 2) & (frame["unit"] == 0)].assign(
+        unit=999)])
+    with pytest.raises(PanelError, match=r"Run 0 lacks 1 instance\(s\) that run 2 has "
+                                         r"\('unit' = 999\)"):
+        _panel(extra)
+
+
+def test_panel_of_runs_refuses_bad_run_columns_and_single_run_views():
+    frame, _ = _frame()
+    with pytest.raises(PanelError, match="missing values"):
+        _panel(frame.assign(run=frame["run"].where(frame.index != 5)))
+    with pytest.raises(PanelError, match="also used for another role"):
+        didmem.Panel(frame, unit="unit", time="time", cohort="cohort", outcome="y",
+                     run="unit")
+    with pytest.raises(PanelError, match="run"):
+        didmem.Panel(frame, unit="unit", time="time", cohort="cohort", outcome="y",
+                     run="seed")
+    with pytest.raises(PanelError, match="needs unit="):
+        didmem.Panel(frame, unit=None, time="time", cohort="cohort", outcome="y", run="run")
+    duplicated = pd.concat([frame, frame[frame["run"] == 1].head(1)])
+    with pytest.raises(PanelError, match=r"^Run 1 \(column 'run'\): "):
+        _panel(duplicated)
+    panel = _panel(frame)
+    with pytest.raises(PanelError, match=r"Panel.cohorts: this panel holds 3 runs"):
+        panel.cohorts
+    with pytest.raises(PanelError, match="run_panel"):
+        panel.outcome_matrix()
+    with pytest.raises(PanelError, match="Panel.has_holes: this panel holds 3 runs"):
+        panel.has_holes
+    assert not hasattr(panel, "cohorts")  # also an AttributeError: hasattr reads it as absent
+    import pickle
+
+    again = pickle.loads(pickle.dumps(panel))
+    np.testing.assert_array_equal(again.run_panel(0).cohorts, panel.run_panel(0).cohorts)
+    with pytest.raises(ParameterError, match="DiDEstimator.fit got a panel of 3 runs"):
+        didmem.DiDEstimator(n_bootstrap=0).fit(panel)
+    with pytest.raises(ParameterError, match="Unknown run 7"):
+        panel.run_panel(7)
+
+
+# ---------------------------------------------------------------------------- within
+def _within_oracle(y, cohorts, times, g, t, b, weights, centre):
+    """The within-instance estimate of one cell by a loop over pairs, with instance
+    weights (the validation means weighted too)."""
+    n_runs, n_units, _ = y.shape
+    coh = np.where(np.isnan(cohorts), np.inf, cohorts)
+    if centre:
+        val = np.all(np.isinf(coh), axis=0)
+        w = weights * val
+        m = np.einsum("j,rjt->rt", w, y) / w.sum()
+        y = y - m[:, None, :]
+    thr = max(times[t], times[b])
+    num = den = 0.0
+    for i in range(n_units):
+        for r in range(n_runs):
+            if coh[r, i] != g:
+                continue
+            controls = [s for s in range(n_runs) if s != r and coh[s, i] > thr]
+            if not controls:
+                continue
+            d = y[r, i, t] - y[r, i, b]
+            c = np.mean([y[s, i, t] - y[s, i, b] for s in controls])
+            num += weights[i] * (d - c)
+            den += weights[i]
+    return num / den if den else np.nan
+
+
+@pytest.mark.parametrize("run_trends", ["never_treated", "none"])
+def test_within_estimates_and_influence_match_a_loop_over_pairs(run_trends):
+    rng = np.random.default_rng(5)
+    n_runs, n_units, times = 3, 14, np.arange(5.0)
+    cohorts = rng.choice([1.0, 2.0, 3.0, np.nan], size=(n_runs, n_units))
+    cohorts[:, -4:] = np.nan  # validation instances: no run trains them
+    y = rng.normal(size=(n_runs, n_units, times.size))
+    cells = within_cells(y, np.where(np.isnan(cohorts), np.inf, cohorts), times,
+                         run_trends=run_trends)
+    centre = run_trends == "never_treated"
+    ones = np.ones(n_units)
+    eps = 1e-6
+    checked = 0
+    for j, (g, c, b) in enumerate(zip(cells.cohort, cells.time, cells.base_time)):
+        t, bi = int(c), int(b)
+        want = _within_oracle(y, cohorts, times, g, t, bi, ones, centre)
+        if np.isnan(want):
+            assert np.isnan(cells.estimate[j]) and cells.n_pairs[j] == 0
+            continue
+        np.testing.assert_allclose(cells.estimate[j], want, rtol=1e-10, atol=1e-12)
+        for i in range(n_units):  # d tau / d w_i = psi_i (with the weights summing to n)
+            w = ones.copy()
+            w[i] += eps
+            slope = (_within_oracle(y, cohorts, times, g, t, bi, w, centre) - want) / eps
+            np.testing.assert_allclose(cells.psi[i, j], slope, rtol=1e-4, atol=1e-7)
+        checked += 1
+    assert checked >= 6
+    assert np.allclose(cells.psi.sum(axis=0), 0.0, atol=1e-12)
+
+
+def test_within_removes_a_run_shift_only_with_run_trends():
+    frame, _ = _frame(n_runs=3, path_sd=0.5, run_shift_sd=0.0, seed=2)
+    panel = _panel(frame)
+    y = np.stack([panel.run_panel(r).outcome_matrix() for r in panel.runs])
+    cohorts = np.stack([panel.run_panel(r).cohorts for r in panel.runs])
+    shift = np.random.default_rng(0).normal(size=(3, 1, panel.n_times))
+    plain = within_cells(y, cohorts, panel.times)
+    shifted = within_cells(y + shift, cohorts, panel.times)
+    np.testing.assert_allclose(shifted.estimate, plain.estimate, atol=1e-12)
+    np.testing.assert_allclose(shifted.psi, plain.psi, atol=1e-12)
+    raw = within_cells(y, cohorts, panel.times, run_trends="none")
+    raw_shifted = within_cells(y + shift, cohorts, panel.times, run_trends="none")
+    live = np.isfinite(raw.estimate) & (raw.n_pairs > 0)
+    assert np.max(np.abs(raw_shifted.estimate - raw.estimate)[live]) > 0.05
+
+
+def test_within_needs_validation_instances_for_run_trends():
+    frame, _ = _frame(n_never_treated=0)
+    panel = _panel(frame)
+    with pytest.raises(EstimationError, match="run_trends='none'"):
+        didmem.RunsEstimator(n_bootstrap=0, control_group="not_yet_treated").fit(panel)
+
+
+# ---------------------------------------------------------------------------- pooled
+def _run_cells(estimate, psi):
+    c = estimate.size
+    return RunCells(cohort=np.ones(c), time=np.arange(c, dtype=float) + 1,
+                    base_time=np.zeros(c), estimate=estimate, psi=psi,
+                    live=np.ones(c, dtype=bool))
+
+
+def test_pooled_variance_is_spread_over_r_plus_shared_instance_part():
+    rng = np.random.default_rng(1)
+    n, c, r = 40, 3, 4
+    common = rng.normal(size=(n, c)) * 0.05
+    runs = [_run_cells(rng.normal(size=c), common + 0.02 * rng.normal(size=(n, c)))
+            for _ in range(r)]
+    pooled = pooled_cells(runs)
+    est = np.stack([x.estimate for x in runs])
+    np.testing.assert_allclose(pooled.estimate, est.mean(axis=0))
+    spread = np.cov(est, rowvar=False)
+    cross = sum(a.psi.T @ b.psi for a in runs for b in runs if a is not b) / (r * (r - 1))
+    psi_bar = sum(x.psi for x in runs) / r
+    np.testing.assert_allclose(pooled.instance_covariance, psi_bar.T @ psi_bar, rtol=1e-10)
+    # the run estimates spread far more than their instance error: nothing is truncated, and
+    # each cell's variance is the spread over R plus the instance part shared by the runs
+    assert np.all(pooled.between_variance > 0)
+    np.testing.assert_allclose(np.diag(pooled.covariance), np.diag(spread / r + cross),
+                               rtol=1e-10)
+    # the between-run part is independent across cells (its rank-(R-1) estimate is not used)
+    off = ~np.eye(c, dtype=bool)
+    np.testing.assert_allclose(pooled.covariance[off], pooled.instance_covariance[off])
+    np.testing.assert_allclose(pooled.rows.T @ pooled.rows, pooled.covariance, rtol=1e-10)
+    v, run_part = np.diag(pooled.covariance), np.diag(spread) / r
+    band = (r - 1) * (v.sum() / run_part.sum()) ** 2
+    np.testing.assert_allclose(pooled.df, np.minimum((r - 1) * (v / run_part) ** 2, band))
+    assert np.all(pooled.df >= r - 1) and np.any(pooled.df < band)
+
+
+def test_pooled_identical_runs_have_no_between_variance():
+    rng = np.random.default_rng(2)
+    psi = rng.normal(size=(30, 4)) * 0.1
+    run = _run_cells(rng.normal(size=4), psi)
+    pooled = pooled_cells([run, run, run])
+    np.testing.assert_allclose(pooled.between_variance, 0.0, atol=1e-14)
+    np.testing.assert_allclose(pooled.covariance, psi.T @ psi, rtol=1e-10)
+    assert np.all(np.isinf(pooled.df) | (pooled.df >= 1e6))
+    with pytest.raises(EstimationError, match="at least 2 runs"):
+        pooled_cells([run])
+
+
+def test_wald_pretest_of_known_cells():
+    psi = np.diag([0.5, 0.25, 1.0])
+    stat, df, p = wald_pretest(np.array([1.0, 0.5, 9.0]), psi, np.array([True, True, False]))
+    assert df == 2 and stat == pytest.approx(1 / 0.25 + 0.25 / 0.0625)
+    assert 0 < p < 1
+    assert np.isnan(wald_pretest(np.zeros(3), psi, np.zeros(3, dtype=bool))[0])
+
+
+# ---------------------------------------------------------------------------- the fit
+def test_each_run_is_the_did_of_its_panel(fitted):
+    panel, res = fitted
+    for run in panel.runs:
+        alone = didmem.DiDEstimator(n_bootstrap=0).fit(panel.run_panel(run))
+        np.testing.assert_allclose(res.per_run[run].estimates, alone.estimates, rtol=1e-12)
+    frame = res.to_frame()
+    assert set(frame["estimand"]) == {"run", "pooled", "within_instance"}
+    assert frame.loc[frame["estimand"] != "run", "run"].isna().all()
+    assert set(frame.loc[frame["estimand"] == "run", "run"]) == {"0", "1", "2"}
+    pooled = res.pooled.to_frame()
+    runs = np.stack([res.per_run[r].to_frame().set_index(["cohort", "time"]).loc[
+        list(zip(pooled["cohort"], pooled["time"])), "estimate"].to_numpy() for r in res.runs])
+    np.testing.assert_allclose(pooled["estimate"], runs.mean(axis=0), rtol=1e-12)
+    assert np.all(pooled["std_error"] >= pooled["instance_se"] - 1e-12)
+
+
+def test_fit_refuses_single_runs_clusters_and_holes():
+    frame, _ = _frame()
+    single = didmem.Panel(frame[frame["run"] == 0], unit="unit", time="time",
+                          cohort="cohort", outcome="y")
+    with pytest.raises(ParameterError, match="needs a panel of several runs"):
+        didmem.RunsEstimator().fit(single)
+    one = _panel(frame[frame["run"] == 0])
+    with pytest.raises(ParameterError, match="at least 2 runs"):
+        didmem.RunsEstimator().fit(one)
+    clustered = _panel(frame.assign(c=frame["unit"] % 4), cluster="c")
+    with pytest.raises(ParameterError, match="clusters by instance"):
+        didmem.RunsEstimator().fit(clustered)
+    holes = _panel(frame.drop(index=[3]), balance="keep")
+    with pytest.raises(ParameterError, match="every run observed at every checkpoint"):
+        didmem.RunsEstimator().fit(holes)
+
+
+def test_lower_is_better_flips_every_estimand():
+    frame, _ = _frame(seed=4)
+    up = didmem.RunsEstimator(n_bootstrap=0).fit(_panel(frame)).to_frame()
+    down = didmem.RunsEstimator(n_bootstrap=0, lower_is_better=True).fit(
+        _panel(frame.assign(y=-frame["y"]))).to_frame()
+    np.testing.assert_allclose(up["estimate"], down["estimate"], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(up["std_error"], down["std_error"], rtol=1e-10)
+
+
+def test_summary_states_the_spread_and_the_within_pretest(fitted):
+    _, res = fitted
+    text = res.summary()
+    assert "Memorisation varies between runs with a standard deviation" in text \
+        or "does not measurably depend on the run" in text
+    assert "pre-test (Wald" in text and "Within-instance" in text
+    spread = res.between_runs()
+    assert spread["n_cells"] > 0 and 0 <= spread["run_share"] <= 1
+
+
+# ---------------------------------------------------------------------------- saved = fitted
+def test_saved_runs_result_reads_as_the_fitted_one(fitted, tmp_path):
+    _, res = fitted
+    path = res.save(tmp_path / "runs.parquet")
+    back = didmem.load_result(path)
+    assert isinstance(back, didmem.RunsResult)
+    pd.testing.assert_frame_equal(back.to_frame(), res.to_frame())
+    assert back.summary() == res.summary()
+    for run in res.runs:
+        assert back.per_run[run].summary() == res.per_run[run].summary()
+        pd.testing.assert_frame_equal(back.per_run[run].to_frame(),
+                                      res.per_run[run].to_frame())
+        assert back.per_run[run].aggregate("instantaneous").to_frame().equals(
+            res.per_run[run].aggregate("instantaneous").to_frame())
+    assert back.within.pretest == pytest.approx(res.within.pretest, nan_ok=True)
+    again = didmem.load_result(back.save(tmp_path / "again.parquet"))
+    pd.testing.assert_frame_equal(again.to_frame(), res.to_frame())
+
+
+def test_report_and_plots_of_a_runs_result(fitted):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    _, res = fitted
+    page = didmem.report.render_report({"seeds": res}, figures=["profile"])
+    assert "seeds: 3 runs compared" in page and "seeds: run 2" in page
+    assert res.spread_words().split(" (")[0].replace("'", "&#x27;") in page
+    ax = res.plot()
+    assert len(ax.get_legend().get_texts()) == 3
+    assert res.pooled.plot().images
+    with pytest.raises(ParameterError, match="no aggregations"):
+        res.pooled.aggregate("instantaneous")

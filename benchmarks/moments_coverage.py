@@ -35,6 +35,21 @@ RULES = {"small_sample": dict(small_sample=True),
          "r_rule_normal": dict(small_sample=False, multiplier="normal")}
 
 
+def _per_unit_fit(estimator, panel):
+    """The in-memory fit with per-unit Gaussian multipliers: since the in-memory balanced
+    route draws Gaussian multipliers from the moments' law too, its per-unit kernel (the one
+    Rademacher and Mammen multipliers use) is put back for this arm only."""
+    from didmem.inference.grouped import GroupedInfluence
+    from didmem.inference.influence import CellInfluence
+
+    own = GroupedInfluence.bootstrap
+    GroupedInfluence.bootstrap = CellInfluence.bootstrap
+    try:
+        return estimator.fit(panel)
+    finally:
+        GroupedInfluence.bootstrap = own
+
+
 def study(dgp, n_cohorts, units, n_never, n_times, reps, draws, seed):
     rng = np.random.default_rng([seed, units, n_cohorts, 37, len(dgp)])
     hits = {(rule, route): np.zeros(reps, dtype=bool) for rule in RULES
@@ -47,7 +62,7 @@ def study(dgp, n_cohorts, units, n_never, n_times, reps, draws, seed):
         boot_seed = int(rng.integers(2**62))
         for rule, options in RULES.items():
             est = didmem.DiDEstimator(n_bootstrap=draws, seed=boot_seed, **options)
-            for route, res in (("memory", est.fit(panel)),
+            for route, res in (("memory", _per_unit_fit(est, panel)),
                                ("moments", fit_moments(est, moments, outcome="y"))):
                 hits[(rule, route)][r] = covers(res, truth)[0]
                 crit[(rule, route)].append(res.critical_value)

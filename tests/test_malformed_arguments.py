@@ -336,11 +336,11 @@ def cli_files(panel, root):
     df, _ = didmem.datasets.simulate_panel(n_cohorts=2, units_per_cohort=8, n_never_treated=10,
                                            n_times=5, seed=0)
     df.to_csv(root / "panel.csv", index=False)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings():  # a band below the pointwise one, by the draws (as R)
         warnings.simplefilter("ignore", didmem.errors.InferenceWarning)
         fitted = didmem.DiDEstimator(base_period="universal", n_bootstrap=99,
                                      seed=0).fit(panel)
-    results = fitted.save(root / "results.parquet")
+        results = fitted.save(root / "results.parquet")  # saving computes every band
     return {"estimate": ["estimate", str(root / "panel.csv"), "--outcome", "y",
                          "--out", str(root / "e.parquet")],
             "plot": ["plot", str(results), "--figure", "profile", "--out", str(root / "p.png")],

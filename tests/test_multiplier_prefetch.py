@@ -101,19 +101,20 @@ def test_fit_draws_equal_the_draws_in_turn(monkeypatch, small_sample, multiplier
 
 @pytest.fixture
 def failing_panel(monkeypatch):
-    """A panel whose fit fails in the cell statistics, after the multipliers have started."""
+    """A panel whose fit fails in the cell statistics (the balanced route's estimates from
+    its blocks' moments), after the multipliers have started."""
     def broken(*args, **kwargs):
         raise RuntimeError("cell statistics failed")
 
-    monkeypatch.setattr("didmem.inference.kernels.cell_statistics", broken)
+    monkeypatch.setattr("didmem.inference.grouped.cell_estimates", broken)
     return didmem.Panel(staggered_frame(seed=3), unit="unit", time="time", cohort="cohort",
                         outcome="y")
 
 
 def test_a_fit_that_fails_after_the_draws_started_stops_its_helper(monkeypatch, failing_panel):
     monkeypatch.setattr(bootstrap, "_CHUNK_ELEMENTS", 200)
-    with pytest.raises(RuntimeError, match="cell statistics failed"):
-        didmem.DiDEstimator(n_bootstrap=999, seed=1).fit(failing_panel)
+    with pytest.raises(RuntimeError, match="cell statistics failed"):  # drawn unit by unit
+        didmem.DiDEstimator(n_bootstrap=999, seed=1, multiplier="rademacher").fit(failing_panel)
     assert not _helpers()
 
 

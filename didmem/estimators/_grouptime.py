@@ -60,11 +60,12 @@ class GroupTimeEstimator(BaseEstimator):
             anticipation=params.get("anticipation", 0), lower_is_better=params["lower_is_better"],
             owner=name, use_covariates=est_method is not None)
         cells = self._cells(prepared, params, not_yet)
-        # on the balanced route without covariates the bootstrap's multipliers are drawn on
-        # the other core while the cells are computed (numba's first-call set-up, above all,
-        # runs on one)
+        # on the balanced route without covariates, multipliers drawn unit by unit
+        # (Rademacher, Mammen, clusters) are drawn on the other core while the cells are
+        # computed; Gaussian ones are drawn from the moments' law (no unit's weight)
+        per_unit = settings.multiplier != "normal" or prepared.clusters is not None
         multipliers = (CellInference.start_multipliers(prepared, settings)
-                       if uses_grouped_moments(prepared, est_method) else None)
+                       if uses_grouped_moments(prepared, est_method) and per_unit else None)
         try:
             influence = cell_influence(prepared, cells, est_method=est_method,
                                        covariate_names=panel.covariates, owner=name)

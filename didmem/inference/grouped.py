@@ -1,37 +1,52 @@
-"""The balanced route without covariates: influence functions held as per-cohort moments.
+"""The balanced route without covariates: the moments route with the units' paths beside it.
 
 On a balanced panel without covariates the influence function of a cell is linear in the
 units' outcome paths: ``w_i (d_i - mu_1) / W_1`` on the cell's cohort and
 ``-w_i (d_i - mu_0) / W_0`` on its controls, ``d_i`` the outcome change from the base
-period (see :mod:`didmem.inference.kernels`). So the estimates and variances come from one
-numba pass over the units (:func:`~didmem.inference.kernels.cell_statistics`); a bootstrap
-draw from per-block sums of ``U_i w_i y_i`` and ``U_i w_i`` (one matrix product per block
-and chunk of draws, :func:`~didmem.inference.kernels.cell_draws`); an aggregation's
-influence functions from per-block coefficients; the pre-test's covariance from per-block
-Gram matrices. No units x cells matrix is ever formed.
+period (see :mod:`didmem.inference.kernels`). So the cells' estimates, variances, Welch
+parts, covariances and aggregations follow from per-block moments of the paths
+(:class:`~didmem.inference.moment_cells.MomentsInfluence`, the same code that fits a
+parquet folder out of core, on Ray, or from pattern counts), and so does the Gaussian
+multiplier bootstrap, drawn from its exact law given the data. :class:`GroupedInfluence`
+is that route with the paths kept for what needs each unit: Rademacher and Mammen
+multipliers and clustered variances (per-block sums of ``U_i w_i y_i`` and ``U_i w_i``, one
+matrix product per block and chunk of draws, :func:`~didmem.inference.kernels.cell_draws`),
+and the units x cells matrix. No units x cells matrix is formed otherwise.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Callable
 
 import numpy as np
 
 from . import kernels
 from .influence import CellInfluence
+from .moment_cells import MomentsInfluence, cell_estimates
+from .moments import CohortMoments
 
-__all__ = ["GroupedInfluence", "grouped_influence", "bootstrap_cells"]
+__all__ = ["GroupedInfluence", "grouped_influence", "bootstrap_cells", "prepared_moments"]
+
+
+def prepared_moments(prepared) -> CohortMoments:
+    """The moments of a prepared balanced panel's blocks (treated cohorts, never-treated)."""
+    counts = np.diff(prepared.starts)
+    values = np.append(np.asarray(prepared.cohorts, dtype=np.float64), np.inf)
+    cohorts = np.repeat(values[: counts.size], counts)
+    weights = None if np.all(prepared.w == 1.0) else prepared.w
+    moments = CohortMoments.from_paths(prepared.times, cohorts, prepared.y, weights)
+    if moments.cohorts.size < counts.size:  # an empty never-treated block (not-yet-treated)
+        moments = moments + CohortMoments.empty(prepared.times).relabel(np.array([np.inf]))
+    return moments
 
 
 def grouped_influence(prepared, cells) -> "GroupedInfluence":
-    """The cells of a balanced design without covariates: estimates, variances (of cluster
-    sums with clusters) and the means and weights their influence functions need."""
-    clusters = prepared.clusters if prepared.clusters is not None else np.zeros(1, dtype=np.int64)
-    att, var, mu1, mu0, w1, w0 = kernels.cell_statistics(
-        prepared.y, prepared.w, prepared.starts, *cells.kernel_args(), clusters, prepared.n_clusters)
-    return GroupedInfluence(prepared, cells, {"mu1": mu1, "mu0": mu0, "w1": w1, "w0": w0},
-                            att=att, var=var)
+    """The cells of a balanced design without covariates, from its blocks' moments."""
+    moments = prepared_moments(prepared)
+    att, stats = cell_estimates(moments, cells, np.zeros(prepared.times.size))
+    return GroupedInfluence(prepared, cells, stats, att=att, moments=moments)
 
 
 def bootstrap_cells(prepared, cells, stats, *, n_draws: int, multiplier: str, rng,
@@ -42,60 +57,57 @@ def bootstrap_cells(prepared, cells, stats, *, n_draws: int, multiplier: str, rn
 
 
 @dataclass(frozen=True, eq=False)
-class GroupedInfluence(CellInfluence):
-    """The cells' influence functions on a balanced design without covariates, held as the
-    cells' grouped statistics (see the module notes).
+class GroupedInfluence(MomentsInfluence):
+    """The cells' influence functions on a balanced design without covariates: the moments
+    route (:class:`~didmem.inference.moment_cells.MomentsInfluence`) with the prepared panel's paths
+    for what needs each unit (see the module notes).
 
     Attributes
     ----------
-    design, cells
+    prepared, cells
         The prepared panel (``y`` a dense units x times matrix) and the cell layout.
     stats : mapping
         ``mu1, mu0, w1, w0``: each cell's treated and control mean change and weight.
-    att, var : ndarray, optional
-        The estimates and ``sum_i psi_i**2`` (of cluster sums with the design's clusters),
-        from :func:`grouped_influence`; None when only the bootstrap or the combinations
-        are asked for.
+    att : ndarray, optional
+        The estimates (from :func:`grouped_influence`); None when only the bootstrap or the
+        combinations are asked for.
+    moments : CohortMoments, optional
+        The blocks' moments (computed from the paths when not given).
     """
-
-    prepared: Any
-    cells: Any
-    stats: Mapping[str, np.ndarray]
-    att: np.ndarray | None = field(default=None, repr=False)
-    var: np.ndarray | None = field(default=None, repr=False)
 
     cohort_moments = True
 
-    @property
-    def n_cells(self) -> int:
-        return int(self.cells.size)
+    def _block_moments(self) -> CohortMoments:
+        return prepared_moments(self.prepared)
 
-    @property
-    def estimates(self) -> np.ndarray:
-        return self.att
+    @cached_property
+    def centre(self) -> np.ndarray:
+        """Zero: ``stats`` are in the prepared panel's own (centred) outcome, as the per-unit
+        kernels read it."""
+        return np.zeros(self.prepared.times.size)
 
     def variance(self, clusters=None, n_clusters: int = 0) -> np.ndarray:
-        if n_clusters == self.prepared.n_clusters and self.var is not None:
-            return self.var.copy()
-        clusters = clusters if clusters is not None else np.zeros(1, dtype=np.int64)
+        """From the moments; of cluster sums, unit by unit."""
+        if not n_clusters:
+            return super().variance()
         return kernels.cell_statistics(self.prepared.y, self.prepared.w, self.prepared.starts,
                                        *self.cells.kernel_args(), clusters, n_clusters)[1]
 
-    def treated_variance(self) -> np.ndarray:
-        """``sum_{i in g} psi_i**2`` with ``psi_i = w_i (d_i - mu_1) / W_1``."""
-        prepared, cells, stats = self.prepared, self.cells, self.stats
-        out = np.zeros(cells.size)
-        for k in range(prepared.n_cohorts):
-            sel = np.flatnonzero((cells.k == k) & (cells.ref == 0))
-            if sel.size == 0:
-                continue
-            lo, hi = prepared.starts[k], prepared.starts[k + 1]
-            y = prepared.y[lo:hi]
-            base = np.where(cells.b[sel] >= 0, y[:, np.maximum(cells.b[sel], 0)], 0.0)
-            change = y[:, cells.t[sel]] - base
-            psi = prepared.w[lo:hi, None] * (change - stats["mu1"][sel]) / stats["w1"][sel]
-            out[sel] = np.einsum("ij,ij->j", psi, psi)
-        return out
+    def bootstrap(self, n_draws: int, multiplier: str, rng, clusters=None, n_clusters: int = 0,
+                  *, multipliers=None):
+        """Gaussian multipliers without clusters: drawn from the moments' exact law
+        (:meth:`MomentsInfluence.bootstrap`); otherwise unit by unit, chunk by chunk
+        (:meth:`chunk_drawer`), as are draws whose ``multipliers`` are already drawn."""
+        if multiplier == "normal" and not n_clusters and multipliers is None:
+            return super().bootstrap(n_draws, multiplier, rng)
+        return CellInfluence.bootstrap(self, n_draws, multiplier, rng, clusters, n_clusters,
+                                       multipliers=multipliers)
+
+    def combination_moments(self, weights, omega, *, blocks: bool = True):
+        """From the moments; of cluster sums, from the units' influence functions."""
+        if self.prepared.clusters is None:
+            return super().combination_moments(weights, omega, blocks=blocks)
+        return CellInfluence.combination_moments(self, weights, omega, blocks=blocks)
 
     # ------------------------------------------------------------------ bootstrap
     def chunk_drawer(self, multipliers, clusters, n_clusters: int) -> Callable:
@@ -168,23 +180,6 @@ class GroupedInfluence(CellInfluence):
 
         matrix = sparse.csr_matrix(matrix)
         return self.combination_psi(matrix, np.zeros((matrix.shape[0], self.prepared.n_cohorts)))
-
-    def covariance(self, which: np.ndarray) -> np.ndarray:
-        """From per-block Gram matrices of ``(y_i, 1)`` weighted by ``w_i**2``: O(units x
-        times**2) once plus O(1) per pair of cells."""
-        prepared, cells, stats = self.prepared, self.cells, self.stats
-        z = np.concatenate([prepared.y, np.ones((prepared.n_units, 1))], axis=1)
-        zw = z * prepared.w[:, None]
-        n_blocks = prepared.starts.size - 1
-        gram = np.empty((n_blocks, z.shape[1], z.shape[1]))
-        for b in range(n_blocks):
-            lo, hi = prepared.starts[b], prepared.starts[b + 1]
-            gram[b] = zw[lo:hi].T @ zw[lo:hi]
-        suffix = np.ascontiguousarray(np.cumsum(gram[::-1], axis=0)[::-1])
-        return kernels.pretest_covariance(
-            gram, suffix, cells.k[which], cells.t[which], cells.b[which], cells.cs[which],
-            stats["mu1"][which], stats["mu0"][which], stats["w1"][which], stats["w0"][which],
-        )
 
     def cluster_psi(self, clusters, n_clusters: int) -> np.ndarray:
         sums = np.zeros((n_clusters, self.n_cells))

@@ -24,7 +24,9 @@ and influence function unchanged), as the in-memory route centres its columns.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -33,7 +35,8 @@ from . import kernels
 from .influence import CellInfluence
 from .moments import CohortMoments
 
-__all__ = ["MomentsDesign", "MomentsInfluence", "prepare_moments"]
+__all__ = ["MomentsDesign", "MomentsInfluence", "prepare_moments", "block_gram",
+           "cell_estimates", "moments_centre"]
 
 @dataclass(frozen=True, eq=False)
 class MomentsDesign:
@@ -77,29 +80,48 @@ class MomentsDesign:
     @property
     def centre(self) -> np.ndarray:
         """The weighted mean path of all units (the outcome's centre within the fit)."""
-        m = self.moments
-        return m.weight @ m.mean / m.weight.sum()
+        return moments_centre(self.moments)
 
-    def block_means(self) -> np.ndarray:
-        """Each block's weighted mean path, centred (blocks x times)."""
-        return self.moments.mean - self.centre
 
-    def gram(self) -> np.ndarray:
-        """``G_j = sum_i f_i f_i'`` per block, ``f_i = (w_i y_i, w_i, 1)`` with ``y``
-        centred (blocks x (T + 2) x (T + 2))."""
-        m = self.moments
-        n_t = m.times.size
-        delta = self.block_means()
-        out = np.empty((m.cohorts.size, n_t + 2, n_t + 2))
-        for j in range(m.cohorts.size):
-            d, h, v = delta[j], m.lever[j], m.weight_sq[j]
-            out[j, :n_t, :n_t] = m.cross[j] + np.outer(h, d) + np.outer(d, h) + v * np.outer(d, d)
-            out[j, :n_t, n_t] = out[j, n_t, :n_t] = h + v * d
-            out[j, :n_t, n_t + 1] = out[j, n_t + 1, :n_t] = m.weight[j] * d
-            out[j, n_t, n_t] = v
-            out[j, n_t, n_t + 1] = out[j, n_t + 1, n_t] = m.weight[j]
-            out[j, n_t + 1, n_t + 1] = m.count[j]
-        return out
+def moments_centre(m: CohortMoments) -> np.ndarray:
+    """The weighted mean path of all units of ``m`` (the outcome's centre within a fit)."""
+    return m.weight @ m.mean / m.weight.sum()
+
+
+def block_gram(m: CohortMoments, centre: np.ndarray) -> np.ndarray:
+    """``G_j = sum_i f_i f_i'`` per block of ``m``, ``f_i = (w_i y_i, w_i, 1)`` with ``y``
+    less ``centre`` (a path; blocks x (T + 2) x (T + 2))."""
+    n_t = m.times.size
+    delta = m.mean - centre
+    out = np.empty((m.cohorts.size, n_t + 2, n_t + 2))
+    for j in range(m.cohorts.size):
+        d, h, v = delta[j], m.lever[j], m.weight_sq[j]
+        out[j, :n_t, :n_t] = m.cross[j] + np.outer(h, d) + np.outer(d, h) + v * np.outer(d, d)
+        out[j, :n_t, n_t] = out[j, n_t, :n_t] = h + v * d
+        out[j, :n_t, n_t + 1] = out[j, n_t + 1, :n_t] = m.weight[j] * d
+        out[j, n_t, n_t] = v
+        out[j, n_t, n_t + 1] = out[j, n_t + 1, n_t] = m.weight[j]
+        out[j, n_t + 1, n_t + 1] = m.count[j]
+    return out
+
+
+def cell_estimates(m: CohortMoments, cells, centre: np.ndarray) -> tuple[np.ndarray, dict]:
+    """Every cell's estimate and grouped statistics (``mu1, mu0, w1, w0``, in the outcome
+    less ``centre``, a path) from the block moments ``m``."""
+    means = m.mean - centre
+    t, b = cells.t, cells.b
+    base = b >= 0
+    change = means[:, t] - np.where(base, means[:, np.where(base, b, 0)], 0.0)  # blocks x cells
+    member = _control_member(cells, m.cohorts.size, live_only=False)
+    w1 = m.weight[cells.k]
+    w0 = (member * m.weight[:, None]).sum(axis=0)
+    mu1 = change[cells.k, np.arange(cells.size)]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mu0 = (member * m.weight[:, None] * change).sum(axis=0) / w0
+    live = cells.ref == 0
+    mu1 = np.where(live, mu1, 0.0)
+    mu0 = np.where(live, mu0, 0.0)
+    return np.where(live, mu1 - mu0, 0.0), {"mu1": mu1, "mu0": mu0, "w1": w1, "w0": w0}
 
 
 def prepare_moments(moments: CohortMoments, *, need_never_treated: bool, anticipation: float,
@@ -150,19 +172,41 @@ def prepare_moments(moments: CohortMoments, *, need_never_treated: bool, anticip
 
 @dataclass(frozen=True, eq=False)
 class MomentsInfluence(CellInfluence):
-    """The cells' influence functions on a :class:`MomentsDesign`, held as moments: a route
-    of the influence protocol (:class:`~didmem.inference.influence.CellInfluence`).
+    """The cells' influence functions held as per-block moments: a route of the influence
+    protocol (:class:`~didmem.inference.influence.CellInfluence`).
 
-    Build it with :meth:`build`; ``att`` and ``stats`` are the cells' estimates and grouped
-    statistics (in the centred outcome, as the in-memory route's). The multiplier bootstrap
-    is Gaussian only (:meth:`bootstrap`); no unit's influence is held (:meth:`dense`).
+    ``prepared`` is a :class:`MomentsDesign` here (fits out of core, on Ray, from pattern
+    counts); the balanced route in memory,
+    :class:`~didmem.inference.grouped.GroupedInfluence`, is this class with the units' paths
+    beside the moments. Build it with :meth:`build`; ``att`` and ``stats`` are the cells'
+    estimates and grouped statistics (in the centred outcome). The multiplier bootstrap is
+    Gaussian (:meth:`bootstrap`), drawn from its exact law given the data; no unit's
+    influence is held here (:meth:`dense`).
     """
 
-    prepared: MomentsDesign
-    cells: object
-    att: np.ndarray
-    stats: dict
-    gram: np.ndarray
+    prepared: Any
+    cells: Any
+    stats: Mapping[str, np.ndarray]
+    att: np.ndarray | None = field(default=None, repr=False)
+    moments: CohortMoments | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.moments is None:
+            object.__setattr__(self, "moments", self._block_moments())
+
+    def _block_moments(self) -> CohortMoments:
+        """The moments of the prepared panel's blocks (treated cohorts ascending, never-treated)."""
+        return self.prepared.moments
+
+    @cached_property
+    def centre(self) -> np.ndarray:
+        """The path the outcome is taken less of in ``stats`` (:func:`moments_centre`)."""
+        return moments_centre(self.moments)
+
+    @cached_property
+    def gram(self) -> np.ndarray:
+        """Per-block Gram matrices of the features ``(w_i y_i, w_i, 1)`` (:func:`block_gram`)."""
+        return block_gram(self.moments, self.centre)
 
     @property
     def n_cells(self) -> int:
@@ -181,31 +225,17 @@ class MomentsInfluence(CellInfluence):
                               "memory for the units x cells matrix.")
 
     @classmethod
-    def build(cls, prepared: MomentsDesign, cells) -> "MomentsInfluence":
-        m = prepared.moments
-        means = prepared.block_means()
-        n_blocks = m.cohorts.size
-        t, b = cells.t, cells.b
-        base = b >= 0
-        bb = np.where(base, b, 0)
-        change = means[:, t] - np.where(base, means[:, bb], 0.0)  # blocks x cells
-        member = _control_member(cells, n_blocks, live_only=False)
-        w1 = m.weight[cells.k]
-        w0 = (member * m.weight[:, None]).sum(axis=0)
-        mu1 = change[cells.k, np.arange(cells.size)]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mu0 = (member * m.weight[:, None] * change).sum(axis=0) / w0
-        live = cells.ref == 0
-        mu1 = np.where(live, mu1, 0.0)
-        mu0 = np.where(live, mu0, 0.0)
-        att = np.where(live, mu1 - mu0, 0.0)
-        stats = {"mu1": mu1, "mu0": mu0, "w1": w1, "w0": w0}
-        return cls(prepared=prepared, cells=cells, att=att, stats=stats, gram=prepared.gram())
+    def build(cls, prepared, cells, moments: CohortMoments | None = None) -> "MomentsInfluence":
+        """The cells of ``prepared`` from its block moments (``moments``, by default the
+        prepared panel's own)."""
+        moments = prepared.moments if moments is None else moments
+        att, stats = cell_estimates(moments, cells, moments_centre(moments))
+        return cls(prepared=prepared, cells=cells, stats=stats, att=att, moments=moments)
 
     # ------------------------------------------------------------------ variances
     def _quadratic(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``a'C_j a``, ``a'h_j`` and ``a'm_j`` of every cell's change vector ``a``."""
-        m = self.prepared.moments
+        m = self.moments
         t, b = self.cells.t, self.cells.b
         base = b >= 0
         bb = np.where(base, b, 0)
@@ -229,10 +259,10 @@ class MomentsInfluence(CellInfluence):
         """``sum_i psi_ic**2`` per cell (0 for reference cells), about each cohort's mean."""
         if n_clusters:
             raise EstimationError("Moments hold no cluster: fit clustered panels in memory.")
-        m = self.prepared.moments
+        m = self.moments
         cells = self.cells
         member = _control_member(cells, m.cohorts.size)
-        centre = self.prepared.centre
+        centre = self.centre
         # the control mean in raw units: mu0 is in the centred outcome
         shift = centre[cells.t] - np.where(cells.b >= 0, centre[np.maximum(cells.b, 0)], 0.0)
         mu0_raw = self.stats["mu0"] + shift

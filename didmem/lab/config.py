@@ -159,8 +159,8 @@ class LabConfig:
         Training runs on the same corpus, each with its own data order (as PolyPythias' data
         seeds). Run 0 is the single run of this seed; each later run places the same
         analysed instances afresh (``n_analysed`` per cohort, at random), reshuffles the
-        fillers, and has its own twin and exact runs. With ``runs > 1`` the panel and the truth get a
-        ``run`` column; ``1`` (the default) writes the single-run files.
+        fillers, and has its own twin and exact runs. With ``runs > 1`` the panel and the
+        truth get a ``run`` column; ``1`` (the default) writes the single-run files.
     vary_init : bool
         With ``runs > 1``: draw a new initialisation for every run after the first
         (weight-seed runs, as some PolyPythias seeds); by default every run starts from run

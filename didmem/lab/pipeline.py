@@ -263,7 +263,7 @@ def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
 
         with torch_session(cfg.threads) as torch:
             if cfg.runs == 1:
-                tables = _one_run(cfg, design, directory.path, lap)
+                tables, _ = _one_run(cfg, design, directory.path, lap)
             else:
                 tables = _several_runs(cfg, design, directory.path, lap)
             versions = {"torch": torch.__version__}
@@ -298,18 +298,22 @@ def _stages(cfg, design) -> list:
     return [("design", "building the design")] + one + [("writing", "writing the tables")]
 
 
-def _one_run(cfg, design, root: Path, lap, prefix: str = "") -> dict:
+def _one_run(cfg, design, root: Path, lap, prefix: str = "", reference=None) -> tuple:
     """Train, score and tabulate one run into ``root`` (its checkpoints and ``study.toml``);
-    return its tables by file name (``lap`` names its stages with ``prefix``)."""
+    return its tables by file name (``lap`` names its stages with ``prefix``) and the
+    reference model ``reference_ratio`` was scored against (``reference``: another run's;
+    by default this run's twin)."""
     runs = _train_all(cfg, design, root, lambda name: lap(prefix + name))
-    scores = _score_all(cfg, design, runs)
+    if reference is None:
+        reference = reference_checkpoint(cfg, runs)
+    scores = _score_all(cfg, design, runs, reference)
     lap(prefix + "scoring")
     tables = _tables(cfg, design, runs, scores)
     tables.update(study_tables(design, tables["data_order.parquet"]))
     (root / "study.toml").write_text(study_toml(  # no reference model there
         runs["main"]["checkpoints"], [m for m in cfg.metrics if m != REFERENCE_METRIC],
         backend_settings(cfg), cfg.seed))
-    return tables
+    return tables, reference
 
 
 #: The tables of several runs that are also written stacked, with a ``run`` column, at the
@@ -322,11 +326,12 @@ def _several_runs(cfg, design, root: Path, lap) -> dict:
     """Train every run (:func:`~didmem.lab.runs.run_design`) into ``root/runs/run{r}``,
     write each run's tables there, and write the stacked tables (``run`` first) and the
     shared ``instances.parquet`` at ``root``; return the stacked tables."""
-    per_run = []
+    per_run, reference = [], None  # reference_ratio: run 0's twin for every run
     for r in range(cfg.runs):
         where = LabDirectory(root / run_directory(r))
         where.path.mkdir(parents=True, exist_ok=True)
-        tables = _one_run(cfg, run_design(design, r), where.path, lap, prefix=f"run{r}/")
+        tables, reference = _one_run(cfg, run_design(design, r), where.path, lap,
+                                     prefix=f"run{r}/", reference=reference)
         for name, frame in tables.items():
             if name != "instances.parquet":
                 where.write_parquet(name, frame)
@@ -391,15 +396,14 @@ def _exposure_runs(design) -> list:
     return sorted(pairs)
 
 
-def _score_all(cfg, design, runs) -> dict:
+def _score_all(cfg, design, runs, reference=None) -> dict:
     """Score every run's checkpoints on the units it needs, with the transformers backend:
     a counterfactual run also on the controls whose drift its truth subtracts."""
     tokens = design.tokens
     analysed = design.analysed_ids
     validation = design.validation_ids
     units = np.concatenate([analysed, validation])
-    ref = reference_checkpoint(cfg, runs)  # one reference model for every run
-    score_run = functools.partial(_score_run, reference=ref)
+    score_run = functools.partial(_score_run, reference=reference)  # one for every run
     scores = {
         "main": score_run(runs["main"]["checkpoints"], tokens[units], units, cfg),
         "twin": score_run(runs["twin"]["checkpoints"], tokens[units], units, cfg),
@@ -712,7 +716,9 @@ def _manifest(cfg, design, settings, versions) -> dict:
             "subset_seeds": [int(s) for s in design.subset_seeds],
             "random_streams": list(STREAMS),
             "scoring_backend": dict(backend_settings(cfg), backend="TransformersBackend",
-                                    **({"reference": f"twin/checkpoints/step{cfg.n_steps}"}
+                                    **({"reference": ("" if cfg.runs == 1 else
+                                                      run_directory(0) + "/")
+                                        + f"twin/checkpoints/step{cfg.n_steps}"}
                                        if REFERENCE_METRIC in cfg.metrics else {})),
             "batch_trained_at_step": "batch b (positions b*B..b*B+B-1) is trained at step b+1",
             **_runs_manifest(cfg, design),

@@ -234,6 +234,11 @@ def replicate(out_dir, n_seeds: int = 10, *, first_seed: int = 0, quick: bool = 
     if truth not in _TRUTHS:
         raise ParameterError(f"The 'truth' parameter of replicate must be one of "
                              f"{set(_TRUTHS)}. Got {truth!r}.")
+    several = changes.get("runs", config.runs if config is not None else 1)
+    if several != 1:
+        raise ParameterError(f"replicate scores single runs; got runs={several!r}. Replicate "
+                             "each run of several with runs=1, or fit the runs' panel with "
+                             "the estimands of several runs.")
     root = Path(out_dir)
     parts, first_config = [], None
     for seed in range(first_seed, first_seed + n_seeds):

@@ -97,7 +97,7 @@ def run_design(design, run: int):
 
 
 def stack_runs(tables: list) -> pd.DataFrame:
-    """One table from each run's, with ``run`` (``0 .. R-1``, int64) as the first column."""
+    """One table from each run's, with ``run`` (``0`` to ``R - 1``, int64) as the first column."""
     parts = [frame.assign(**{RUN_COLUMN: np.int64(r)}) for r, frame in enumerate(tables)]
     out = pd.concat(parts, ignore_index=True)
     return out[[RUN_COLUMN] + [c for c in out.columns if c != RUN_COLUMN]]

@@ -143,7 +143,8 @@ def _read_index(file: Path) -> np.ndarray:
                          f"'index' and 'tokens' (this file: {listing(schema.names)}).")
     arrow_type = schema.field("index").type
     if not pa.types.is_integer(arrow_type):
-        raise PanelError(f"{file}: column 'index' holds {arrow_type}, not integer sequence indices.")
+        raise PanelError(f"{file}: column 'index' holds {arrow_type}, not integer sequence "
+                         "indices.")
     try:
         column = parquet.read(columns=["index"]).column(0)
     except (pa.ArrowException, OSError) as exc:

@@ -24,7 +24,10 @@ seed's order is a set of GPT-NeoX index maps over the (unshuffled) indexed datas
 
 With one training dataset, the ``j``-th training sequence is trained at step
 ``j // B + 1`` (``B`` the global batch size: 1,024 for Pythia), as
-:func:`~didmem.orders.exposure_steps` counts.
+:func:`~didmem.orders.exposure_steps` counts. Training asks for ``num_samples`` sequences
+(``train_iters * B``, the ``{num_samples}ns`` of the names) and the maps hold every sample of
+the whole epochs built for them, so the positions from ``num_samples`` on are never trained
+(:attr:`IndexMaps.trained`).
 
 Instances are defined by content, so that the same instance is found in every run
 although the packing differs: a *span* ``(document, start, end)`` (tokens ``start ..
@@ -50,9 +53,9 @@ from .exposures import exposure_cohorts, exposure_frame
 
 __all__ = ["IndexMaps", "index_map_files", "read_index_maps", "write_index_maps",
            "build_index_maps", "span_exposures", "run_exposures", "run_cohorts",
-           "sequence_spans", "sample_starts", "MAP_KINDS"]
+           "sequence_spans", "sample_starts", "MAP_NAMES"]
 
-MAP_KINDS = ("doc_idx", "sample_idx", "shuffle_idx")
+MAP_NAMES = ("doc_idx", "sample_idx", "shuffle_idx")
 """The three files of one run's index maps, by the suffix of their names."""
 
 _NAME = re.compile(r"_(?P<samples>\d+)ns_(?P<length>\d+)sl_(?P<seed>\d+)s$")
@@ -96,14 +99,14 @@ def index_map_files(path, seed: int | None = None) -> dict:
         prefix = str(found[0])[: -len("_doc_idx.npy")]
     else:
         prefix = str(path)
-        for kind in MAP_KINDS:
-            if prefix.endswith(f"_{kind}.npy"):
-                prefix = prefix[: -len(f"_{kind}.npy")]
-    files = {kind: Path(f"{prefix}_{kind}.npy") for kind in MAP_KINDS}
+        for map_name in MAP_NAMES:
+            if prefix.endswith(f"_{map_name}.npy"):
+                prefix = prefix[: -len(f"_{map_name}.npy")]
+    files = {map_name: Path(f"{prefix}_{map_name}.npy") for map_name in MAP_NAMES}
     missing = [str(f) for f in files.values() if not f.is_file()]
     if missing:
         raise ParameterError(f"GPT-NeoX index maps {prefix!r}: {missing[0]!r} does not exist "
-                             f"(a run's maps are the three files *_{{{','.join(MAP_KINDS)}}}"
+                             f"(a run's maps are the three files *_{{{','.join(MAP_NAMES)}}}"
                              ".npy).")
     return files
 
@@ -126,6 +129,9 @@ class IndexMaps:
         ``L`` from the files' names (``..._2048sl_...``), when they follow GPT-NeoX's naming.
     seed : int or None
         The seed in the files' names.
+    trained : int or None
+        The training sequences the run asked for (``num_samples``, ``..._146432000ns_...``
+        in the names): positions from it on are never trained. ``None``: every position.
     """
 
     doc_idx: np.ndarray
@@ -134,6 +140,7 @@ class IndexMaps:
     files: dict
     seq_length: int | None = None
     seed: int | None = None
+    trained: int | None = None
 
     @property
     def n_samples(self) -> int:
@@ -152,7 +159,7 @@ class IndexMaps:
 
     def training_positions(self) -> np.ndarray:
         """The inverse of ``shuffle_idx``: the training position of each sample (-1 for a
-        sample never trained); uint32-sized where it fits, filled in chunks."""
+        sample that no position holds); int32 where it fits, filled in chunks."""
         n = self.n_samples
         dtype = np.int32 if len(self) < np.iinfo(np.int32).max else np.int64
         inverse = np.full(n, -1, dtype=dtype)
@@ -164,27 +171,6 @@ class IndexMaps:
 
 _CHUNK = 1 << 22
 """Entries of a map read at once (memory stays ~ 100 MB whatever the maps' size)."""
-
-
-def _starts_at(maps: IndexMaps, sizes: np.ndarray, where: np.ndarray) -> np.ndarray:
-    """Token-stream position where the document at each position ``where`` (sorted) of
-    ``doc_idx`` starts: one pass of running sums over ``doc_idx``, in chunks."""
-    out = np.empty(where.size, dtype=np.int64)
-    total, done = 0, 0
-    n = maps.doc_idx.shape[0]
-    for lo in range(0, n + 1, _CHUNK):
-        hi = min(lo + _CHUNK, n)
-        lengths = sizes[np.asarray(maps.doc_idx[lo:hi])].astype(np.int64)
-        local = np.empty(lengths.size + 1, dtype=np.int64)
-        local[0] = total
-        np.cumsum(lengths, out=local[1:])
-        local[1:] += total
-        stop = np.searchsorted(where, hi, side="right") if hi < n else where.size
-        out[done:stop] = local[where[done:stop] - lo]
-        done, total = stop, int(local[-1])
-        if done == where.size:
-            break
-    return out
 
 
 def _sample_starts(maps: IndexMaps, sizes: np.ndarray):
@@ -210,9 +196,11 @@ def _sample_starts(maps: IndexMaps, sizes: np.ndarray):
 
 
 def sample_starts(maps: IndexMaps, doc_sizes) -> np.ndarray:
-    """Token-stream position where each sample starts (int64, ``N + 1`` entries: sample
-    ``i`` is the tokens ``F[i] .. F[i + 1]``, both included). Holds all of them in memory
-    (8 bytes a sample); :func:`span_exposures` reads them in chunks instead."""
+    """Token-stream position where each sample starts, and where the last one ends.
+
+    An int64 array ``F`` of ``N + 1`` entries: sample ``i`` is the tokens from ``F[i]`` to
+    ``F[i + 1]``, both included. It holds all of them in memory (8 bytes a sample);
+    :func:`span_exposures` reads them in chunks instead."""
     sizes = np.asarray(doc_sizes)
     out = np.empty(maps.n_samples + 1, dtype=np.int64)
     for i0, starts in _sample_starts(maps, sizes):
@@ -220,19 +208,19 @@ def sample_starts(maps: IndexMaps, doc_sizes) -> np.ndarray:
     return out
 
 
-def _load(path: Path, kind: str, ndim: int) -> np.ndarray:
+def _load(path: Path, map_name: str, ndim: int) -> np.ndarray:
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise ParameterError(f"{str(path)!r} ({kind}) cannot be read as a .npy array: "
+        raise ParameterError(f"{str(path)!r} ({map_name}) cannot be read as a .npy array: "
                              f"{reason}") from None
     if array.dtype.kind not in "iu":
-        raise ParameterError(f"{str(path)!r} ({kind}) must hold integers; it holds "
+        raise ParameterError(f"{str(path)!r} ({map_name}) must hold integers; it holds "
                              f"{array.dtype}.")
-    if array.ndim != ndim or (kind == "sample_idx" and array.shape[1] != 2):
-        shape = "N + 1 rows of 2" if kind == "sample_idx" else "one dimension"
-        raise ParameterError(f"{str(path)!r} ({kind}) must have {shape}; its shape is "
+    if array.ndim != ndim or (map_name == "sample_idx" and array.shape[1] != 2):
+        shape = "N + 1 rows of 2" if map_name == "sample_idx" else "one dimension"
+        raise ParameterError(f"{str(path)!r} ({map_name}) must have {shape}; its shape is "
                              f"{array.shape}.")
     return array
 
@@ -284,7 +272,8 @@ def read_index_maps(path, seed: int | None = None, *, n_documents: int | None = 
     return IndexMaps(doc_idx=doc_idx, sample_idx=sample_idx, shuffle_idx=shuffle_idx,
                      files=files,
                      seq_length=int(match["length"]) if match else None,
-                     seed=int(match["seed"]) if match else None)
+                     seed=int(match["seed"]) if match else None,
+                     trained=min(int(match["samples"]), n_samples) if match else None)
 
 
 def _too_many_documents(files, doc_idx, n_documents) -> None:
@@ -297,8 +286,9 @@ def _check_values(files, doc_idx, sample_idx, shuffle_idx, n_documents) -> None:
     n_samples = sample_idx.shape[0] - 1
     low, high = int(shuffle_idx.min()), int(shuffle_idx.max())
     if low < 0 or high >= n_samples:
-        raise ParameterError(f"{str(files['shuffle_idx'])!r} holds sample {high if high >= n_samples else low}, "
-                             f"outside the {n_samples} samples of {str(files['sample_idx'])!r}.")
+        bad = high if high >= n_samples else low
+        raise ParameterError(f"{str(files['shuffle_idx'])!r} holds sample {bad}, outside the "
+                             f"{n_samples} samples of {str(files['sample_idx'])!r}.")
     if doc_idx.size and int(doc_idx.min()) < 0:
         raise ParameterError(f"{str(files['doc_idx'])!r} holds a negative document id.")
     if n_documents is not None and doc_idx.size and int(doc_idx.max()) >= n_documents:
@@ -329,7 +319,7 @@ def build_index_maps(doc_sizes, num_samples: int, seq_length: int, seed: int,
     ``(E * T - 1) // L >= num_samples``; ``doc_idx`` the documents repeated ``E`` times and
     shuffled by ``RandomState(seed)``; ``sample_idx`` the starts of the samples, token
     ``i * L`` of the stream each; ``shuffle_idx`` a permutation of every sample, drawn next
-    from the same generator. Vectorised (GPT-NeoX walks the documents in C++).
+    from the same generator. Vectorised, in chunks (GPT-NeoX walks the documents in C++).
 
     Parameters
     ----------
@@ -350,41 +340,77 @@ def build_index_maps(doc_sizes, num_samples: int, seq_length: int, seed: int,
         ``doc_idx`` (int32), ``sample_idx`` (int32, ``(N + 1) x 2``), ``shuffle_idx``
         (uint32, or int64 from ``2**32 - 1`` samples).
     """
-    sizes = np.asarray(doc_sizes, dtype=np.int32)
-    documents = (np.arange(sizes.size, dtype=np.int32) if documents is None
-                 else np.asarray(documents, dtype=np.int32))
-    if seq_length < 2 or num_samples < 1:
-        raise ParameterError(f"seq_length must be at least 2 and num_samples at least 1; got "
-                             f"{seq_length} and {num_samples}.")
-    per_epoch = int(sizes[documents].astype(np.int64).sum())
-    if per_epoch < 2:
-        raise ParameterError("The documents hold fewer than 2 tokens.")
-    epochs = 1
-    while (epochs * per_epoch - 1) // seq_length < num_samples:
-        epochs += 1
-    rng = np.random.RandomState(seed)
-    doc_idx = np.tile(documents, epochs).astype(np.int32)
-    rng.shuffle(doc_idx)
-    n = (epochs * per_epoch - 1) // seq_length
-    starts = np.zeros(doc_idx.size + 1, dtype=np.int64)
-    np.cumsum(sizes[doc_idx], out=starts[1:])
-    flat = np.arange(n + 1, dtype=np.int64) * seq_length
-    position = np.searchsorted(starts, flat, side="right") - 1
-    sample_idx = np.stack([position, flat - starts[position]], axis=1).astype(np.int32)
-    dtype = np.uint32 if n < np.iinfo(np.uint32).max - 1 else np.int64
-    shuffle_idx = np.arange(n, dtype=dtype)
-    rng.shuffle(shuffle_idx)
-    return doc_idx, sample_idx, shuffle_idx
+    maps = _IndexMapBuilder(doc_sizes, num_samples, seq_length, seed, documents)
+    sample_idx = np.empty((maps.n_samples + 1, 2), dtype=np.int32)
+    maps.fill_samples(sample_idx)
+    return maps.doc_idx, sample_idx, maps.shuffle()
+
+
+class _IndexMapBuilder:
+    """GPT-NeoX's three maps, built in its order: ``doc_idx`` at once, ``sample_idx`` into
+    any array (a ``.npy`` memmap for large maps), ``shuffle_idx`` last."""
+
+    def __init__(self, doc_sizes, num_samples, seq_length, seed, documents=None):
+        self.sizes = np.asarray(doc_sizes, dtype=np.int32)
+        documents = (np.arange(self.sizes.size, dtype=np.int32) if documents is None
+                     else np.asarray(documents, dtype=np.int32))
+        if seq_length < 2 or num_samples < 1:
+            raise ParameterError(f"seq_length must be at least 2 and num_samples at least 1; "
+                                 f"got {seq_length} and {num_samples}.")
+        per_epoch = int(self.sizes[documents].astype(np.int64).sum())
+        if per_epoch < 2:
+            raise ParameterError("The documents hold fewer than 2 tokens.")
+        epochs = 1
+        while (epochs * per_epoch - 1) // seq_length < num_samples:
+            epochs += 1
+        self.seq_length = int(seq_length)
+        self.n_samples = (epochs * per_epoch - 1) // seq_length
+        self.rng = np.random.RandomState(seed)
+        self.doc_idx = np.tile(documents, epochs).astype(np.int32, copy=False)
+        self.rng.shuffle(self.doc_idx)
+
+    def fill_samples(self, out) -> None:
+        """Write ``sample_idx`` into ``out`` (``(N + 1) x 2``), one chunk of documents at a
+        time: sample ``i`` starts at token ``i * L`` of the stream."""
+        total, n, step = 0, self.n_samples, self.seq_length
+        for lo in range(0, self.doc_idx.size, _CHUNK):
+            lengths = self.sizes[self.doc_idx[lo:lo + _CHUNK]].astype(np.int64)
+            local = np.empty(lengths.size + 1, dtype=np.int64)
+            local[0] = total
+            np.cumsum(lengths, out=local[1:])
+            local[1:] += total
+            first = -(-total // step)
+            last = min(n, (int(local[-1]) - 1) // step)  # samples starting in this chunk
+            if last >= first:
+                flat = np.arange(first, last + 1, dtype=np.int64) * step
+                where = np.searchsorted(local, flat, side="right") - 1
+                out[first:last + 1, 0] = where + lo
+                out[first:last + 1, 1] = flat - local[where]
+            total = int(local[-1])
+
+    def shuffle(self) -> np.ndarray:
+        """``shuffle_idx``, drawn after ``doc_idx`` from the same generator."""
+        dtype = np.uint32 if self.n_samples < np.iinfo(np.uint32).max - 1 else np.int64
+        shuffle_idx = np.arange(self.n_samples, dtype=dtype)
+        self.rng.shuffle(shuffle_idx)
+        return shuffle_idx
 
 
 def write_index_maps(prefix, doc_sizes, num_samples: int, seq_length: int, seed: int,
                      name: str = "train_0") -> IndexMaps:
-    """Build (:func:`build_index_maps`) and write one run's maps with GPT-NeoX's file names:
-    ``{prefix}_{name}_indexmap_{num_samples}ns_{seq_length}sl_{seed}s_*.npy``."""
+    """Build (as :func:`build_index_maps`) and write one run's maps with GPT-NeoX's file
+    names, ``{prefix}_{name}_indexmap_{num_samples}ns_{seq_length}sl_{seed}s_*.npy``;
+    ``sample_idx`` is written through a memory map, so large maps need little memory."""
     base = f"{os.fspath(prefix)}_{name}_indexmap_{num_samples}ns_{seq_length}sl_{seed}s"
-    for kind, array in zip(MAP_KINDS, build_index_maps(doc_sizes, num_samples, seq_length,
-                                                         seed)):
-        np.save(f"{base}_{kind}.npy", array, allow_pickle=False)
+    maps = _IndexMapBuilder(doc_sizes, num_samples, seq_length, seed)
+    np.save(f"{base}_doc_idx.npy", maps.doc_idx, allow_pickle=False)
+    rows = np.lib.format.open_memmap(f"{base}_sample_idx.npy", mode="w+", dtype=np.int32,
+                                     shape=(maps.n_samples + 1, 2))
+    maps.fill_samples(rows)
+    rows.flush()
+    del rows
+    maps.doc_idx = None
+    np.save(f"{base}_shuffle_idx.npy", maps.shuffle(), allow_pickle=False)
     return read_index_maps(base)
 
 
@@ -491,13 +517,13 @@ def span_exposures(maps: IndexMaps, doc_sizes, instances, batch_size: int,
     pandas.DataFrame
         ``unit, position, step``, one row per exposure (the training sequence that holds
         all of the instance's tokens; a span split between two sequences is not trained
-        whole there), sorted by unit and position. An instance trained nowhere whole has
-        no row.
+        whole there), sorted by unit and position; positions from
+        :attr:`IndexMaps.trained` on are never trained. An instance trained nowhere whole
+        has no row.
     """
     spans = _spans(instances, doc_sizes)
     sizes = np.asarray(doc_sizes)
-    unit, occurrence = _occurrences(maps, spans["document"].to_numpy())
-    at = _starts_at(maps, sizes, occurrence)
+    unit, at = _occurrences(maps, sizes, spans["document"].to_numpy())
     first = at + spans["start"].to_numpy()[unit]
     last = at + spans["end"].to_numpy()[unit] - 1
     sample = np.full(first.size, -1, dtype=np.int64)
@@ -517,30 +543,37 @@ def span_exposures(maps: IndexMaps, doc_sizes, instances, batch_size: int,
         position = _positions_of(maps, sample)
     else:
         position = np.asarray(positions)[sample].astype(np.int64)
-    trained = position >= 0
+    limit = len(maps) if maps.trained is None else maps.trained
+    trained = (position >= 0) & (position < limit)
     return exposure_frame(unit[trained], position[trained], batch_size)
 
 
-def _occurrences(maps: IndexMaps, documents: np.ndarray) -> tuple:
-    """``(unit, position)``: every position of ``doc_idx`` that holds each unit's document,
-    positions ascending (one pass over ``doc_idx``, in chunks)."""
-    wanted = np.unique(documents)
+def _occurrences(maps: IndexMaps, sizes: np.ndarray, documents: np.ndarray) -> tuple:
+    """``(unit, start)``: every time ``doc_idx`` holds each unit's document, with where that
+    document starts in the token stream (one pass of running sums over ``doc_idx``)."""
     units_of = pd.Series(np.arange(documents.size)).groupby(documents).apply(np.asarray)
-    found = []
+    wanted = np.zeros(int(documents.max()) + 1 if documents.size else 0, dtype=bool)
+    wanted[documents] = True  # a lookup table: one gather per chunk, not a search
+    docs, starts, total = [], [], 0
     n = maps.doc_idx.shape[0]
     for lo in range(0, n, _CHUNK):
         chunk = np.asarray(maps.doc_idx[lo:lo + _CHUNK])
-        hit = np.flatnonzero(np.isin(chunk, wanted))
-        found.append(np.stack([chunk[hit].astype(np.int64), hit + lo]))
-    hits = np.concatenate(found, axis=1) if found else np.zeros((2, 0), np.int64)
-    units, positions = [], []
-    for doc, position in zip(hits[0], hits[1]):
+        lengths = sizes[chunk].astype(np.int64)
+        ends = np.cumsum(lengths)
+        hit = np.flatnonzero(chunk < wanted.size)
+        hit = hit[wanted[chunk[hit]]]
+        docs.append(chunk[hit].astype(np.int64))
+        starts.append(total + ends[hit] - lengths[hit])
+        total += int(ends[-1]) if ends.size else 0
+    units, at = [], []
+    for doc, start in zip(np.concatenate(docs) if docs else [],
+                          np.concatenate(starts) if starts else []):
         mine = units_of[doc]
         units.append(mine)
-        positions.append(np.full(mine.size, position, dtype=np.int64))
+        at.append(np.full(mine.size, start, dtype=np.int64))
     if not units:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(units).astype(np.int64), np.concatenate(positions)
+    return np.concatenate(units).astype(np.int64), np.concatenate(at)
 
 
 def _positions_of(maps: IndexMaps, samples: np.ndarray) -> np.ndarray:
@@ -551,9 +584,11 @@ def _positions_of(maps: IndexMaps, samples: np.ndarray) -> np.ndarray:
         return out
     order = np.argsort(samples, kind="stable")
     ordered = samples[order]
+    wanted = np.zeros(maps.n_samples, dtype=bool)
+    wanted[samples] = True  # a lookup table: one gather per chunk, not a search
     for lo in range(0, len(maps), _CHUNK):
         chunk = np.asarray(maps.shuffle_idx[lo:lo + _CHUNK]).astype(np.int64)
-        hit = np.flatnonzero(np.isin(chunk, ordered))
+        hit = np.flatnonzero(wanted[chunk])
         if hit.size:
             left = np.searchsorted(ordered, chunk[hit], side="left")
             right = np.searchsorted(ordered, chunk[hit], side="right")
@@ -604,18 +639,20 @@ def _check_alike(runs: dict) -> None:
     first = runs[names[0]]
     for name in names[1:]:
         other = runs[name]
-        for kind in MAP_KINDS:
-            a, b = getattr(first, kind), getattr(other, kind)
+        for map_name in MAP_NAMES:
+            a, b = getattr(first, map_name), getattr(other, map_name)
             if a.dtype != b.dtype:
                 raise ParameterError(
-                    f"Runs {names[0]!r} and {name!r} have {kind} of different dtypes ({a.dtype} "
-                    f"in {str(first.files[kind])!r}, {b.dtype} in {str(other.files[kind])!r}): "
-                    "index maps of one GPT-NeoX setup share their dtypes.")
-        if len(first) != len(other) or first.doc_idx.shape != other.doc_idx.shape:
+                    f"Runs {names[0]!r} and {name!r} have {map_name} of different dtypes "
+                    f"({a.dtype} in {str(first.files[map_name])!r}, {b.dtype} in "
+                    f"{str(other.files[map_name])!r}): index maps of one GPT-NeoX setup share their dtypes.")
+        if len(first) != len(other) or first.doc_idx.shape != other.doc_idx.shape \
+                or first.trained != other.trained:
             raise ParameterError(
                 f"Runs {names[0]!r} and {name!r} have index maps of different lengths "
-                f"({len(first)} training sequences and {first.doc_idx.shape[0]} document "
-                f"positions in {first.label!r}; {len(other)} and {other.doc_idx.shape[0]} in "
+                f"({len(first)} samples, {first.trained} trained, and "
+                f"{first.doc_idx.shape[0]} document positions in {first.label!r}; "
+                f"{len(other)}, {other.trained} and {other.doc_idx.shape[0]} in "
                 f"{other.label!r}): they do not train the same data for as long.")
 
 

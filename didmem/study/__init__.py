@@ -22,12 +22,13 @@ _WHERE = {
     "OrderDesign": "designs",
     "OlmoDesign": "designs",
     "HubbleDesign": "designs",
+    "RunsDesign": "designs",
 }
 """Public name -> the module of this package that defines it (imported on first use, so that
 the command line reads :mod:`.estimate`'s declarations without the scoring pipeline)."""
 
 __all__ = ["Study", "StudyRun", "StudyConfig", "InstanceFiles", "EstimateSettings",
            "ConfigError", "DESIGNS", "Design", "PythiaDesign", "OrderDesign", "OlmoDesign",
-           "HubbleDesign"]
+           "HubbleDesign", "RunsDesign"]
 
 __getattr__, __dir__ = attach(__name__, _WHERE)

@@ -385,6 +385,7 @@ def read_config(data: dict, where: str, base: Path, *, runner=None,
     except ParameterError as exc:
         raise ConfigError(f"{where}: [runner] {exc}") from None
     if design is not None:
+        design.check_backend(spec, config.checkpoints)
         design.check_files(config.checkpoints)
         _check_exposure(estimate, design, where)
     return config

@@ -275,12 +275,15 @@ class Study:
         out = self._out(out, "didmem-scores")
         backend = config.backend.build()
         tokens, units = self._instances(backend, out)
-        scorer = self._runner(out, runner)
-        frame = scorer.run(backend, tokens, unit_ids=units, metrics=config.metrics)
+        if config.design is not None and config.design.run_names:
+            frame = self._score_runs(out, runner, tokens, units, log)
+        else:
+            scorer = self._runner(out, runner)
+            frame = scorer.run(backend, tokens, unit_ids=units, metrics=config.metrics)
         path = replace_atomically(out / "scores.parquet",
                                    lambda tmp: frame.to_parquet(tmp, index=False))
         kind = runner if isinstance(runner, str) else config.runner["kind"]
-        label = type(scorer).__name__ if runner is not None and not isinstance(runner, str) \
+        label = type(runner).__name__ if runner is not None and not isinstance(runner, str) \
             else f"{kind} runner"
         log(f"scored {frame['unit'].nunique()} instances at {frame['time'].nunique()} "
             f"checkpoints with the {label}; wrote {path}")
@@ -288,6 +291,25 @@ class Study:
             panel = config.design.write_panel(frame, tokens, units, backend.checkpoints, out)
             log(f"wrote {panel} (cohorts from [design], instance covariates)")
         return frame
+
+    def _score_runs(self, out: Path, runner, tokens, units, log) -> pd.DataFrame:
+        """Score the instances at every run's checkpoints (a design of several runs), each
+        run into ``out/runs/NAME``; the scores with a ``run`` column first."""
+        from ..runners import Runner
+
+        if isinstance(runner, Runner):
+            raise ConfigError("A study of several runs scores each run into its own folder; "
+                              "give a runner kind (local or ray), not a Runner.")
+        frames = []
+        for name, spec in self.config.design.run_backends(self.config.backend).items():
+            scorer = self._runner(out / "runs" / name, runner)
+            scores = scorer.run(spec.build(), tokens, unit_ids=units,
+                                metrics=self.config.metrics)
+            log(f"run {name!r}: scored {scores['unit'].nunique()} instances at "
+                f"{scores['time'].nunique()} checkpoints")
+            frames.append(scores.assign(run=name))
+        frame = pd.concat(frames, ignore_index=True)
+        return frame[["run"] + [c for c in frame.columns if c != "run"]]
 
     def _record(self, out: Path) -> Path:
         """``out/study.json``: rewritten (so newer than every output) when the study changed."""
@@ -300,6 +322,12 @@ class Study:
 
     def _fit(self, frame: pd.DataFrame, outcome: str):
         settings, where = self.config.estimate, f"{self.config.where}: [estimate]"
+        if self.config.design is not None and self.config.design.run_names:
+            raise ConfigError(
+                f"{where}: the panel of several runs ([design] kind = 'runs') has a run "
+                "column; Study.run does not estimate it yet. Score it (didmem score writes "
+                "OUT/panel.parquet) and estimate each run's, the pooled or the within-instance "
+                "profile from that panel (docs: runs).")
         cohorts = ["cohort"]  # and cohort_2, cohort_3, ...: the later exposures' cohorts
         while f"cohort_{len(cohorts) + 1}" in frame.columns:
             cohorts.append(f"cohort_{len(cohorts) + 1}")

@@ -10,7 +10,8 @@ from didmem.errors import ParameterError
 from didmem.lab import build_design, quick_config
 from didmem.lab.runs import run_design, run_streams, stack_runs
 
-SMALL = {"n_steps": 36, "n_analysed": 24, "n_validation": 32, "truth_draws": 0}
+SMALL = {"n_steps": 36, "n_analysed": 12, "n_validation": 16, "truth_draws": 0,
+         "metrics": ("mean_token_loglik", "reference_ratio")}
 
 
 # ---------------------------------------------------------------- designs (no torch)
@@ -98,6 +99,22 @@ def test_settings_of_several_runs_are_checked():
         quick_config(runs=0)
 
 
+def test_replicate_refuses_several_runs(tmp_path):
+    from didmem.lab import replicate
+
+    with pytest.raises(ParameterError, match="replicate scores single runs; got runs=2"):
+        replicate(tmp_path, n_seeds=2, quick=True, runs=2)
+    assert not any(tmp_path.iterdir())
+
+
+def test_last_batch_placement_in_every_run():
+    cfg = quick_config(seed=2, runs=2, placement="last_batch", n_analysed=4)
+    design = run_design(build_design(cfg), 1)
+    macro = cfg.batch_size * cfg.checkpoint_every
+    assert ((design.analysed_positions % macro) >= macro - cfg.batch_size).all()
+    assert (np.unique(design.analysed_cohorts, return_counts=True)[1] == 4).all()
+
+
 def test_a_single_runs_settings_are_as_before():
     cfg = quick_config()
     assert "runs" not in cfg.to_dict() and "vary_init" not in cfg.to_dict()
@@ -174,6 +191,21 @@ def test_each_run_has_its_own_directory_and_manifest_entry(two_runs):
         pd.testing.assert_frame_equal(own, stacked.reset_index(drop=True))
         assert (several.out_dir / "runs" / f"run{r}" / "study.toml").is_file()
     assert several.checkpoint_dir == several.out_dir / "runs" / "run0" / "checkpoints"
+
+
+def test_every_run_has_run_zeros_twin_as_reference(two_runs):
+    several, _ = two_runs
+    manifest = json.loads((several.out_dir / "manifest.json").read_text())
+    assert manifest["derived"]["scoring_backend"]["reference"] == \
+        "runs/run0/twin/checkpoints/step36"
+    panel = several.panel
+    reference = (panel["mean_token_loglik"] - panel["reference_ratio"]).rename("ref")
+    table = panel[["run", "unit", "time"]].assign(ref=reference)
+    wide = table.pivot_table(index=["unit", "time"], columns="run", values="ref")
+    np.testing.assert_allclose(wide[1].to_numpy(), wide[0].to_numpy(), rtol=1e-5, atol=1e-6)
+    # and the same score of a unit at every checkpoint: one fixed reference model
+    spread = table.groupby(["run", "unit"])["ref"].agg(lambda v: v.max() - v.min())
+    assert spread.max() < 1e-5
 
 
 def test_several_runs_reload_and_summarise(two_runs):

@@ -59,7 +59,7 @@ def oracle_getitem(docs, doc_idx, sample_idx, shuffle_idx, j):
 
 def oracle_exposures(docs, maps, spans, batch_size):
     """Brute force: the training sequences whose pieces hold each span whole."""
-    pieces = oracle_pieces(docs, maps)
+    pieces = [p for p in oracle_pieces(docs, maps) if p[0] < maps.trained]  # asked for
     rows = []
     for unit, (d, start, end) in enumerate(spans):
         for j, doc, lo, hi in pieces:
@@ -106,9 +106,12 @@ def corpus(tmp_path_factory):
 
 
 # ---------------------------------------------------------------- building and reading
+@pytest.mark.parametrize("chunk", [None, 5])
 @pytest.mark.parametrize("seed", [0, 3])
 @pytest.mark.parametrize("seq_length", [2, 5, 16])
-def test_built_maps_follow_gpt_neox(seed, seq_length):
+def test_built_maps_follow_gpt_neox(seed, seq_length, chunk, monkeypatch):
+    if chunk is not None:  # documents in chunks smaller than the maps
+        monkeypatch.setattr("didmem.orders.neox._CHUNK", chunk)
     docs = _documents(seed)
     sizes = np.array([len(d) for d in docs])
     n_samples = 50
@@ -133,6 +136,8 @@ def test_written_maps_have_gpt_neox_names(corpus):
     root, _, _, runs = corpus
     maps = runs[1234]
     assert maps.seed == 1234 and maps.seq_length == L
+    assert maps.trained < len(maps)  # the samples of whole epochs, more than asked for
+    assert f"_{maps.trained}ns_" in maps.files["doc_idx"].name
     name = maps.files["doc_idx"].name
     assert name.startswith("pile_train_0_indexmap_") and name.endswith("_16sl_1234s_doc_idx.npy")
     for path in (maps.label, maps.files["shuffle_idx"]):
@@ -279,7 +284,8 @@ def test_bad_maps_are_refused_naming_the_file(corpus, tmp_path):
         return prefix
 
     cases = [
-        (write("float", doc_idx=good["doc_idx"].astype(np.float32)), "doc_idx.* must hold integers"),
+        (write("float", doc_idx=good["doc_idx"].astype(np.float32)),
+         "doc_idx.* must hold integers"),
         (write("flat", sample_idx=good["sample_idx"][:, 0]), "sample_idx.* must have N \\+ 1 rows"),
         (write("short", shuffle_idx=good["shuffle_idx"][:-1]), "GPT-NeoX writes one shuffle entry"),
         (write("range", shuffle_idx=good["shuffle_idx"] + 1), "shuffle_idx.* outside the"),

@@ -210,7 +210,7 @@ def test_score_with_an_order_table_writes_the_panel(three_checkpoints, instances
     "design, message",
     [
         (['kind = "shuffled"'],
-         "[design] kind must be one of pythia, order, olmo, hubble; got 'shuffled'"),
+         "[design] kind must be one of pythia, order, olmo, hubble, runs; got 'shuffled'"),
         (['kind = "order"', 'file = "order.txt"'], "[design] file must be the path of a .parquet or .csv table"),
         (['kind = "order"', 'file = "order.parquet"', "seed = 1"],
          "[design] unknown key 'seed' for kind = 'order'"),

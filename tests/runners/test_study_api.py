@@ -120,7 +120,7 @@ def test_balance_takes_the_panels_own_choices(three_checkpoints, tmp_path):
     (pythia_design(cohort_rule='"papr"'), "got 'papr' (did you mean 'paper'?)"),
     (pythia_design(sead=3), "[design] unknown key 'sead' for kind = 'pythia' (did you mean "
                             "'seed'?)"),
-    (['kind = "pythai"'], "[design] kind must be one of pythia, order, olmo, hubble; got 'pythai' (did you "
+    (['kind = "pythai"'], "[design] kind must be one of pythia, order, olmo, hubble, runs; got 'pythai' (did you "
                           "mean 'pythia'?)"),
 ])
 def test_design_mistakes_are_found_when_the_study_is_read(three_checkpoints, tmp_path, design,

@@ -19,14 +19,17 @@ from .hubble import HubbleDesign
 from .olmo import OlmoDesign
 from .order import OrderDesign
 from .pythia import PythiaDesign
+from .runs import RunsDesign
 
-__all__ = ["DESIGNS", "Design", "PythiaDesign", "OrderDesign", "OlmoDesign", "HubbleDesign"]
+__all__ = ["DESIGNS", "Design", "PythiaDesign", "OrderDesign", "OlmoDesign", "HubbleDesign",
+           "RunsDesign"]
 
 DESIGNS = {
     "pythia": PythiaDesign,
     "order": OrderDesign,
     "olmo": OlmoDesign,
     "hubble": HubbleDesign,
+    "runs": RunsDesign,
 }
 """``[design] kind`` -> the class that reads the table."""
 

@@ -90,6 +90,20 @@ class Design:
         They must be cheap (no scoring, no large reads); the default checks nothing.
         """
 
+    def check_backend(self, spec, checkpoints) -> None:
+        """Checks of the design against ``[backend]`` (its spec and checkpoint steps), when
+        the study is read; the default checks nothing."""
+
+    @property
+    def run_names(self) -> tuple:
+        """The names of the training runs a design scores separately (none: one run, the
+        ``[backend]``'s checkpoints)."""
+        return ()
+
+    def run_backends(self, spec) -> dict:
+        """Run name -> the backend spec of its checkpoints (designs of several runs)."""
+        return {}
+
     def covariates(self) -> tuple:
         """The instance covariates :meth:`panel` adds (what ``[estimate] covariates`` may
         name): those of :func:`~didmem.backends.instance_covariates`."""

@@ -39,8 +39,8 @@ import pandas as pd
 from _provenance import provenance
 
 SCENARIOS = {"no shift": {"validation_mix": None}, "shift": {"validation_mix": 0.0}}
-SHOW = ["auc", "auc_untrained", "spearman", "mia_bias", "mia_pre_gap", "did_nyt_bias",
-        "did_never_bias"]
+SHOW = ["auc", "auc_untrained", "spearman", "mia_bias", "mia_pre_gap", "did_never_bias",
+        "did_nyt_bias", "did_trained_bias"]
 
 
 def one_run(out_dir: Path, seed: int, scenario: str, quick: bool):
@@ -71,13 +71,33 @@ def markdown(summary: pd.DataFrame, n_seeds: int) -> str:
     return "\n".join(lines)
 
 
+def rst_table(frame: pd.DataFrame) -> str:
+    """The table of ``docs/membership.rst``: mean ± sd over seeds, [min, max] below."""
+    summary = summarise(frame)
+    header = ["scenario", "score"] + SHOW
+    lines = [".. list-table::", "   :header-rows: 1", ""]
+    lines.append("   * - " + "\n     - ".join(header))
+    for (scenario, score), row in summary.iterrows():
+        cells = [scenario, f"``{score}``"] + [
+            f"{row[(c, 'mean')]:.3f} ± {row[(c, 'std')]:.3f} "
+            f"[{row[(c, 'min')]:.2f}, {row[(c, 'max')]:.2f}]" for c in SHOW]
+        lines.append("   * - " + "\n     - ".join(cells))
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=Path("/tmp/mia-lab"))
     parser.add_argument("--quick", action="store_true", help="the quick scale (tests)")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--rst-from", type=Path, default=None,
+                        help="print the docs' table from a saved --json result and stop")
     args = parser.parse_args()
+    if args.rst_from is not None:
+        saved = json.loads(args.rst_from.read_text())
+        print(rst_table(pd.DataFrame(saved["runs"])))
+        return
     tables, timings = [], []
     for seed in args.seeds:
         for scenario in SCENARIOS:

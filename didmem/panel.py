@@ -168,7 +168,7 @@ class Panel:
     ...                                            n_never_treated=40, seed=0)
     >>> panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
     >>> panel.n_units, panel.n_times
-    (100, 6)
+    (100, 5)
     """
 
     _constraints = _CONSTRAINTS

@@ -35,8 +35,8 @@ import pandas as pd
 from didmem import lab
 
 RUNS = {"no shift": {"validation_mix": None}, "shift": {"validation_mix": 0.0}}
-COLUMNS = ["score", "auc", "auc_untrained", "spearman", "mia_bias", "did_nyt_bias",
-           "did_never_bias"]
+COLUMNS = ["score", "auc", "auc_untrained", "spearman", "mia_bias", "did_never_bias",
+           "did_trained_bias"]
 
 
 def main() -> None:

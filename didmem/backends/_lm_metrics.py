@@ -180,18 +180,20 @@ def batch_metrics(
                 acc["window_hits"].index_add_(0, seq[in_window], hit.double())
         if "entropy" in want or "min_k_plus_plus" in want:  # last: min-k%++ overwrites logits
             probs = torch.softmax(logits, dim=1)
+            # E_p[logit]: entropy = logz - E_p[logit], and the mean log-probability under p
+            # is mu = E_p[log p] = E_p[logit] - logz
+            expected = torch.bmm(probs.unsqueeze(1), logits.unsqueeze(2)).reshape(-1)
             if "entropy" in want:
-                expected = torch.bmm(probs.unsqueeze(1), logits.unsqueeze(2)).reshape(-1)
                 acc["entropy"].index_add_(0, seq, (logz.squeeze(1) - expected).double())
             if "min_k_plus_plus" in want:
-                # (log p(x_t) - mu) / sigma, mu and sigma^2 the mean and variance of log p(v)
-                # under p; the variance two-pass (sum p (log p - mu)^2), not E[(log p)^2] - mu^2
-                logp = logits.sub_(logz)  # in place: no other chunk-sized tensor
-                mu = torch.bmm(probs.unsqueeze(1), logp.unsqueeze(2)).reshape(-1, 1)
-                logp.sub_(mu).square_()
-                var = torch.bmm(probs.unsqueeze(1), logp.unsqueeze(2)).reshape(-1)
+                # (log p(x_t) - mu) / sigma with sigma^2 = E_p[(log p - mu)^2], written
+                # two-pass as E_p[(logit - E_p[logit])^2] (log p - mu = logit - E_p[logit]),
+                # not E[(log p)^2] - mu^2; in place: no other chunk-sized tensor
+                centred = logits.sub_(expected[:, None]).square_()
+                var = torch.bmm(probs.unsqueeze(1), centred.unsqueeze(2)).reshape(-1)
+                mu = expected.double() - logz.squeeze(1).double()
                 tokens["min_k_plus_plus"][lo:hi] = (
-                    (true_logp.double() - mu.squeeze(1).double()) / var.double().sqrt())
+                    (true_logp.double() - mu) / var.double().sqrt())
             del probs
         del logits
     n = n_scored.double()

@@ -12,7 +12,8 @@ by side what a membership-inference study reports and what the twin and exact ru
   (``truth_units.parquet``: the direct effect of training on it, of the same metric);
 - the error of the score's implied cohort profile (:class:`~didmem.MembershipInferenceEstimator`)
   against the truth ``tau(g, c)``, beside DiD's on the same metric with not-yet-treated and
-  with never-treated controls.
+  with never-treated controls, and DiD on the training instances alone (not-yet-treated
+  controls, the validation split left out: what no shift of the validation split can bias).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..errors import ParameterError
+from ..errors import DataDroppedWarning, ParameterError
 
 __all__ = ["membership_comparison", "MIA_SCORES", "COMPARISON_COLUMNS"]
 
@@ -31,7 +32,8 @@ MIA_SCORES = ("mean_token_loglik", "min_k_logprob", "min_k_plus_plus", "zlib_rat
 COMPARISON_COLUMNS = ["score", "auc", "auc_lower", "auc_upper", "auc_untrained",
                       "auc_untrained_lower", "auc_untrained_upper", "spearman", "mia_bias",
                       "mia_rmse", "mia_pre_gap", "did_nyt_bias", "did_nyt_rmse",
-                      "did_never_bias", "did_never_rmse"]
+                      "did_never_bias", "did_never_rmse", "did_trained_bias",
+                      "did_trained_rmse"]
 
 
 def membership_comparison(result, scores=None, *, alpha: float = 0.05) -> pd.DataFrame:
@@ -56,8 +58,14 @@ def membership_comparison(result, scores=None, *, alpha: float = 0.05) -> pd.Dat
         ``mia_rmse`` of the implied profile over the post-treatment cells (truth ``tau``),
         ``mia_pre_gap`` its mean over the pre-treatment cells (truth 0); ``did_nyt_*`` and
         ``did_never_*`` DiD's with not-yet-treated (truth ``tau_nyt``) and never-treated
-        (truth ``tau``) controls.
+        (truth ``tau``) controls; ``did_trained_*`` DiD's on the training instances alone
+        with not-yet-treated controls (truth ``tau_nyt``): without never-treated units the
+        last cohort serves only as a comparison group and its periods are dropped, as in R
+        ``did`` (the :class:`~didmem.DataDroppedWarning` that says so is expected here and
+        not shown).
     """
+    import warnings
+
     from scipy.stats import spearmanr
 
     from ..estimators.did import DiDEstimator
@@ -74,6 +82,8 @@ def membership_comparison(result, scores=None, *, alpha: float = 0.05) -> pd.Dat
                              f"it has no {missing or 'score to judge'}.")
     scores = list(scores)
     panel = Panel(result.panel, unit="unit", time="time", cohort="cohort", outcome=scores)
+    trained = result.panel[np.isfinite(result.panel["cohort"])]
+    trained = Panel(trained, unit="unit", time="time", cohort="cohort", outcome=scores)
     units = pd.read_parquet(result.out_dir / "truth_units.parquet")
     last, before = float(cfg.n_steps), float(cfg.cohorts[0] - cfg.checkpoint_every)
     rows = []
@@ -90,6 +100,10 @@ def membership_comparison(result, scores=None, *, alpha: float = 0.05) -> pd.Dat
                                     n_bootstrap=0).fit(panel),
             "did_never": DiDEstimator(outcome=m, n_bootstrap=0).fit(panel),
         }
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DataDroppedWarning)
+            fits["did_trained"] = DiDEstimator(outcome=m, control_group="not_yet_treated",
+                                               n_bootstrap=0).fit(trained)
         table = compare(fits, truth=result.truth, metric=m).set_index("estimator")
         rows.append({
             "score": m,

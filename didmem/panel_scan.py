@@ -206,6 +206,26 @@ def _values(column) -> np.ndarray:
     return column.to_numpy(zero_copy_only=False)
 
 
+def _distinct_values(column) -> np.ndarray:
+    """The distinct unit identifiers of an arrow column, as :func:`_values` gives them (in no
+    promised order).
+
+    Integer identifiers in a range not much wider than the rows (the usual 0..N ids) are
+    marked in a boolean table, one vectorised pass; others go through arrow's hash."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    numeric = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+    if _is_numeric(numeric) and not pa.types.is_floating(numeric) and len(column):
+        values = _values(column)
+        lo, hi = int(values.min()), int(values.max())
+        if hi - lo <= 4 * values.size + 1024:
+            seen = np.zeros(hi - lo + 1, dtype=bool)
+            seen[values - lo] = True
+            return np.flatnonzero(seen).astype(np.int64) + lo
+    return _values(pc.unique(column))
+
+
 class _Lookup:
     """Unit values -> their index in ``units`` (-1 for others): a table for dense integer
     identifiers, a hash index otherwise."""
@@ -429,7 +449,7 @@ class ParquetPaths:
                         f"Column {name!r} ({role}) has {col.null_count} missing values in "
                         f"file {str(file)!r}, first at row {_null_row(col)}.")
             times.append(_float(pc.unique(table.column(self.time))))
-            values = _values(pc.unique(table.column(self.unit)))
+            values = _distinct_values(table.column(self.unit))
             del table
             if units is None:
                 units = _unique(values)

@@ -246,3 +246,24 @@ def test_string_units_spread_over_files(tmp_path, frame, no_leftovers):
     ref = CohortMoments.from_paths(panel.times, panel.cohorts, panel.outcome_matrix("y"))
     np.testing.assert_array_equal(got.count, ref.count)
     np.testing.assert_allclose(got.cross, ref.cross, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("ids", [
+    np.arange(50)[::-1].repeat(3),                      # dense 0..N ids: the boolean table
+    np.array([-7, 3, -7, 12, 3]),                       # negative, dense enough
+    np.array([0, 10**15, 5, 10**15]),                   # a range far wider than the rows: hash
+    np.array([], dtype=np.int64),
+])
+def test_distinct_units_equal_numpy_unique(ids):
+    """The index pass's distinct units (a boolean table for dense integer ids) are
+    np.unique's, for dense, negative, sparse and dictionary-encoded identifiers."""
+    import pyarrow as pa
+
+    from didmem.panel_scan import _distinct_values
+
+    expect = np.unique(ids.astype(np.int64))
+    for column in (pa.chunked_array([pa.array(ids, type=pa.int64())]),
+                   pa.chunked_array([pa.array(ids, type=pa.int64()).dictionary_encode()])):
+        got = _distinct_values(column)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(np.sort(got), expect)  # the hash path keeps row order

@@ -416,3 +416,31 @@ def test_every_estimator_refuses_a_level_too_small_for_floating_point(panel, est
     estimators now declare the same ``Alpha()`` constraint as sensitivity and power_analysis."""
     with pytest.raises(DidmemError, match=rf"'alpha' parameter of {estimator} .*\[1e-12, 1\)"):
         getattr(didmem, estimator)(alpha=alpha).fit(panel)
+
+
+def test_huge_counts_are_refused_before_memory_is_spent(panel, tmp_path, capsys):
+    """Found by the CLI property test in a fresh clone: ``didmem estimate --exposure
+    10000000000`` spelled out ten billion cohort column names until the machine ran out of
+    memory; ``--n-bootstrap 10000000000`` failed inside numpy. Both are refused at once, in
+    one line naming the option (the flag, not its deprecated alias --draws)."""
+    from didmem.cli import main
+
+    with warnings.catch_warnings(), pytest.raises(
+            DidmemError, match=r"'n_bootstrap' parameter of DiDEstimator must leave room for its "
+                               r"draws.*GiB"):
+        warnings.simplefilter("ignore", didmem.errors.DidmemWarning)
+        didmem.DiDEstimator(n_bootstrap=10**10).fit(panel)
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=2, units_per_cohort=8, n_never_treated=10,
+                                           n_times=5, seed=0)
+    df.to_csv(tmp_path / "p.csv", index=False)
+    for option, said in (("--exposure", "no column 'cohort_2'"), ("--n-bootstrap", "GiB")):
+        capsys.readouterr()
+        assert main(["estimate", str(tmp_path / "p.csv"), "--outcome", "y", "--out",
+                     str(tmp_path / "e.parquet"), option, "10000000000"]) == 2
+        lines = [line for line in capsys.readouterr().err.splitlines()
+                 if not line.startswith("didmem: warning:")]
+        assert len(lines) == 1, lines
+        err = lines[0]
+        assert err.startswith(f"didmem estimate: error: The option {option}" if option ==
+                              "--n-bootstrap" else "didmem estimate: error: --exposure"), err
+        assert said in err

@@ -108,9 +108,12 @@ def _flags(parser, command: str) -> dict:
 
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction) and command in action.choices:
-            return {a.dest: next((o for o in a.option_strings if o.startswith("--")),
-                                 a.option_strings[0])
-                    for a in action.choices[command]._actions if a.option_strings}
+            flags = {}
+            for a in action.choices[command]._actions:  # the first option of a dest wins
+                if a.option_strings:  # (--n-bootstrap, not its deprecated alias --draws)
+                    flags.setdefault(a.dest, next((o for o in a.option_strings
+                                                   if o.startswith("--")), a.option_strings[0]))
+            return flags
     return {}
 
 

@@ -130,7 +130,6 @@ def run(args) -> int:
                                  f"--estimator {args.estimator}.")
     if args.run is not None:
         return _run_runs(args)
-    cohorts = [args.cohort] + [f"{args.cohort}_{k}" for k in range(2, args.exposure + 1)]
     options = {} if args.base_period is None else {"base_period": args.base_period}
     if args.exposure != 1:
         options["exposure"] = args.exposure
@@ -146,6 +145,7 @@ def run(args) -> int:
             raise ParameterError("--runner ray and --address apply to a folder of parquet "
                                  f"files; got the file {args.panel!r}.")
         frame = read_panel_frame(Path(args.panel))
+        cohorts = _cohort_columns(frame.columns, args.cohort, args.exposure)
         panel = Panel(frame, unit=args.unit, time=args.time, cohort=cohorts,
                       outcome=args.outcome, never_treated=args.never_treated,
                       balance=args.balance)
@@ -224,3 +224,18 @@ def cli_message(message: str) -> str:
     if message.startswith("Missing columns:"):
         message += " Name the columns with --unit, --time, --cohort and --outcome."
     return message
+
+
+def _cohort_columns(columns, cohort: str, exposure: int) -> list:
+    """The cohort columns of exposures 1..``exposure`` (``cohort``, ``cohort_2``, ...), each
+    checked to be in the panel file, so that a huge ``--exposure`` is refused at the first
+    missing column rather than spelled out."""
+    names = [cohort]
+    for k in range(2, exposure + 1):
+        name = f"{cohort}_{k}"
+        if name not in columns:
+            raise ParameterError(
+                f"--exposure {exposure} needs the cohort columns {cohort}_2 ... "
+                f"{cohort}_{exposure}, one per exposure; the panel file has no column {name!r}.")
+        names.append(name)
+    return names

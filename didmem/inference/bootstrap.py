@@ -12,6 +12,7 @@ dense units x cells matrix.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from threadpoolctl import threadpool_limits
 from ..errors import ParameterError
 from . import kernels
 
-__all__ = ["MULTIPLIERS", "BootstrapDraws", "MultiplierChunks", "draw_multipliers",
+__all__ = ["MULTIPLIERS", "BootstrapDraws", "check_draws_fit", "MultiplierChunks", "draw_multipliers",
            "resolve_multiplier", "design_multipliers", "multiplier_bootstrap"]
 
 from ._choices import MULTIPLIERS  # noqa: E402  (declared where the estimators read it cheaply)
@@ -244,3 +245,23 @@ def multiplier_bootstrap(drawer, multipliers: MultiplierChunks, n_cells: int,
         for row0, chunk in multipliers:
             draw(row0, chunk, out)
     return out
+
+
+def check_draws_fit(n_draws: int, n_cells: int, owner: str) -> None:
+    """Refuse a bootstrap whose draws cannot fit in this machine's memory.
+
+    The draws of every cell (``n_draws`` x ``n_cells`` float64) are kept for the band and the
+    aggregations, so ``n_bootstrap=10**10`` must be refused at once, naming the parameter,
+    not fail inside numpy (or, where memory is overcommitted, exhaust the machine).
+    """
+    need = 8 * int(n_draws) * (int(n_cells) + 1)
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # not a POSIX system: numpy will say
+        return
+    if need > total:
+        raise ParameterError(
+            f"The 'n_bootstrap' parameter of {owner} must leave room for its draws: "
+            f"{int(n_draws):,} draws of {int(n_cells):,} cells need {need / 2**30:,.1f} GiB, more "
+            f"than this machine's {total / 2**30:,.1f} GiB. Got {int(n_draws)}; a few thousand "
+            "draws are plenty for a band.")

@@ -27,7 +27,8 @@ from .._arrays import PicklableProxies, readonly
 from ..errors import InferenceWarning, ParameterError
 from . import pretrend_wald
 from .bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
-from .bootstrap import BootstrapDraws, MultiplierChunks, design_multipliers, resolve_multiplier
+from .bootstrap import (BootstrapDraws, MultiplierChunks, check_draws_fit, design_multipliers,
+                        resolve_multiplier)
 from .influence import cell_counts
 from .linear import combination_draws
 from .pretrend import PretrendTest
@@ -189,6 +190,7 @@ class CellInference(PicklableProxies):
         correction = small_sample_correction(influence, variance) if settings.small_sample else None
         boot = None
         if settings.n_draws > 0:
+            check_draws_fit(settings.n_draws, influence.cells.size, owner)
             boot = influence.bootstrap(settings.n_draws, settings.multiplier,
                                        np.random.default_rng(settings.seed),
                                        prepared.clusters, prepared.n_clusters,

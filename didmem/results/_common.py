@@ -14,7 +14,8 @@ import pandas as pd
 from .._arrays import PicklableProxies
 from ..errors import ParameterError
 
-__all__ = ["Estimate", "Pretest", "profile_matrix", "SIGN_NOTE", "level_label", "PicklableProxies"]
+__all__ = ["Estimate", "Pretest", "CellTable", "profile_matrix", "SIGN_NOTE", "level_label",
+           "PicklableProxies"]
 
 SIGN_NOTE = (
     "Sign convention: an estimate is positive when training on the instances raised the "
@@ -76,3 +77,20 @@ def _significant(lo, hi):
 def level_label(alpha: float) -> str:
     """The coverage of an interval with level ``alpha`` as a label, e.g. ``"90%"``."""
     return f"{100 * (1 - alpha):g}%"
+
+
+class CellTable:
+    """What a result held as its table of cells (``self.cells``, one row per cell) gives:
+    the estimates, the significance flags and the table itself, each a copy."""
+
+    @property
+    def estimates(self) -> np.ndarray:
+        return self.cells["estimate"].to_numpy(copy=True)
+
+    @property
+    def significant(self) -> np.ndarray:
+        return self.cells["significant"].to_numpy(copy=True)
+
+    def to_frame(self) -> pd.DataFrame:
+        """The cells, one row per cell (a copy)."""
+        return self.cells.copy()

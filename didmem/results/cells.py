@@ -26,7 +26,7 @@ from ._common import (
     _significant,
     profile_matrix,
 )
-from .aggregations import AggregateResult, AggregationSpec, build_aggregation
+from .aggregations import AggregateResult, build_aggregation
 from ._settings import ResultSettings
 from .saving import save_result
 

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ParameterError
-from ._common import SIGN_NOTE, PicklableProxies, level_label, profile_matrix
+from ._common import SIGN_NOTE, CellTable, PicklableProxies, level_label, profile_matrix
 from ._table_file import TableFile
 
 __all__ = ["RunsProfile", "RunsResult", "ESTIMANDS"]
@@ -39,7 +39,7 @@ ESTIMANDS = {
 
 
 @dataclass(frozen=True, eq=False)
-class RunsProfile(PicklableProxies):
+class RunsProfile(CellTable, PicklableProxies):
     """The pooled or the within-instance profile of a fit across runs.
 
     Attributes
@@ -87,17 +87,6 @@ class RunsProfile(PicklableProxies):
     def assumption(self) -> str:
         return ESTIMANDS[self.estimand]
 
-    @property
-    def estimates(self) -> np.ndarray:
-        return self.cells["estimate"].to_numpy(copy=True)
-
-    @property
-    def significant(self) -> np.ndarray:
-        return self.cells["significant"].to_numpy(copy=True)
-
-    def to_frame(self) -> pd.DataFrame:
-        """The cells (a copy)."""
-        return self.cells.copy()
 
     def profile(self, value: str = "estimate", significant_only: bool = False) -> pd.DataFrame:
         """The cohort x time matrix of one column of :meth:`to_frame`."""

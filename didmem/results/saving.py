@@ -30,7 +30,7 @@ import pandas as pd
 from ..errors import DidmemError, MissingFileError, OutputFileError, ParameterError
 from ..inference._choices import PRETREND_METHODS
 from ..inference.pretrend_result import PretrendTest
-from ._common import Estimate, PicklableProxies, Pretest, profile_matrix
+from ._common import CellTable, Estimate, PicklableProxies, Pretest, profile_matrix
 from ._settings import ResultSettings
 from .aggregations import AGGREGATIONS, ALIASES, AggregateResult
 
@@ -428,7 +428,7 @@ def _pretrend_from(doc) -> PretrendTest | None:
 
 
 @dataclass(frozen=True, eq=False)
-class SavedResult(PicklableProxies):
+class SavedResult(CellTable, PicklableProxies):
     """A result read back from a results file: the cells, aggregations, pre-test and settings.
 
     It has the read-only interface of :class:`GroupTimeResult` that needs no panel, so
@@ -486,18 +486,6 @@ class SavedResult(PicklableProxies):
         raise ParameterError(f"A results file stores these pre-tests: {', '.join(stored)}; "
                              f"for {method!r} fit the panel again and call "
                              "GroupTimeResult.pretrend_test.")
-
-    def to_frame(self) -> pd.DataFrame:
-        """The cells, one row per (cohort, time), as :meth:`GroupTimeResult.to_frame` (a copy)."""
-        return self.cells.copy()
-
-    @property
-    def estimates(self) -> np.ndarray:
-        return self.cells["estimate"].to_numpy(copy=True)
-
-    @property
-    def significant(self) -> np.ndarray:
-        return self.cells["significant"].to_numpy(copy=True)
 
     def profile(self, value: str = "estimate", significant_only: bool = False) -> pd.DataFrame:
         """The cohort x time matrix of one column (see :meth:`GroupTimeResult.profile`)."""

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -114,6 +115,10 @@ def _lists_of(path, model) -> tuple[dict[int, tuple[Path, ...]], str]:
     if isinstance(path, (str, Path)):
         lists = find_memorised_lists(path, model)
         return lists, f"{model or 'the'} memorised-index lists in {path}"
+    if not isinstance(path, Mapping):
+        raise ParameterError("The 'lists' argument of read_memorised must be a folder (str or "
+                             "Path) or a mapping {step: files}; got "
+                             f"{type(path).__name__}.")
     lists = {}
     for step, files in dict(path).items():
         if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:

@@ -264,3 +264,10 @@ def test_lists_of_only_trained_sequences_are_flagged(tmp_path):
         read_memorised(_write_lists(tmp_path / "other", dense), batch_size=1000, sequences=n)
     assert [str(w.message)[:19] for w in record] == ["The list at step 20",
                                                      "The list at step 30"]
+
+
+@pytest.mark.parametrize("lists", [5, None, [1, 2]])
+def test_lists_of_another_type_are_named(lists):
+    """Neither a folder nor a mapping: a ParameterError naming the argument, not a TypeError."""
+    with pytest.raises(ParameterError, match="'lists' argument of read_memorised"):
+        didmem.orders.read_memorised(lists)

@@ -3,16 +3,16 @@
 A folder of parquet files, in any order of files and rows (as scoring on Ray writes it:
 each part holds some checkpoints of some instances), is read without building the long
 panel. Opening it reads each file's footer; the units' index (the units, the times, and
-which files share units) is read from every file's unit and time columns. The files that share units (directly or through
-others) form a *component*; its units are cut into hash buckets small enough that their
-paths (units x times) fit the memory budget. A *work item* (a component's files, a bucket's
-units) is read chunk by chunk (groups of row groups), each chunk's rows scattered into the
-bucket's paths, and leaves as one :class:`PathBlock` of complete paths. Items are
-independent: they run one after the other here, or as tasks on Ray
-(:func:`didmem.runners.ray_tasks.ray_map`). A bucket re-reads its component's files, so the folder is
-read twice (the index, then the items) when every component's paths fit the budget. Where
-the units are integers whose range fits the budget, :mod:`didmem.panel_scan_dense` reads
-the folder once, without the index.
+which files share units) is read from every file's unit and time columns. The files that
+share units (directly or through others) form a *component*; its units are cut into hash
+buckets small enough that their paths (units x times) fit the memory budget. A *work item*
+(a component's files, a bucket's units) is read chunk by chunk (groups of row groups), each
+chunk's rows scattered into the bucket's paths, and leaves as one :class:`PathBlock` of
+complete paths. Items are independent: they run one after the other here, or as tasks on
+Ray (:func:`didmem.runners.ray_tasks.ray_map`). A bucket re-reads its component's files, so
+the folder is read twice (the index, then the items) when every component's paths fit the
+budget. Where the units are integers whose range fits the budget,
+:mod:`didmem.panel_scan_dense` reads the folder once, without the index.
 
 The checks :class:`~didmem.Panel` makes are made on the way and name the file and rows:
 missing columns (another schema), non-numeric columns, units of another type, duplicated

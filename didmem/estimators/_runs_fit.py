@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import EstimationError, ParameterError
-from ..inference.runs import (RunCells, gaussian_band, pooled_cells, wald_pretest,
-                              within_cells)
+from ..inference.runs import (RunCells, gaussian_band, pooled_band, pooled_cells,
+                              wald_pretest, within_cells)
 from ..results._common import _interval, _significant
 from ..results.runs import RunsProfile, RunsResult
 from .did import DiDEstimator
@@ -92,8 +92,7 @@ def fit_runs(panel, params) -> RunsResult:
                         simultaneous=simultaneous)
 
     pooled = pooled_cells([_run_cells(per_run[r], panel.units) for r in runs])
-    band = gaussian_band(pooled.rows, pooled.df, rng=np.random.default_rng(seeds[-2]),
-                         **band_options)
+    band = pooled_band(pooled, rng=np.random.default_rng(seeds[-2]), **band_options)
     pooled_frame = _cells_frame(
         pooled.cohort, pooled.time, pooled.base_time, pooled.estimate, band,
         {"df": pooled.df, "between_sd": np.sqrt(pooled.between_variance),

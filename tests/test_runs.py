@@ -348,6 +348,27 @@ def test_each_run_is_the_did_of_its_panel(fitted):
     assert np.all(pooled["std_error"] >= pooled["instance_se"] - 1e-12)
 
 
+def test_pooled_profile_of_copies_of_one_run_is_that_run():
+    """Three copies of one run: the pooled estimates and standard errors (Welch-corrected,
+    as the run's own) are the run's, with no between-run variance, and the band is a
+    simultaneous one."""
+    frame, _ = _frame()
+    one = frame[frame["run"] == 0]
+    copies = pd.concat([one.assign(run=k) for k in range(3)], ignore_index=True)
+    res = didmem.RunsEstimator(n_bootstrap=2000, seed=1).fit(_panel(copies))
+    alone = didmem.DiDEstimator(n_bootstrap=0).fit(
+        didmem.Panel(one, unit="unit", time="time", cohort="cohort", outcome="y"))
+    pooled = res.pooled.to_frame()
+    run = alone.to_frame().set_index(["cohort", "time"]).loc[
+        list(zip(pooled["cohort"], pooled["time"]))]
+    np.testing.assert_allclose(pooled["estimate"], run["estimate"], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(pooled["std_error"], run["std_error"], rtol=1e-8)
+    assert np.all(pooled["std_error"] > 1e-6)
+    np.testing.assert_allclose(pooled["between_sd"], 0.0, atol=1e-7)
+    assert res.pooled.band == "simultaneous"
+    assert 2.3 < res.pooled.critical_value < 4.0
+
+
 def test_fit_refuses_single_runs_clusters_and_holes():
     frame, _ = _frame()
     single = didmem.Panel(frame[frame["run"] == 0], unit="unit", time="time",

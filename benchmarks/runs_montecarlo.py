@@ -6,7 +6,8 @@ run, each run with its own random data order), fits :class:`didmem.RunsEstimator
 * the pooled profile's simultaneous 95% band (runs a random factor) against the mean over
   the population of runs, ``tau(g, c)`` (``tau_mean``; 0 before treatment), over every
   cell; and, for contrast, the band a fit with the runs held fixed would draw
-  (``instance_se`` times the normal-scale sup-t value: no between-run variance, no t);
+  (``instance_se`` times the Gaussian sup-t value of the instance part: no between-run
+  variance, no run degrees of freedom);
 * the within-instance comparison's simultaneous 95% band against its target given the
   runs: for each cell the mean over its (run, instance) pairs of the run's true effect
   ``tau_r(g, c)`` (0 before treatment), with the pairs counted here from the cohorts, apart
@@ -23,8 +24,11 @@ differs much: the between-run part dominates the pooled band).
 
 Usage (the figures in benchmarks/RESULTS.md and docs/runs.rst)::
 
-    nice -n 15 python benchmarks/runs_montecarlo.py --reps 200 \\
+    nice -n 15 python benchmarks/runs_montecarlo.py --reps 200 --draws 999 --seed0 80000 \\
         --json benchmarks/results/runs_montecarlo.json
+
+The pooled band's plug-in rule was chosen on seeds 20000-20399 (the default ``--seed0``);
+report figures on other seeds.
 """
 
 from __future__ import annotations

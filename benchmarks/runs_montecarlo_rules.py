@@ -141,7 +141,7 @@ def evaluate(files, rules, draws: int) -> None:
     for path in files:
         data = np.load(path)
         n = data["est"].shape[0]
-        seeds = list(data["seeds"]) if "seeds" in data.files else "?"
+        seeds = [int(x) for x in data["seeds"]] if "seeds" in data.files else "?"
         line = [f"{path} ({n} reps, seeds {seeds}):"]
         for rule in rules:
             rng = np.random.default_rng(1)

@@ -3,16 +3,16 @@
 A folder of parquet files, in any order of files and rows (as scoring on Ray writes it:
 each part holds some checkpoints of some instances), is read without building the long
 panel. Opening it reads each file's footer; the units' index (the units, the times, and
-which files share units) is read from every file's unit and time columns. The files that share units (directly or through
-others) form a *component*; its units are cut into hash buckets small enough that their
-paths (units x times) fit the memory budget. A *work item* (a component's files, a bucket's
-units) is read chunk by chunk (groups of row groups), each chunk's rows scattered into the
-bucket's paths, and leaves as one :class:`PathBlock` of complete paths. Items are
-independent: they run one after the other here, or as tasks on Ray
-(:func:`didmem.runners.ray_tasks.ray_map`). A bucket re-reads its component's files, so the folder is
-read twice (the index, then the items) when every component's paths fit the budget. Where
-the units are integers whose range fits the budget, :mod:`didmem.panel_scan_dense` reads
-the folder once, without the index.
+which files share units) is read from every file's unit and time columns. The files that
+share units (directly or through others) form a *component*; its units are cut into hash
+buckets small enough that their paths (units x times) fit the memory budget. A *work item*
+(a component's files, a bucket's units) is read chunk by chunk (groups of row groups), each
+chunk's rows scattered into the bucket's paths, and leaves as one :class:`PathBlock` of
+complete paths. Items are independent: they run one after the other here, or as tasks on
+Ray (:func:`didmem.runners.ray_tasks.ray_map`). A bucket re-reads its component's files, so
+the folder is read twice (the index, then the items) when every component's paths fit the
+budget. Where the units are integers whose range fits the budget,
+:mod:`didmem.panel_scan_dense` reads the folder once, without the index.
 
 The checks :class:`~didmem.Panel` makes are made on the way and name the file and rows:
 missing columns (another schema), non-numeric columns, units of another type, duplicated
@@ -36,7 +36,7 @@ from .errors import MissingFileError, PanelError
 __all__ = ["ParquetPaths", "PathBlock", "ScanItem", "read_item", "scatter_rows",
            "reference_scatter"]
 
-CHUNK_ROWS = 4_000_000  # rows read at once (about 130 MB with four columns)
+CHUNK_ROWS = 2**20  # rows read at once (about 32 MB with four columns)
 MEMORY_BYTES = 2 * 2**30  # paths held at once: 9 bytes per (unit, time)
 
 
@@ -167,13 +167,13 @@ def _open(file):
             f"format): {exc}. Remove it from the folder or write it again.") from None
 
 
-def _read(pf, file, columns, row_groups=None):
+def _read(pf, file, columns, row_groups=None, use_threads=True):
     import pyarrow as pa
 
     try:
         if row_groups is None:
-            return pf.read(columns=columns)
-        return pf.read_row_groups(row_groups, columns=columns)
+            return pf.read(columns=columns, use_threads=use_threads)
+        return pf.read_row_groups(row_groups, columns=columns, use_threads=use_threads)
     except (pa.ArrowException, OSError) as exc:
         raise PanelError(
             f"File {str(file)!r} cannot be read (cut short or damaged): {exc}. "
@@ -327,11 +327,11 @@ def chunk_plan(meta, chunk_rows: int) -> list[tuple[int, list]]:
     return plan
 
 
-def read_chunk(file, groups, columns, row0=0, not_null=()):
+def read_chunk(file, groups, columns, row0=0, not_null=(), use_threads=True):
     """The row groups ``groups`` of ``file`` (its ``columns``; their first row is row ``row0``
     of the file), refusing missing values in the columns ``not_null`` (the unit and time)
-    with the file and row named."""
-    table = _read(_open(file), file, list(columns), groups)
+    with the file and row named; ``use_threads``: arrow decodes the columns in parallel."""
+    table = _read(_open(file), file, list(columns), groups, use_threads)
     for name in not_null:
         col = table.column(name)
         if col.null_count:

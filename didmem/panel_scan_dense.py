@@ -10,8 +10,8 @@ order), and the times are found as they come. The pages of identifiers that no r
 never touched, so a range with gaps costs only what its units use; a unit is an identifier
 with at least one row.
 
-The next chunk of rows is read on a second thread (pyarrow releases the GIL) while
-:func:`scatter_dense` (numba, without the GIL) places the current one, so the two share the
+The next chunks of rows are read on other threads (pyarrow releases the GIL) while
+:func:`scatter_dense` (numba, without the GIL) places the current one, so they share the
 cores. The checks are those of :func:`~didmem.panel_scan.read_item`, with the same messages:
 duplicated (unit, time) rows within a file or across files, a cohort that changes within a
 unit, holes, NaN or infinite outcomes, missing units or times, and files that cannot be read.
@@ -37,6 +37,7 @@ from .panel_scan import (chunk_plan, cohort_change_error, duplicate_error, hole_
 __all__ = ["DensePaths", "read_dense", "scatter_dense"]
 
 PER_ID_BYTES = 24  # each identifier of the range: its cohort, first file and first row
+READERS = 2  # chunks read ahead, each on its own thread
 DONE, NEW_TIME, OUTSIDE, BAD_OUTCOME, MINUS_INF, CHANGE, DUPLICATE = range(7)
 
 
@@ -267,22 +268,23 @@ def _arrays(batch, columns):
 
 
 def _prefetched(dataset):
-    """``(file index, file, first row, table)`` of every chunk of the dataset, the next chunk
-    read on another thread while this one is used."""
+    """``(file index, file, first row, table)`` of every chunk of the dataset in order, the
+    next :data:`READERS` chunks read on other threads (one core each) while this one is
+    used."""
     plan = [(f, file, row0, groups) for f, file in enumerate(dataset.files)
             for row0, groups in chunk_plan(dataset.footers[f], dataset.chunk_rows)]
-    if not plan:
-        return
-    pool = ThreadPoolExecutor(max_workers=1)
-    try:
-        def read(step):
-            return read_chunk(step[1], step[3], dataset.columns, step[2],
-                              (dataset.unit, dataset.time))
 
-        pending = pool.submit(read, plan[0])
+    def read(step):
+        return read_chunk(step[1], step[3], dataset.columns, step[2],
+                          (dataset.unit, dataset.time), use_threads=False)
+
+    pool = ThreadPoolExecutor(max_workers=READERS)
+    try:
+        pending = [pool.submit(read, step) for step in plan[:READERS]]
         for i, step in enumerate(plan):
-            table = pending.result()
-            pending = pool.submit(read, plan[i + 1]) if i + 1 < len(plan) else None
+            table = pending.pop(0).result()
+            if i + READERS < len(plan):
+                pending.append(pool.submit(read, plan[i + READERS]))
             yield step[0], step[1], step[2], table
             del table
     finally:

@@ -222,6 +222,17 @@ def test_one_pass_equals_the_work_items_and_the_panel(tmp_path, frame, layout, n
     _assert_moments_equal(dataset_moments(data, map_items=map), ref)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_one_pass_moments_in_chunks_of_a_few_units(tmp_path, frame, threads):
+    """Cohorts cut into chunks of 3 units, on one thread or two, add up to the panel's
+    moments."""
+    from didmem.inference.moments import dense_moments
+
+    block = read_dense(ParquetPaths(_write(tmp_path / "data", frame), **COLUMNS))
+    got = dense_moments(block, chunk_bytes=8 * block.times.size * 3, threads=threads)
+    _assert_moments_equal(got, _panel_moments(frame))
+
+
 def test_one_pass_gives_way_to_the_work_items(tmp_path, frame, no_leftovers):
     """Where one pass cannot hold the paths or see the units' range, it steps aside and the
     work items read the folder: string units, footers without statistics, a range wider than

@@ -27,6 +27,7 @@ algorithm for computing sample variances. Technical report STAN-CS-79-773, Stanf
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -272,37 +273,45 @@ def dataset_moments(dataset, map_items=None) -> CohortMoments:
     return total
 
 
-def dense_moments(block, chunk_bytes: int = 64 * 2**20) -> CohortMoments:
+def dense_moments(block, chunk_bytes: int = 64 * 2**20, threads: int | None = None
+                  ) -> CohortMoments:
     """The moments of the paths of a dataset read in one pass
     (:class:`~didmem.panel_scan_dense.DensePaths`: time-major, a column per unit).
 
-    Each cohort's units are gathered ``chunk_bytes`` of paths at a time; the chunks' moments
-    are added up (Chan et al.'s update), so the memory beyond the paths stays bounded.
+    Each cohort's units are gathered ``chunk_bytes`` of paths at a time, ``threads`` chunks
+    at once (default: two, or one on one core; the gather and BLAS release the GIL); each
+    cohort's chunks are added up in order (Chan et al.'s update), so the memory beyond the
+    paths stays bounded and the sums do not depend on the threads.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     times = np.asarray(block.times, dtype=np.float64)
     values, codes = np.unique(block.cohorts, return_inverse=True)
     order = np.argsort(codes, kind="stable")
     starts = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=values.size))])
     step = max(1, chunk_bytes // (8 * max(times.size, 1)))
     slots = block.slots  # the row of each time: results are put in time order at the end
-    parts = []
-    with threadpool_limits(limits=1, user_api="blas"):
-        for g in range(values.size):
-            members = block.columns[order[starts[g]:starts[g + 1]]]
-            part = None
-            for a in range(0, members.size, step):
-                y = block.paths.take(members[a:a + step], axis=1)  # times (as found) x units
-                n = y.shape[1]
-                mean = y.sum(axis=1) / n
-                y -= mean[:, None]
-                cross = y @ y.T  # BLAS syrk: the only O(n T^2) work
-                piece = CohortMoments(
-                    times=times, cohorts=values[g:g + 1], count=np.array([n]),
-                    weight=np.array([float(n)]), weight_sq=np.array([float(n)]),
-                    mean=mean[slots][None], lever=np.zeros((1, times.size)),
-                    cross=cross[np.ix_(slots, slots)][None])
-                part = piece if part is None else part + piece
-            parts.append(part)
+    chunks = [(g, block.columns[order[a:min(a + step, starts[g + 1])]])
+              for g in range(values.size) for a in range(starts[g], starts[g + 1], step)]
+
+    def piece(chunk):
+        g, columns = chunk
+        y = block.paths.take(columns, axis=1)  # times (as found) x units
+        n = y.shape[1]
+        mean = y.sum(axis=1) / n
+        y -= mean[:, None]
+        cross = y @ y.T  # BLAS syrk: the only O(n T^2) work
+        return g, CohortMoments(
+            times=times, cohorts=values[g:g + 1], count=np.array([n]),
+            weight=np.array([float(n)]), weight_sq=np.array([float(n)]),
+            mean=mean[slots][None], lever=np.zeros((1, times.size)),
+            cross=cross[np.ix_(slots, slots)][None])
+
+    parts = [None] * values.size
+    threads = threads or min(2, os.cpu_count() or 1)
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
+        for g, part in pool.map(piece, chunks):  # in order: each cohort's chunks in turn
+            parts[g] = part if parts[g] is None else parts[g] + part
     if not parts:
         return CohortMoments.empty(times)
     return CohortMoments(times=times, cohorts=values,

@@ -69,6 +69,8 @@ class LabResult:
         column first (``0 .. R-1``), and each run's own files are in ``runs/run{r}/``.
     timings : dict
         Seconds spent per stage (not written to disk, so that files stay reproducible).
+        With several runs in several worker processes, each stage's seconds in its worker
+        (the stages overlap) and ``runs``, the wall time of them all.
     reused : bool
         True when an identical complete run was already in ``out_dir`` and was loaded.
     """

@@ -50,7 +50,7 @@ import pandas as pd
 
 from ..errors import ParameterError
 from .exposures import exposure_cohorts, exposure_frame
-from .neox_kernels import (lookup_filter, map_bounds, positions_of_samples,
+from .neox_kernels import (gather_sizes, lookup_filter, map_bounds, positions_of_samples,
                            sample_rows_bounds, sample_starts_chunk, span_hits)
 
 __all__ = ["IndexMaps", "index_map_files", "read_index_maps", "write_index_maps",
@@ -185,9 +185,11 @@ def _sample_starts(maps: IndexMaps, sizes: np.ndarray):
     position, stream = 0, 0
     for i0 in range(0, n, _CHUNK):
         block = rows[i0:min(i0 + _CHUNK, n) + 1]
+        high = max(int(block[-1, 0]), position)
+        lengths = np.empty(high - position, dtype=np.int64)
+        gather_sizes(maps.doc_idx[position:high], sizes, lengths)
         out = np.empty(block.shape[0], dtype=np.int64)
-        position, stream = sample_starts_chunk(maps.doc_idx, sizes, block, position, stream,
-                                               out)
+        position, stream = sample_starts_chunk(lengths, block, position, stream, out)
         yield i0, out
 
 
@@ -556,12 +558,16 @@ def _whole_spans(maps: IndexMaps, sizes: np.ndarray, spans: pd.DataFrame) -> tup
     out_sample = np.empty(capacity, dtype=np.int64)
     n_out, row, stream = 0, 0, 0
     n = maps.doc_idx.shape[0]
+    lengths = np.empty(min(_CHUNK, n), dtype=np.int64)
     lo = 0
+    units = units.astype(np.int64)
     while lo < n and units.size:
         hi = min(lo + _CHUNK, n)
+        chunk = maps.doc_idx[lo:hi]
+        gather_sizes(chunk, sizes, lengths[:hi - lo])
         done, row_after, stream_after = span_hits(
-            maps.doc_idx, lo, hi, sizes, maps.sample_idx, row, stream, table, mask, wanted,
-            first_unit, units.astype(np.int64), starts, ends, out_unit, out_sample, n_out)
+            chunk, lo, lengths[:hi - lo], maps.sample_idx, row, stream, table, mask, wanted,
+            first_unit, units, starts, ends, out_unit, out_sample, n_out)
         if done < 0:  # full: grow, and do the chunk again
             out_unit = np.concatenate([out_unit, np.empty_like(out_unit)])
             out_sample = np.concatenate([out_sample, np.empty_like(out_sample)])

@@ -5,7 +5,9 @@ the token stream needs the running sum of ``sizes[doc_idx]`` (a gather at random
 the indexed dataset's ``sizes``); a compiled loop does that gather, the sample rows and the
 instances' documents in one pass, where numpy needed several passes and temporaries. The
 kernels take one chunk at a time and carry their state from chunk to chunk, so the caller
-reads the memory-mapped maps in pieces of :data:`~didmem.orders.neox._CHUNK` entries.
+reads the memory-mapped maps in pieces of ``_CHUNK`` entries. The gather itself
+(:func:`gather_sizes`) is a tight loop of its own, run on every core: apart from the pass's
+branches, many of its reads are in flight at once.
 
 The oracles (``*_numpy``) compute the same thing with numpy, for the tests.
 """
@@ -13,24 +15,42 @@ The oracles (``*_numpy``) compute the same thing with numpy, for the tests.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
-__all__ = ["lookup_filter", "span_hits", "span_hits_numpy", "positions_of_samples",
-           "sample_starts_chunk", "sample_starts_chunk_numpy", "map_bounds",
-           "sample_rows_bounds"]
+__all__ = ["lookup_filter", "in_filter", "gather_sizes", "span_hits", "span_hits_numpy",
+           "positions_of_samples", "sample_starts_chunk", "sample_starts_chunk_numpy",
+           "map_bounds", "sample_rows_bounds"]
 
 
 def lookup_filter(values: np.ndarray, n_values: int) -> tuple:
-    """``(table, mask)``: a small table of booleans (``table[v & mask]`` True for every ``v``
-    of ``values``; a few others share a slot), so that a pass asks the exact question only
-    for a few entries. ``mask + 1`` is a power of two, about 64 slots per value, from 2**10
-    to 2**24 (16 MB) and at most the next power of two above ``n_values``."""
+    """``(bits, mask)``: a small bit set where bit ``v & mask`` is set for every ``v`` of
+    ``values`` (a few others share a bit), so that a pass asks the exact question (a binary
+    search) only for a few entries (:func:`in_filter`). ``mask + 1`` is a power of two,
+    about 64 bits per value, from 2**12 to 2**26 bits (8 MB) and at most the next power of
+    two above ``n_values``: 10,000 values take 128 KB, which stays in the core's cache."""
     want = max(1, 64 * int(np.asarray(values).size))
-    bits = int(np.clip(int(np.ceil(np.log2(want))), 10, 24))
-    bits = min(bits, max(1, int(np.ceil(np.log2(max(int(n_values), 2))))))
-    table = np.zeros(1 << bits, dtype=np.bool_)
-    table[np.asarray(values, dtype=np.int64) & ((1 << bits) - 1)] = True
-    return table, (1 << bits) - 1
+    bits = int(np.clip(int(np.ceil(np.log2(want))), 12, 26))
+    bits = max(6, min(bits, int(np.ceil(np.log2(max(int(n_values), 2))))))
+    mask = (1 << bits) - 1
+    table = np.zeros(1 << (bits - 6), dtype=np.uint64)
+    slots = np.asarray(values, dtype=np.int64) & mask
+    np.bitwise_or.at(table, slots >> 6, np.left_shift(np.uint64(1), (slots & 63).astype(np.uint64)))
+    return table, mask
+
+
+@njit(cache=True, nogil=True)
+def in_filter(table, mask, value):  # pragma: no cover - compiled
+    """Whether ``value``'s bit is set in :func:`lookup_filter`'s ``table``."""
+    slot = value & mask
+    return (table[slot >> 6] >> np.uint64(slot & 63)) & np.uint64(1) != 0
+
+
+@njit(parallel=True, cache=True)
+def gather_sizes(doc_idx, sizes, out):  # pragma: no cover - compiled
+    """``out[i] = sizes[doc_idx[i]]``: the random reads of a pass over ``doc_idx`` in one
+    tight loop (on every core), apart from the pass's logic, so that many are in flight."""
+    for i in prange(doc_idx.size):
+        out[i] = sizes[doc_idx[i]]
 
 
 @njit(cache=True, nogil=True)
@@ -49,9 +69,10 @@ def _find(sorted_values, value):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def span_hits(doc_idx, lo, hi, sizes, rows, row, stream, table, mask, documents, first_unit,
+def span_hits(doc_idx, lo, lengths, rows, row, stream, table, mask, documents, first_unit,
               units, starts, ends, out_unit, out_sample, n_out):  # pragma: no cover - compiled
-    """One chunk ``lo .. hi - 1`` of ``doc_idx``: the sample that holds each instance whole.
+    """One chunk of ``doc_idx`` (positions ``lo ..``, the documents' ``lengths`` from
+    :func:`gather_sizes`): the sample that holds each instance whole.
 
     Walks the documents in stream order (``stream``: where document position ``lo`` starts
     in the token stream; ``row``: the first row of ``sample_idx`` whose position is ``lo``
@@ -68,12 +89,13 @@ def span_hits(doc_idx, lo, hi, sizes, rows, row, stream, table, mask, documents,
     n_rows = rows.shape[0]
     row0, stream0 = row, stream
     capacity = out_unit.size
-    for p in range(lo, hi):
-        d = doc_idx[p]
+    for i in range(doc_idx.size):
+        p = lo + i
+        d = np.int64(doc_idx[i])
         first_row = row
         while row < n_rows and rows[row, 0] == p:
             row += 1
-        if table[d & mask]:
+        if in_filter(table, mask, d):
             k = _find(documents, d)
             if k >= 0:
                 for q in range(first_unit[k], first_unit[k + 1]):
@@ -94,7 +116,7 @@ def span_hits(doc_idx, lo, hi, sizes, rows, row, stream, table, mask, documents,
                     out_unit[n_out] = u
                     out_sample[n_out] = holder
                     n_out += 1
-        stream += sizes[d]
+        stream += lengths[i]
     return n_out, row, stream
 
 
@@ -122,21 +144,23 @@ def positions_of_samples(shuffle_idx, lo, table, mask, samples, out):  # pragma:
     ``shuffle_idx[j]`` is ``samples[k]`` (``samples`` sorted and unique)."""
     for i in range(shuffle_idx.size):
         s = np.int64(shuffle_idx[i])
-        if table[s & mask]:
+        if in_filter(table, mask, s):
             k = _find(samples, s)
             if k >= 0:
                 out[k] = lo + i
 
 
 @njit(cache=True, nogil=True)
-def sample_starts_chunk(doc_idx, sizes, rows, position, stream, out):  # pragma: no cover
-    """Stream position of each row of a chunk of ``sample_idx`` (``position``: a document
-    position at or before the chunk's first row; ``stream``: where it starts). Returns the
-    position and stream start reached (the chunk's last row's document)."""
+def sample_starts_chunk(lengths, rows, position, stream, out):  # pragma: no cover
+    """Stream position of each row of a chunk of ``sample_idx``: ``position`` is a document
+    position at or before the chunk's first row, ``stream`` where it starts, ``lengths`` the
+    lengths of the documents from ``position`` to the chunk's last row's (:func:`gather_sizes`).
+    Returns the position and stream start reached (the chunk's last row's document)."""
+    base = position
     for i in range(rows.shape[0]):
         target = rows[i, 0]
         while position < target:
-            stream += sizes[doc_idx[position]]
+            stream += lengths[position - base]
             position += 1
         out[i] = stream + rows[i, 1]
     return position, stream

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 from didmem.orders.neox import build_index_maps
-from didmem.orders.neox_kernels import (lookup_filter, map_bounds, positions_of_samples,
-                                        sample_rows_bounds, sample_starts_chunk,
-                                        sample_starts_chunk_numpy, span_hits, span_hits_numpy)
+from didmem.orders.neox_kernels import (gather_sizes, in_filter, lookup_filter, map_bounds,
+                                        positions_of_samples, sample_rows_bounds,
+                                        sample_starts_chunk, sample_starts_chunk_numpy,
+                                        span_hits, span_hits_numpy)
 
 
 def _maps(seed, seq_length=7, n_docs=30):
@@ -39,7 +40,10 @@ def _kernel_hits(sizes, doc_idx, rows, spans, chunk, capacity):
     n, row, stream, lo, regrown = 0, 0, 0, 0, 0
     while lo < doc_idx.size:
         hi = min(lo + chunk, doc_idx.size)
-        done, r, st = span_hits(doc_idx, lo, hi, sizes, rows, row, stream, table, mask,
+        lengths = np.empty(hi - lo, np.int64)
+        gather_sizes(doc_idx[lo:hi], sizes, lengths)
+        np.testing.assert_array_equal(lengths, sizes[doc_idx[lo:hi]])
+        done, r, st = span_hits(doc_idx[lo:hi], lo, lengths, rows, row, stream, table, mask,
                                 wanted, first, units, starts, ends, out_u, out_s, n)
         if done < 0:
             assert (r, st) == (row, stream)  # the state as before the chunk
@@ -73,7 +77,8 @@ def test_sample_starts_match_the_oracle_and_gpt_neox(chunk):
         block = rows[i0:i0 + chunk + 1]
         want = sample_starts_chunk_numpy(doc_idx, sizes, block, position, stream)
         out = np.empty(block.shape[0], np.int64)
-        position, stream = sample_starts_chunk(doc_idx, sizes, block, position, stream, out)
+        lengths = sizes[doc_idx[position:max(int(block[-1, 0]), position)]].astype(np.int64)
+        position, stream = sample_starts_chunk(lengths, block, position, stream, out)
         np.testing.assert_array_equal(out, want)
         got.append(out[:-1])
     np.testing.assert_array_equal(np.concatenate(got), np.arange(rows.shape[0] - 1) * 5)
@@ -102,9 +107,13 @@ def test_bounds():
 
 
 def test_lookup_filter_keeps_every_value():
-    values = np.array([0, 5, 1 << 30, 123_456_789])
+    rng = np.random.default_rng(6)
+    values = np.concatenate([[0, 5, 1 << 30, 123_456_789], rng.integers(0, 1 << 31, 500)])
     table, mask = lookup_filter(values, 1 << 31)
-    assert (mask + 1) & mask == 0 and 1 << 10 <= mask + 1 <= 1 << 24
-    assert table[values & mask].all()
+    assert (mask + 1) & mask == 0 and 1 << 12 <= mask + 1 <= 1 << 26
+    assert all(in_filter(table, mask, int(v)) for v in values)
+    others = rng.integers(0, 1 << 31, 2000)
+    shared = np.mean([in_filter(table, mask, int(v)) for v in others])
+    assert shared < 0.05  # about 64 bits a value: few others pass
     small, small_mask = lookup_filter(np.array([3]), 8)
-    assert small_mask + 1 <= 8 and small[3 & small_mask]
+    assert small_mask + 1 <= 64 and in_filter(small, small_mask, 3)

@@ -63,9 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     Every field of :class:`~didmem.lab.LabConfig` has an option (built by
     :func:`~didmem.cli._fields.add_dataclass_options`); the others are written here.
     """
-    from .._validation import add_option
     from ..lab.config import LabConfig, quick_config
-    from ..lab.pipeline import run as run_lab
     from ._fields import add_dataclass_options
 
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -73,10 +71,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="the quick scale (seconds) instead of the demo scale (about a minute)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a different run, or other files, in DIR")
-    add_option(parser, run_lab, "workers", metavar="N",
-               help="with --runs R: processes that train and score the runs at once (the "
-                    "files are the same whatever their number; 1 runs everything in this "
-                    "process); by default one per run, at most one per core (per --threads)")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",  # None: run()'s
+                        help="with --runs R: processes that train and score the runs at once "
+                             "(the files are the same whatever their number; 1 runs "
+                             "everything in this process); by default one per run, at most "
+                             "one per core (per --threads)")
     parser.add_argument("--replicate", type=int, default=None, metavar="N",
                         help="run N seeds (from --seed) into DIR/seed{s} and print each "
                              "estimator's mean error, MC error, RMSE, correlation and coverage "

@@ -130,3 +130,12 @@ def test_an_undocumented_field_is_refused():
 
     with pytest.raises(ValueError, match="does not describe its field 'b'"):
         _fields.add_dataclass_options(argparse.ArgumentParser(), Settings)
+
+
+def test_workers_reach_the_lab(tmp_path):
+    from didmem.cli import main
+    from didmem.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="'workers' parameter of didmem.lab.run"):
+        main(["lab", "--quick", "--runs", "2", "--workers", "0", "--out", str(tmp_path / "x")])
+    assert not (tmp_path / "x").exists()

@@ -137,5 +137,5 @@ def test_workers_reach_the_lab(tmp_path, capsys):
 
     assert main(["lab", "--quick", "--runs", "2", "--workers", "0",
                  "--out", str(tmp_path / "x")]) == 2
-    assert "'workers' parameter of didmem.lab.run" in capsys.readouterr().err
+    assert "The option --workers must be an integer in [1, inf]" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()

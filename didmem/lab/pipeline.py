@@ -410,8 +410,9 @@ def _parallel_runs(cfg, design, root: Path, lap, workers: int) -> list:
         twins.append(Task(f"run{r}/twin", _twin_task, args))
         after = (f"run{r}/main", f"run{r}/twin") + (("run0/twin",) if reference_needed else ())
         scoring.append(Task(f"run{r}/scoring", _scoring_task, args, after=after))
-    # the long tasks first, but run 0's twin (everyone's reference) before them
-    tasks = twins[:1] + train + twins[1:] + scoring
+    # the short twins first (run 0's is everyone's reference), so that no scoring waits for
+    # one at the end; then the main runs, then the scoring as runs become ready
+    tasks = twins + train + scoring
 
     def done(name, value, seconds):
         run = name.split("/")[0]

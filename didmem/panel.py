@@ -637,8 +637,8 @@ class Panel:
              never_treated: float | None = None, memory_bytes: int | None = None):
         """A parquet file or folder read lazily, as unit paths in bounded memory.
 
-        Returns a :class:`~didmem.panel_scan.ParquetPaths` (its footers, units and times read
-        and checked now, its outcomes when fitted): :meth:`didmem.DiDEstimator.fit` takes it
+        Returns a :class:`~didmem.panel_scan.ParquetPaths` (its footers read and checked now,
+        its rows when fitted): :meth:`didmem.DiDEstimator.fit` takes it
         and fits from per-cohort moments. Columns as for :class:`Panel`; ``outcome`` is one
         column; ``memory_bytes`` bounds the paths held at once (2 GiB by default).
         """

@@ -2,15 +2,17 @@
 
 A folder of parquet files, in any order of files and rows (as scoring on Ray writes it:
 each part holds some checkpoints of some instances), is read without building the long
-panel. Opening it reads each file's footer, its unit and time columns: the units' index,
-the times, and which files share units. The files that share units (directly or through
-others) form a *component*; its units are cut into hash buckets small enough that their
-paths (units x times) fit the memory budget. A *work item* (a component's files, a bucket's
-units) is read chunk by chunk (groups of row groups), each chunk's rows scattered into the
-bucket's paths, and leaves as one :class:`PathBlock` of complete paths. Items are
-independent: they run one after the other here, or as tasks on Ray
-(:func:`didmem.runners.ray_tasks.ray_map`). A bucket re-reads its component's files, so the folder is
-read once when every component's paths fit the budget.
+panel. Opening it reads each file's footer; the units' index (the units, the times, and
+which files share units) is read from every file's unit and time columns. The files that
+share units (directly or through others) form a *component*; its units are cut into hash
+buckets small enough that their paths (units x times) fit the memory budget. A *work item*
+(a component's files, a bucket's units) is read chunk by chunk (groups of row groups), each
+chunk's rows scattered into the bucket's paths, and leaves as one :class:`PathBlock` of
+complete paths. Items are independent: they run one after the other here, or as tasks on
+Ray (:func:`didmem.runners.ray_tasks.ray_map`). A bucket re-reads its component's files, so
+the folder is read twice (the index, then the items) when every component's paths fit the
+budget. Where the units are integers whose range fits the budget,
+:mod:`didmem.panel_scan_dense` reads the folder once, without the index.
 
 The checks :class:`~didmem.Panel` makes are made on the way and name the file and rows:
 missing columns (another schema), non-numeric columns, units of another type, duplicated
@@ -34,7 +36,7 @@ from .errors import MissingFileError, PanelError
 __all__ = ["ParquetPaths", "PathBlock", "ScanItem", "read_item", "scatter_rows",
            "reference_scatter"]
 
-CHUNK_ROWS = 4_000_000  # rows read at once (about 130 MB with four columns)
+CHUNK_ROWS = 2**20  # rows read at once (about 32 MB with four columns)
 MEMORY_BYTES = 2 * 2**30  # paths held at once: 9 bytes per (unit, time)
 
 
@@ -165,13 +167,13 @@ def _open(file):
             f"format): {exc}. Remove it from the folder or write it again.") from None
 
 
-def _read(pf, file, columns, row_groups=None):
+def _read(pf, file, columns, row_groups=None, use_threads=True):
     import pyarrow as pa
 
     try:
         if row_groups is None:
-            return pf.read(columns=columns)
-        return pf.read_row_groups(row_groups, columns=columns)
+            return pf.read(columns=columns, use_threads=use_threads)
+        return pf.read_row_groups(row_groups, columns=columns, use_threads=use_threads)
     except (pa.ArrowException, OSError) as exc:
         raise PanelError(
             f"File {str(file)!r} cannot be read (cut short or damaged): {exc}. "
@@ -274,14 +276,8 @@ def read_item(item: ScanItem) -> PathBlock:
     lookup = _Lookup(item.units)
     for f, file in enumerate(item.files):
         pf = _open(file)
-        meta = pf.metadata
-        group, rows, row0 = [], 0, 0
-        for g in range(meta.num_row_groups):
-            group.append(g)
-            rows += meta.row_group(g).num_rows
-            if rows < item.chunk_rows and g < meta.num_row_groups - 1:
-                continue
-            table = _read(pf, file, list(item.columns), group)
+        for row0, groups in chunk_plan(pf.metadata, item.chunk_rows):
+            table = _read(pf, file, list(item.columns), groups)
             codes = lookup(_values(table.column(unit)))
             tcodes = np.searchsorted(item.times, _float(table.column(time)))
             cohort = _float(table.column(cohort_name), copy=True)
@@ -298,46 +294,96 @@ def read_item(item: ScanItem) -> PathBlock:
             dup, change, bad = scatter_rows(codes, tcodes, cohort, y, paths, filled,
                                             unit_cohort, unit_file, unit_row, f, row0)
             if bad >= 0:
-                raise PanelError(
-                    f"Outcome column {outcome!r} has a NaN or infinite value at row "
-                    f"{row0 + bad} of file {str(file)!r}. Remove or impute it first.")
+                raise non_finite_error(outcome, row0 + bad, file)
             if change >= 0:
                 u = codes[change]
-                raise PanelError(
-                    f"Column {cohort_name!r} (cohort) must be constant within a unit; unit "
-                    f"{python_scalar(item.units[u])!r} has cohort {_cohort(unit_cohort[u])} at "
-                    f"row {unit_row[u]} of file {str(item.files[unit_file[u]])!r} and "
-                    f"{_cohort(cohort[change])} at row {row0 + change} of file {str(file)!r}.")
+                raise cohort_change_error(cohort_name, item.units[u], unit_cohort[u],
+                                          item.files[unit_file[u]], unit_row[u],
+                                          cohort[change], row0 + change, file)
             if dup >= 0:
                 u, t = codes[dup], tcodes[dup]
-                where = _find_rows(item, item.units[u], item.times[t], until=(f, row0 + dup))
-                raise PanelError(
-                    f"Duplicate (unit, time) rows: ({unit!r}, {time!r}) = "
-                    f"({python_scalar(item.units[u])!r}, {python_scalar(item.times[t])!r}) at "
-                    + " and at ".join(where) + ".")
-            row0 += rows
-            group, rows = [], 0
+                raise duplicate_error(item.files[: f + 1], (unit, time), item.units[u],
+                                      item.times[t], until=(f, row0 + dup))
     holes = filled.sum(axis=1) < n_t
     if holes.any():
         u = int(np.flatnonzero(holes)[0])
-        missing = item.times[filled[u] == 0]
-        where = ("it has no row at all" if unit_file[u] < 0 else
-                 f"its first row is row {unit_row[u]} of file {str(item.files[unit_file[u]])!r}")
-        raise PanelError(
-            f"The panel is unbalanced: {int(holes.sum())} units lack rows at some times, e.g. "
-            f"unit {python_scalar(item.units[u])!r} has no row at {time!r} = "
-            f"{listing(missing)} ({where}). A dataset read in bounded memory must be balanced; "
-            "load a panel with holes in memory (didmem.Panel(..., balance='keep')).")
+        raise hole_error(time, int(holes.sum()), item.units[u], item.times[filled[u] == 0],
+                         None if unit_file[u] < 0 else item.files[unit_file[u]], unit_row[u])
     return PathBlock(item.units, unit_cohort, paths)
 
 
-def _find_rows(item: ScanItem, unit_value, time_value, until) -> list[str]:
-    """Where the rows of one (unit, time) are, up to the row ``until`` (error path only)."""
+def chunk_plan(meta, chunk_rows: int) -> list[tuple[int, list]]:
+    """A file's row groups in chunks of at least ``chunk_rows`` rows (row groups are not
+    split): ``(first row, row groups)`` of each, from its footer ``meta``."""
+    plan, groups, rows, row0 = [], [], 0, 0
+    for g in range(meta.num_row_groups):
+        groups.append(g)
+        rows += meta.row_group(g).num_rows
+        if rows < chunk_rows and g < meta.num_row_groups - 1:
+            continue
+        plan.append((row0, groups))
+        row0 += rows
+        groups, rows = [], 0
+    return plan
+
+
+def read_chunk(file, groups, columns, row0=0, not_null=(), use_threads=True):
+    """The row groups ``groups`` of ``file`` (its ``columns``; their first row is row ``row0``
+    of the file), refusing missing values in the columns ``not_null`` (the unit and time)
+    with the file and row named; ``use_threads``: arrow decodes the columns in parallel."""
+    table = _read(_open(file), file, list(columns), groups, use_threads)
+    for name in not_null:
+        col = table.column(name)
+        if col.null_count:
+            role = "unit" if name == columns[0] else "time"
+            raise PanelError(
+                f"Column {name!r} ({role}) has missing values in file {str(file)!r}, first "
+                f"at row {row0 + _null_row(col)}.")
+    return table
+
+
+# ------------------------------------------------------------------ the messages
+def non_finite_error(outcome, row, file) -> PanelError:
+    return PanelError(
+        f"Outcome column {outcome!r} has a NaN or infinite value at row {row} of file "
+        f"{str(file)!r}. Remove or impute it first.")
+
+
+def cohort_change_error(cohort, unit_value, first_cohort, first_file, first_row, other,
+                        row, file) -> PanelError:
+    return PanelError(
+        f"Column {cohort!r} (cohort) must be constant within a unit; unit "
+        f"{python_scalar(unit_value)!r} has cohort {_cohort(first_cohort)} at row {first_row} "
+        f"of file {str(first_file)!r} and {_cohort(other)} at row {row} of file "
+        f"{str(file)!r}.")
+
+
+def duplicate_error(files, names, unit_value, time_value, until) -> PanelError:
+    where = _find_rows(files, names, unit_value, time_value, until)
+    return PanelError(
+        f"Duplicate (unit, time) rows: ({names[0]!r}, {names[1]!r}) = "
+        f"({python_scalar(unit_value)!r}, {python_scalar(time_value)!r}) at "
+        + " and at ".join(where) + ".")
+
+
+def hole_error(time, n_units, unit_value, missing, first_file, first_row) -> PanelError:
+    where = ("it has no row at all" if first_file is None else
+             f"its first row is row {first_row} of file {str(first_file)!r}")
+    return PanelError(
+        f"The panel is unbalanced: {n_units} units lack rows at some times, e.g. "
+        f"unit {python_scalar(unit_value)!r} has no row at {time!r} = "
+        f"{listing(missing)} ({where}). A dataset read in bounded memory must be balanced; "
+        "load a panel with holes in memory (didmem.Panel(..., balance='keep')).")
+
+
+def _find_rows(files, names, unit_value, time_value, until) -> list[str]:
+    """Where the rows of one (unit, time) are in ``files``, up to the row ``until`` (error
+    path only)."""
     import pyarrow.compute as pc
 
-    unit, time = item.columns[:2]
+    unit, time = names
     found = []
-    for f, file in enumerate(item.files[: until[0] + 1]):
+    for f, file in enumerate(files[: until[0] + 1]):
         table = _read(_open(file), file, [unit, time])
         hit = pc.and_(pc.equal(table.column(unit), unit_value),
                       pc.equal(pc.cast(table.column(time), "float64"), float(time_value)))
@@ -369,9 +415,11 @@ class ParquetPaths:
     chunk_rows : int, optional
         Rows read at once (row groups are not split).
 
-    Opening reads each file's footer, unit and time columns, so that a file that is not
-    parquet, a missing or non-numeric column, or units of another type are refused before
-    any outcome is read.
+    Opening reads each file's footer, so that a file that is not parquet, a missing or
+    non-numeric column, or units of another type are refused before any row is read. The
+    units' index (:attr:`units`, :attr:`times`, :meth:`items`) is read from every file's unit
+    and time columns when first asked for; a fit reads the folder once without it where the
+    units are integers whose range fits the budget (:func:`didmem.panel_scan_dense.read_dense`).
     """
 
     def __init__(self, path, *, unit: str, time: str, cohort: str, outcome: str,
@@ -385,12 +433,23 @@ class ParquetPaths:
         self.files = _data_files(self.path)
         footers = [_open(f) for f in self.files]
         self._check_schemas(footers)
-        self.n_rows = sum(pf.metadata.num_rows for pf in footers)
-        self.times, self.units, self._component, self._file_component = self._index(footers)
+        self.footers = [pf.metadata for pf in footers]  # the files themselves are closed
+        self.n_rows = sum(meta.num_rows for meta in self.footers)
+        self._indexed = None
 
     @property
     def columns(self) -> tuple:
         return (self.unit, self.time, self.cohort, self.outcome)
+
+    @property
+    def times(self) -> np.ndarray:
+        """The dataset's times, ascending (read with the units' index)."""
+        return self._index()[0]
+
+    @property
+    def units(self) -> np.ndarray:
+        """The dataset's units, sorted (read with the units' index)."""
+        return self._index()[1]
 
     # ------------------------------------------------------------------ opening
     def _check_schemas(self, footers) -> None:
@@ -421,14 +480,17 @@ class ParquetPaths:
                     f"{unit_type[0]} in file {str(unit_type[1])!r}: one unit type for the "
                     "whole dataset.")
 
-    def _index(self, footers):
-        """The times, the units (sorted) and each unit's component of files.
+    def _index(self):
+        """The times, the units (sorted), each unit's component of files and each file's
+        component, read once.
 
         The units' index grows file by file (a merge only when a file brings new units), so
         the memory is that of the distinct units, not of every file's list of them.
         """
         import pyarrow.compute as pc
 
+        if self._indexed is not None:
+            return self._indexed
         times = []
         units, lookup = None, None
         first = np.zeros(0, dtype=np.int64)  # the first file of each unit
@@ -440,8 +502,8 @@ class ParquetPaths:
                 i = parent[i]
             return i
 
-        for f, (file, pf) in enumerate(zip(self.files, footers)):
-            table = _read(pf, file, [self.unit, self.time])
+        for f, file in enumerate(self.files):
+            table = _read(_open(file), file, [self.unit, self.time])
             for name, role in ((self.unit, "unit"), (self.time, "time")):
                 col = table.column(name)
                 if col.null_count:
@@ -473,7 +535,8 @@ class ParquetPaths:
         if not np.all(np.isfinite(times)):
             raise PanelError(f"Column {self.time!r} (time) has infinite values.")
         component = np.array([root(f) for f in range(len(self.files))])
-        return times, units, component[first], component
+        self._indexed = (times, units, component[first], component)
+        return self._indexed
 
     # ------------------------------------------------------------------ work items
     def items(self) -> list[ScanItem]:
@@ -481,14 +544,14 @@ class ParquetPaths:
         memory budget (a bucket's units are every ``n``-th of the component's)."""
         per_unit = 9 * self.times.size
         out = []
-        file_component = self._file_component
-        for comp in np.unique(self._component):
-            units = self.units[self._component == comp]
+        times, all_units, unit_component, file_component = self._index()
+        for comp in np.unique(unit_component):
+            units = all_units[unit_component == comp]
             files = tuple(str(self.files[f]) for f in np.flatnonzero(file_component == comp))
             per_bucket = max(1, self.memory_bytes // per_unit)
             n_buckets = max(1, -(-units.size // per_bucket))
             for b in range(n_buckets):
-                out.append(ScanItem(files=files, units=units[b::n_buckets], times=self.times,
+                out.append(ScanItem(files=files, units=units[b::n_buckets], times=times,
                                     columns=self.columns, never_treated=self.never_treated,
                                     chunk_rows=self.chunk_rows))
         return out

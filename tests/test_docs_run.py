@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 
 import pytest

@@ -2,7 +2,6 @@
 in-memory fit (estimates, standard errors, the Wald pre-test, aggregations' covariances) to
 1e-9, with Gaussian bootstrap draws of the influence covariance within Monte Carlo error."""
 
-import warnings
 
 import numpy as np
 import pytest

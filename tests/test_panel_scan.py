@@ -17,6 +17,7 @@ from didmem.inference._prepared import did_cells
 from didmem.inference.moment_cells import MomentsInfluence, prepare_moments
 from didmem.inference.moments import CohortMoments, dataset_moments
 from didmem.panel_scan import ParquetPaths, reference_scatter, scatter_rows
+from didmem.panel_scan_dense import read_dense, scatter_dense
 
 COLUMNS = dict(unit="unit", time="time", cohort="cohort", outcome="y")
 
@@ -89,6 +90,60 @@ def test_scatter_kernel_equals_the_oracle(offence):
     np.testing.assert_array_equal(unit_cohort, ref_cohort)
 
 
+@pytest.mark.parametrize("offence", [None, "duplicate", "cohort", "nan", "outside", "time"])
+def test_one_pass_kernel_equals_the_oracle(offence):
+    """:func:`scatter_dense` (time-major paths, identifiers ``lo`` + column, times found as
+    they come) places the rows as the oracle does and stops at the same first offence."""
+    from didmem import panel_scan_dense as dense
+
+    rng = np.random.default_rng(1)
+    n_units, n_t, lo = 30, 6, 1000
+    codes = np.repeat(np.arange(n_units), n_t)
+    tcodes = np.tile(np.arange(n_t), n_units)
+    order = rng.permutation(codes.size)
+    codes, tcodes = codes[order], tcodes[order]
+    times = (10 * (tcodes + 1)).astype(np.int64)
+    cohort = np.where(codes % 3 == 0, np.nan, 20.0 + 10 * (codes % 4))  # NaN: never-treated
+    y = rng.normal(size=codes.size)
+    i, j = 20, 150
+    if offence == "duplicate":
+        codes[j], tcodes[j], times[j], cohort[j] = codes[i], tcodes[i], times[i], cohort[i]
+    elif offence == "cohort":
+        cohort[np.flatnonzero(codes == codes[i])[-1]] += 1.0
+    elif offence == "nan":
+        y[j] = np.inf
+    ids = codes + lo
+    if offence == "outside":
+        ids[j] = lo + n_units
+    known = np.array([10.0, 20.0, 30.0, 40.0, 50.0, 60.0])
+    if offence == "time":
+        known = known[:-1]  # time 60 not found yet: the caller is asked at its first row
+    slots = rng.permutation(known.size)  # rows of the paths in any order
+    paths, filled = np.zeros((n_t, n_units)), np.zeros((n_t, n_units), dtype=np.uint8)
+    unit_cohort = np.full(n_units, np.nan)
+    unit_file = np.full(n_units, -1, dtype=np.int64)
+    status, row = scatter_dense(ids, times, cohort, y, lo, known, slots, np.nan, paths, filled,
+                                unit_cohort, unit_file, np.full(n_units, -1, dtype=np.int64), 0,
+                                0, 0)
+    never_coded = np.where(np.isnan(cohort), np.inf, cohort)
+    stop = {"outside": j, "time": int(np.flatnonzero(times == 60)[0])}.get(offence, codes.size)
+    ref_paths, ref_filled, ref_cohort, ref = reference_scatter(codes[:stop], tcodes[:stop],
+                                                               never_coded[:stop], y[:stop],
+                                                               n_units, n_t)
+    expect = {"outside": (dense.OUTSIDE, j), "time": (dense.NEW_TIME, stop)}.get(offence)
+    if expect is None:
+        dup, change, bad = ref
+        expect = ((dense.DUPLICATE, dup) if dup >= 0 else (dense.CHANGE, change)
+                  if change >= 0 else (dense.BAD_OUTCOME, bad) if bad >= 0
+                  else (dense.DONE, codes.size))
+    assert (status, row) == expect
+    if offence is None or offence in ("outside", "time"):
+        np.testing.assert_array_equal(filled[slots].T, ref_filled[:, :known.size])
+        np.testing.assert_array_equal(np.where(filled[slots], paths[slots], 0.0).T,
+                                      ref_paths[:, :known.size])
+        np.testing.assert_array_equal(unit_cohort, ref_cohort)
+
+
 @pytest.mark.parametrize("spread, memory_bytes", [(True, None), (True, 500), (False, None),
                                                   (False, 500)])
 def test_folder_gives_the_panels_moments_and_cells(tmp_path, frame, spread, memory_bytes,
@@ -124,6 +179,95 @@ def test_folder_gives_the_panels_moments_and_cells(tmp_path, frame, spread, memo
     np.testing.assert_allclose(np.sqrt(inf.variance()), res.analytic_std_errors, rtol=1e-9)
 
 
+def _panel_moments(frame):
+    panel = didmem.Panel(frame, **COLUMNS)
+    return CohortMoments.from_paths(panel.times, panel.cohorts, panel.outcome_matrix("y"))
+
+
+def _assert_moments_equal(got, ref):
+    np.testing.assert_array_equal(got.times, ref.times)
+    np.testing.assert_array_equal(got.cohorts, ref.cohorts)
+    np.testing.assert_array_equal(got.count, ref.count)
+    for name in ("weight", "mean", "lever", "cross"):
+        np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-10,
+                                   atol=1e-10, err_msg=name)
+
+
+@pytest.mark.parametrize("layout", ["spread", "per-unit", "sparse-ids", "int32-ids",
+                                    "float-times", "dictionary-ids", "one-row-group"])
+def test_one_pass_equals_the_work_items_and_the_panel(tmp_path, frame, layout, no_leftovers):
+    """Integer units whose range fits the budget are read in one pass (no index pass); its
+    moments equal the work items' and the panel's (1e-10), whatever the layout: rows
+    anywhere, each unit in one file, identifiers with gaps and negative ones (only the
+    identifiers with rows are units), int32 identifiers, float times, dictionary-encoded
+    identifiers, a file of one row group. A chunk of 100 rows makes many chunks."""
+    df = frame.copy()
+    if layout == "sparse-ids":
+        df["unit"] = df["unit"] * 37 - 500
+    elif layout == "int32-ids":
+        df["unit"] = df["unit"].astype(np.int32)
+    elif layout == "float-times":
+        df["time"] = df["time"].astype(float) / 4
+        df["cohort"] = df["cohort"] / 4
+    elif layout == "dictionary-ids":
+        df["unit"] = df["unit"].astype("category")
+    folder = _write(tmp_path / "data", df, spread=layout != "per-unit",
+                    row_group_size=10**6 if layout == "one-row-group" else 64)
+    data = ParquetPaths(folder, **COLUMNS, chunk_rows=100)
+    block = read_dense(data)
+    assert block is not None and data._indexed is None  # one pass, no index read
+    np.testing.assert_array_equal(block.units, np.unique(df["unit"].astype(np.int64)))
+    ref = _panel_moments(df)
+    _assert_moments_equal(dataset_moments(data), ref)
+    _assert_moments_equal(dataset_moments(data, map_items=map), ref)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_one_pass_moments_in_chunks_of_a_few_units(tmp_path, frame, threads):
+    """Cohorts cut into chunks of 3 units, on one thread or two, add up to the panel's
+    moments."""
+    from didmem.inference.moments import dense_moments
+
+    block = read_dense(ParquetPaths(_write(tmp_path / "data", frame), **COLUMNS))
+    got = dense_moments(block, chunk_bytes=8 * block.times.size * 3, threads=threads)
+    _assert_moments_equal(got, _panel_moments(frame))
+
+
+def test_one_pass_gives_way_to_the_work_items(tmp_path, frame, no_leftovers):
+    """Where one pass cannot hold the paths or see the units' range, it steps aside and the
+    work items read the folder: string units, footers without statistics, a range wider than
+    the budget, more times than the budget holds (found midway)."""
+    folder = _write(tmp_path / "data", frame)
+    n_t = frame["time"].nunique()
+    ref = _panel_moments(frame)
+    span = int(frame["unit"].max() - frame["unit"].min() + 1)
+    three_times = span * (24 + 9 * 3)  # room for 3 of the 6 times
+    for memory_bytes in (span * 20, three_times):
+        data = ParquetPaths(folder, **COLUMNS, memory_bytes=memory_bytes)
+        assert read_dense(data) is None
+        _assert_moments_equal(dataset_moments(data), ref)
+    data = ParquetPaths(folder, **COLUMNS, memory_bytes=span * (24 + 9 * n_t))
+    assert read_dense(data) is not None  # just enough
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    frame.to_parquet(plain / "one.parquet", write_statistics=False)
+    assert read_dense(ParquetPaths(plain, **COLUMNS)) is None
+    _assert_moments_equal(dataset_moments(ParquetPaths(plain, **COLUMNS)), ref)
+    strings = _write(tmp_path / "strings", frame.assign(unit="u" + frame["unit"].astype(str)))
+    assert read_dense(ParquetPaths(strings, **COLUMNS)) is None
+
+
+@pytest.mark.parametrize("column", ["unit", "time"])
+def test_missing_units_or_times_are_named(tmp_path, frame, column, no_leftovers):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    df = frame.astype({column: "Int64" if column == "unit" else float})
+    df.loc[17, column] = None
+    df.to_parquet(folder / "one.parquet")
+    _expect(folder, rf"Column '{column}' \({column}\) has .*missing values in file "
+                    r".*one\.parquet.*row 17")
+
+
 def test_never_treated_code_and_cohorts_snapped_to_the_grid(tmp_path, frame):
     df = frame.copy()
     df["cohort"] = df["cohort"].replace(np.inf, 0.0)
@@ -136,8 +280,11 @@ def test_never_treated_code_and_cohorts_snapped_to_the_grid(tmp_path, frame):
 
 # ---------------------------------------------------------------- bad input
 def _expect(folder, match, **kwargs):
-    with pytest.raises(PanelError, match=match):
-        dataset_moments(ParquetPaths(folder, **COLUMNS, **kwargs))
+    """Both routes refuse the folder with the same message: the one pass (integer units
+    whose range fits) and the work items (``map_items=map``)."""
+    for map_items in (None, map):
+        with pytest.raises(PanelError, match=match):
+            dataset_moments(ParquetPaths(folder, **COLUMNS, **kwargs), map_items=map_items)
 
 
 def test_a_file_with_another_schema_is_named(tmp_path, frame):

@@ -46,13 +46,36 @@ def test_structured_statistic_equals_the_dense_one(monkeypatch, weights):
     assert structured[3] == dense[3] == ""
 
 
+@pytest.mark.parametrize("weights", [False, True])
+def test_a_fit_from_moments_takes_the_structured_route(monkeypatch, weights):
+    """A fit from moments alone (a parquet folder, Ray) has no paths: the blocks' Gram
+    matrices come from the moments, and the statistic equals its dense LU (1e-9) and the
+    in-memory fit's."""
+    from didmem.estimators._moments_route import fit_moments, panel_moments
+
+    panel = _panel(weights=weights, seed=2)
+    est = didmem.DiDEstimator(n_bootstrap=0)
+    fit = fit_moments(est, panel_moments(panel), outcome="y")
+    influence = fit.inference.influence
+    assert influence.prepared.y is None  # no unit's path
+    which = np.flatnonzero((fit.cohorts > fit.times) & np.isfinite(fit.analytic_std_errors))
+    assert pretrend_wald.applies(fit.prepared, fit.cells, which, influence)
+    structured = fit.inference.pretest(np.asarray(fit.estimates), which)
+    with monkeypatch.context() as m:
+        m.setattr(pretrend_wald, "STRUCTURED_MIN_CELLS", 10**9)
+        dense = fit.inference.pretest(np.asarray(fit.estimates), which)
+    np.testing.assert_allclose(structured[0], dense[0], rtol=1e-9)
+    np.testing.assert_allclose(structured[0], est.fit(panel).pretest.statistic, rtol=1e-9)
+
+
 def test_statistic_by_hand_from_the_dense_covariance():
     panel = _panel(seed=4)
     fit = didmem.DiDEstimator(n_bootstrap=0).fit(panel)
     which = np.flatnonzero((fit.cohorts > fit.times) & np.isfinite(fit.analytic_std_errors))
     est = np.asarray(fit.estimates)[which]
     by_hand = est @ np.linalg.solve(fit.inference.covariance(which), est)
-    stat = pretrend_wald.structured_wald(fit.prepared, fit.cells, fit.stats, which, est)
+    stat = pretrend_wald.structured_wald(fit.prepared, fit.cells, fit.stats, which, est,
+                                         fit.inference.influence.z_gram)
     np.testing.assert_allclose(stat, by_hand, rtol=1e-9)
 
 
@@ -76,7 +99,8 @@ def test_a_singular_cohort_block_is_left_to_the_dense_check(monkeypatch):
     fit = didmem.DiDEstimator(n_bootstrap=0).fit(panel)
     which = np.flatnonzero((fit.cohorts > fit.times) & np.isfinite(fit.analytic_std_errors))
     est = np.asarray(fit.estimates)[which]
-    assert pretrend_wald.structured_wald(fit.prepared, fit.cells, fit.stats, which, est) is None
+    assert pretrend_wald.structured_wald(fit.prepared, fit.cells, fit.stats, which, est,
+                                         fit.inference.influence.z_gram) is None
 
 
 def _clustered(cluster_of_unit, n_cohorts=30):

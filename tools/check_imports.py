@@ -63,7 +63,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
      "the exceptions, the one validation module, messages, array helpers, lazy imports, "
      "the progress line"),
     ("panel", ("didmem.panel", "didmem.panel_checks", "didmem.panel_exposures", "didmem.panel_runs",
-               "didmem.panel_scan", "didmem.panel_patterns", "didmem.cohorts", "didmem.suites", "didmem.datasets"),
+               "didmem.panel_scan", "didmem.panel_scan_dense", "didmem.panel_patterns",
+               "didmem.cohorts", "didmem.suites", "didmem.datasets"),
      ("foundation",),
      "the validated long table and its dense views; a parquet folder read as unit paths; a "
      "binary panel as its patterns' counts; the "

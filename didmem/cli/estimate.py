@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._validation import add_option, choices_of, defaults_of
+from .._validation import choices_of, defaults_of
 from ..errors import ParameterError
 from ._options import bootstrap_option, panel_column_options, read_panel_frame, seed_option
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._validation import add_option, check, constraints_of, defaults_of
+from .._validation import check, constraints_of, defaults_of
 from ..errors import ParameterError
 from ._options import bootstrap_option, panel_column_options, read_panel_frame, seed_option
 
@@ -90,8 +90,6 @@ def _tokens_per_instance(args) -> int:
 
 def run(args) -> int:
     """Run ``didmem power`` with parsed arguments; return the exit status."""
-    import pandas as pd
-
     import didmem
     from ..power import Assumptions, PowerAnalysis
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._validation import add_option, choices_of
+from .._validation import choices_of
 from ..errors import MissingFileError, ParameterError
 from ._options import load_results, parse_labels, read_panel_frame, result_names, use_agg_backend
 

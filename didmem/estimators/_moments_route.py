@@ -72,10 +72,12 @@ def fit_moments(estimator, moments, *, outcome: str, never_treated_code=None):
                                           lower_is_better=params["lower_is_better"])
 
 
-def fit_dataset(estimator, dataset, *, map_items=map):
+def fit_dataset(estimator, dataset, *, map_items=None):
     """The result of ``estimator`` on a parquet dataset read as unit paths
     (:class:`~didmem.panel_scan.ParquetPaths`), from its moments; ``map_items`` runs the
-    work items (the built-in ``map`` here; :func:`didmem.runners.ray_tasks.ray_map` on Ray)."""
+    work items (:func:`didmem.runners.ray_tasks.ray_map` on Ray; without it the dataset is
+    read here, in one pass where its units allow, see
+    :func:`~didmem.inference.moments.dataset_moments`)."""
     from ..inference.moments import dataset_moments
 
     why = moments_applies(estimator._validated_params())

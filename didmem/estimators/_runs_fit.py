@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import EstimationError, ParameterError
-from ..inference.runs import (RunCells, gaussian_band, pooled_cells, wald_pretest,
-                              within_cells)
+from ..inference.runs import (RunCells, gaussian_band, pooled_band, pooled_cells,
+                              wald_pretest, within_cells)
 from ..results._common import _interval, _significant
 from ..results.runs import RunsProfile, RunsResult
 from .did import DiDEstimator
@@ -47,9 +47,17 @@ def _check_panel(panel) -> None:
 
 
 def _run_cells(result, units: pd.Index) -> RunCells:
-    """One run's cells, their influence functions on the panel's instances."""
+    """One run's cells, their influence functions on the panel's instances.
+
+    With the run's small-sample correction (``small_sample=True``), each cell's influence
+    is scaled by the square root of its Welch factor, so that ``psi' psi`` is the corrected
+    variance of the run's own band (and the pooled components, its cross-products, are
+    corrected alike: about 2% of variance with 40 instances a cohort)."""
     frame = result.to_frame()
     dense = result.inference.influence.dense()
+    correction = result.small_sample
+    if correction is not None:
+        dense = dense * np.sqrt(np.nan_to_num(np.asarray(correction.factor, float), nan=1.0))
     psi = np.zeros((len(units), dense.shape[1]))
     psi[units.get_indexer(result.prepared.unit_labels)] = dense
     return RunCells(cohort=frame["cohort"].to_numpy(float), time=frame["time"].to_numpy(float),
@@ -92,8 +100,7 @@ def fit_runs(panel, params) -> RunsResult:
                         simultaneous=simultaneous)
 
     pooled = pooled_cells([_run_cells(per_run[r], panel.units) for r in runs])
-    band = gaussian_band(pooled.rows, pooled.df, rng=np.random.default_rng(seeds[-2]),
-                         **band_options)
+    band = pooled_band(pooled, rng=np.random.default_rng(seeds[-2]), **band_options)
     pooled_frame = _cells_frame(
         pooled.cohort, pooled.time, pooled.base_time, pooled.estimate, band,
         {"df": pooled.df, "between_sd": np.sqrt(pooled.between_variance),

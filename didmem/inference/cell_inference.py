@@ -371,7 +371,8 @@ class CellInference(PicklableProxies):
         if pretrend_wald.applies(self.prepared, self.cells, which, self.influence):
             with threadpool_limits(limits=1, user_api="blas"):  # many small products
                 stat = pretrend_wald.structured_wald(self.prepared, self.cells, self.stats,
-                                                     which, np.asarray(estimates)[which])
+                                                     which, np.asarray(estimates)[which],
+                                                     self.influence.z_gram)
             if stat is not None:
                 return stat, int(which.size), float(chdtrc(which.size, stat)), ""
         n_clusters = self.prepared.n_clusters if self.prepared.clusters is not None else 0

@@ -190,6 +190,10 @@ class MomentsInfluence(CellInfluence):
     att: np.ndarray | None = field(default=None, repr=False)
     moments: CohortMoments | None = field(default=None, repr=False)
 
+    #: ``stats`` and :meth:`z_gram` give the structured Wald pre-test
+    #: (:mod:`~didmem.inference.pretrend_wald`)
+    cohort_moments = True
+
     def __post_init__(self):
         if self.moments is None:
             object.__setattr__(self, "moments", self._block_moments())
@@ -207,6 +211,12 @@ class MomentsInfluence(CellInfluence):
     def gram(self) -> np.ndarray:
         """Per-block Gram matrices of the features ``(w_i y_i, w_i, 1)`` (:func:`block_gram`)."""
         return block_gram(self.moments, self.centre)
+
+    def z_gram(self, block: int) -> np.ndarray:
+        """``sum_i w_i**2 z_i z_i'`` over the units of ``block``, ``z_i = (y_i, 1)`` with ``y``
+        less :attr:`centre` (the outcome ``stats`` are in): of :attr:`gram`'s features."""
+        n_z = self.moments.times.size + 1
+        return self.gram[block, :n_z, :n_z]
 
     @property
     def n_cells(self) -> int:

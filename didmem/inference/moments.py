@@ -27,6 +27,7 @@ algorithm for computing sample variances. Technical report STAN-CS-79-773, Stanf
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,8 +35,8 @@ from threadpoolctl import threadpool_limits
 
 from ..errors import EstimationError
 
-__all__ = ["CohortMoments", "reference_moments", "dataset_moments", "item_moments",
-           "pattern_moments"]
+__all__ = ["CohortMoments", "reference_moments", "dataset_moments", "dense_moments",
+           "item_moments", "pattern_moments"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -245,26 +246,81 @@ def item_moments(item) -> CohortMoments:
     return CohortMoments.from_paths(item.times, block.cohorts, block.y)
 
 
-def dataset_moments(dataset, map_items=map) -> CohortMoments:
+def dataset_moments(dataset, map_items=None) -> CohortMoments:
     """The moments of a dataset read as unit paths (:class:`~didmem.panel_scan.ParquetPaths`),
-    work item by work item, with its cohorts put on the time grid as :class:`~didmem.Panel`
-    does.
+    with its cohorts put on the time grid as :class:`~didmem.Panel` does.
 
-    ``map_items(item_moments, items)`` computes the items' moments: the built-in ``map``
-    here, one after the other; :func:`didmem.runners.ray_tasks.ray_map` on Ray. They are added
-    up in the items' order.
+    Without ``map_items`` the dataset is read here, in one pass where its units allow it
+    (:func:`didmem.panel_scan_dense.read_dense`), else work item by work item.
+    ``map_items(item_moments, items)`` computes the work items' moments: the built-in ``map``
+    runs them one after the other here, :func:`didmem.runners.ray_tasks.ray_map` on Ray. They
+    are added up in the items' order.
     """
     from ..panel_checks import cohorts_on_time_grid
+    from ..panel_scan_dense import read_dense
 
-    total = CohortMoments.empty(dataset.times)
-    for part in map_items(item_moments, dataset.items()):
-        total = total + part
-    snapped = cohorts_on_time_grid(total.cohorts, np.asarray(dataset.times, dtype=float),
-                                   dataset.cohort, dataset.time)
+    block = read_dense(dataset) if map_items is None else None
+    if block is not None:
+        total = dense_moments(block)
+    else:
+        total = CohortMoments.empty(dataset.times)
+        for part in (map_items or map)(item_moments, dataset.items()):
+            total = total + part
+    snapped = cohorts_on_time_grid(total.cohorts, total.times, dataset.cohort, dataset.time)
     for old, new in zip(total.cohorts, snapped):
         if old != new:  # rounding noise: the unit belongs to that time's cohort
             total = total.merge_cohorts(old, new)
     return total
+
+
+def dense_moments(block, chunk_bytes: int = 64 * 2**20, threads: int | None = None
+                  ) -> CohortMoments:
+    """The moments of the paths of a dataset read in one pass
+    (:class:`~didmem.panel_scan_dense.DensePaths`: time-major, a column per unit).
+
+    Each cohort's units are gathered ``chunk_bytes`` of paths at a time, ``threads`` chunks
+    at once (default: two, or one on one core; the gather and BLAS release the GIL); each
+    cohort's chunks are added up in order (Chan et al.'s update), so the memory beyond the
+    paths stays bounded and the sums do not depend on the threads.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    times = np.asarray(block.times, dtype=np.float64)
+    values, codes = np.unique(block.cohorts, return_inverse=True)
+    order = np.argsort(codes, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=values.size))])
+    step = max(1, chunk_bytes // (8 * max(times.size, 1)))
+    slots = block.slots  # the row of each time: results are put in time order at the end
+    chunks = [(g, block.columns[order[a:min(a + step, starts[g + 1])]])
+              for g in range(values.size) for a in range(starts[g], starts[g + 1], step)]
+
+    def piece(chunk):
+        g, columns = chunk
+        y = block.paths.take(columns, axis=1)  # times (as found) x units
+        n = y.shape[1]
+        mean = y.sum(axis=1) / n
+        y -= mean[:, None]
+        cross = y @ y.T  # BLAS syrk: the only O(n T^2) work
+        return g, CohortMoments(
+            times=times, cohorts=values[g:g + 1], count=np.array([n]),
+            weight=np.array([float(n)]), weight_sq=np.array([float(n)]),
+            mean=mean[slots][None], lever=np.zeros((1, times.size)),
+            cross=cross[np.ix_(slots, slots)][None])
+
+    parts = [None] * values.size
+    threads = threads or min(2, os.cpu_count() or 1)
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
+        for g, part in pool.map(piece, chunks):  # in order: each cohort's chunks in turn
+            parts[g] = part if parts[g] is None else parts[g] + part
+    if not parts:
+        return CohortMoments.empty(times)
+    return CohortMoments(times=times, cohorts=values,
+                         count=np.concatenate([p.count for p in parts]),
+                         weight=np.concatenate([p.weight for p in parts]),
+                         weight_sq=np.concatenate([p.weight_sq for p in parts]),
+                         mean=np.concatenate([p.mean for p in parts]),
+                         lever=np.concatenate([p.lever for p in parts]),
+                         cross=np.concatenate([p.cross for p in parts]))
 
 
 def _cohort_moments(y, w, order, starts, weight, unweighted, mean, lever, cross) -> None:

@@ -37,16 +37,6 @@ STRUCTURED_MIN_CELLS = 400
 """Fewer pre-treatment cells than this take the dense route (R's computation, exactly)."""
 
 
-def _gram(prepared, block: int) -> np.ndarray:
-    """``sum_i w_i**2 z_i z_i'`` over the units of ``block``, ``z_i = (y_i, 1)``."""
-    lo, hi = prepared.starts[block], prepared.starts[block + 1]
-    zw = np.empty((hi - lo, prepared.y.shape[1] + 1))
-    zw[:, :-1] = prepared.y[lo:hi]
-    zw[:, -1] = 1.0
-    zw *= prepared.w[lo:hi, None]
-    return zw.T @ zw
-
-
 def _coefficients(n_z: int, t, b, mu, scale) -> np.ndarray:
     """Columns ``(e_t - e_b - mu e_const) / scale`` (no base term where ``b < 0``)."""
     cols = np.arange(t.size)
@@ -66,8 +56,8 @@ def applies(prepared, cells, which: np.ndarray, influence) -> bool:
             and bool(np.all(cells.k[which] < prepared.n_cohorts)))
 
 
-def structured_wald(prepared, cells, stats, which: np.ndarray,
-                    estimates: np.ndarray) -> float | None:
+def structured_wald(prepared, cells, stats, which: np.ndarray, estimates: np.ndarray,
+                    gram) -> float | None:
     """``tau' V^{-1} tau`` over the cells ``which`` from the structure of ``V``.
 
     Parameters
@@ -80,6 +70,10 @@ def structured_wald(prepared, cells, stats, which: np.ndarray,
         never-treated controls only (:func:`applies`).
     estimates : ndarray
         The estimates of the cells ``which``.
+    gram : callable
+        ``gram(block)``: ``sum_i w_i**2 z_i z_i'`` over the units of a block, ``z_i = (y_i,
+        1)`` in the outcome ``stats`` are in (from the blocks' moments:
+        :meth:`~didmem.inference.moment_cells.MomentsInfluence.z_gram`).
 
     Returns
     -------
@@ -93,9 +87,8 @@ def structured_wald(prepared, cells, stats, which: np.ndarray,
     mu1, mu0 = stats["mu1"][cell], stats["mu0"][cell]
     w1, w0 = stats["w1"][cell], stats["w0"][cell]
     tau = np.asarray(estimates, dtype=np.float64)[order]
-    n_z, p = prepared.y.shape[1] + 1, cell.size
-
-    control = _gram(prepared, prepared.n_cohorts)
+    control = gram(prepared.n_cohorts)
+    n_z, p = control.shape[0], cell.size
     if not (np.all(np.isfinite(control)) and np.all(np.isfinite(tau))):
         return None
     lam, q = linalg.eigh(control)
@@ -106,7 +99,7 @@ def structured_wald(prepared, cells, stats, which: np.ndarray,
     bounds = np.flatnonzero(np.diff(k)) + 1
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, p]):
         a = _coefficients(n_z, t[lo:hi], b[lo:hi], mu1[lo:hi], w1[lo:hi])
-        block = a.T @ _gram(prepared, int(k[lo])) @ a
+        block = a.T @ gram(int(k[lo])) @ a
         if not np.all(np.isfinite(block)):
             return None
         eig = linalg.eigvalsh(block)

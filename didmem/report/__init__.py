@@ -11,4 +11,4 @@ settings; with two or more results, the correlation of their profiles.
 from ._html import figure_png
 from ._render import FIGURES, render_report, write_report
 
-__all__ = ["render_report", "write_report", "figure_png"]
+__all__ = ["render_report", "write_report", "figure_png", "FIGURES"]

@@ -27,6 +27,8 @@ from ._truth import (cells_with_truth, cohort_weights, error_summary, overlay, t
 __all__ = ["render_report", "write_report", "FIGURES"]
 
 FIGURES = ("profile", "instantaneous", "persistent", "residual", "pretrends")
+"""The figures a report draws for each result by default, in its order (``figures=`` of
+:func:`render_report`; each a key of :data:`didmem.plotting.PLOTS`)."""
 
 _AGGREGATIONS = (("instantaneous", "tau(g, g): the effect at the first checkpoint after training, "
            "by cohort g"),

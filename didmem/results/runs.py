@@ -50,14 +50,16 @@ class RunsProfile(CellTable, PicklableProxies):
     cells : pandas.DataFrame
         One row per (cohort, time): ``cohort, time, base_time, event_time, post, estimate,
         std_error, ci_lower, ci_upper, significant`` and the estimand's own columns (pooled:
-        ``df`` of its t quantiles, ``between_sd`` the between-run standard deviation of
+        ``df`` Satterthwaite's effective degrees of freedom of its variance, ``between_sd``
+        the between-run standard deviation of
         tau_r(g, c), ``instance_se`` the standard error with the runs held fixed, ``n_runs``;
         within-instance: ``n_pairs`` (run, instance) pairs with a control run,
         ``n_instances``).
     critical_value : float
-        The band's value on the normal scale (each cell's interval uses the t quantile at
-        that value's level: with its ``df`` for the pooled cells, with ``n_instances - 1``
-        for the within-instance cells, whose instances are the clusters).
+        The pooled band's value, simulated from its variance components with the runs'
+        spread (:func:`~didmem.inference.runs.pooled_band`); the within-instance band's on
+        the normal scale (each cell's interval uses the t quantile at that value's level
+        with ``n_instances - 1`` degrees of freedom: its instances are the clusters).
     band : {"simultaneous", "pointwise"}
     pretest : tuple or None
         The within-instance comparison's Wald pre-test ``(statistic, df, pvalue)`` of its
@@ -242,7 +244,7 @@ class RunsResult(TableFile, PicklableProxies):
                          f"{int(post['significant'].sum())} significant")
         pooled = _post(self.pooled.cells)
         lines.append(f"Pooled (runs a random factor; {self.pooled.band} band, critical value "
-                     f"{self.pooled.critical_value:.3f} before the t adjustment): "
+                     f"{self.pooled.critical_value:.3f}, simulated with the runs' spread): "
                      f"{len(pooled)} post-treatment cells, mean {_mean(pooled)}, "
                      f"{int(pooled['significant'].sum())} significant"
                      + (f"; {self.pooled.n_dropped} cells some run lacks are left out"

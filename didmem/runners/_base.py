@@ -19,7 +19,7 @@ from ..backends._instances import Instances
 from ..backends._parts import PartStore, WorkItem, time_label
 from ..backends.base import _progress_bar, normalise_frame
 from .._validation import Integral, check, constraints_of
-from ..errors import DidmemError, ParameterError
+from ..errors import DidmemError
 from ._plan import ScoringPlan
 
 __all__ = ["Runner", "LocalRunner", "ScoringError", "PLAN_FILE"]

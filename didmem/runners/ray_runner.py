@@ -32,17 +32,30 @@ class _ScoringWorker:
     """The body of a Ray actor: builds its own backend, scores work items, returns parts."""
 
     def __init__(self, payload, instances, metrics) -> None:
-        self.backend = payload.build() if hasattr(payload, "build") else payload
         self.instances = instances
         self.metrics = tuple(metrics)
-        # the same checks as on the driver; they also set state that scoring reads (for
-        # transformers, the end-of-sequence tokens from the checkpoints' config)
-        self.backend.validate(instances, self.metrics)
+        # An error here is kept and raised by every call, not raised: an actor whose __init__
+        # raises dies, and Ray then reports only "the actor died" to the driver, without the
+        # error (a checkpoint broken after the driver's check, say).
+        self.failure = None
+        try:
+            self.backend = payload.build() if hasattr(payload, "build") else payload
+            # the same checks as on the driver; they also set state that scoring reads (for
+            # transformers, the end-of-sequence tokens from the checkpoints' config)
+            self.backend.validate(instances, self.metrics)
+        except Exception as exc:  # noqa: BLE001 - raised again by describe() and run()
+            self.failure = exc
+
+    def _check_started(self) -> None:
+        if self.failure is not None:
+            raise self.failure
 
     def describe(self) -> dict:
+        self._check_started()
         return self.backend.describe()
 
     def run(self, item):
+        self._check_started()
         try:
             return self.backend.run_item(item, self.instances, self.metrics)
         except Exception:
@@ -51,7 +64,8 @@ class _ScoringWorker:
             raise
 
     def release(self) -> None:
-        self.backend.release()
+        if self.failure is None:
+            self.backend.release()
 
 
 class RayRunner(Runner):

@@ -13,6 +13,7 @@ import pytest
 from didmem.backends import CallableBackend
 from didmem.errors import CheckpointError
 from didmem.runners import LocalRunner, RayRunner, ScoringError
+from didmem.runners.ray_runner import WorkerError
 
 from .conftest import METRICS, assert_same_scores, make_backend, scores_with
 from .test_local_runner import _Interrupted, interrupt_after
@@ -107,8 +108,41 @@ def test_a_broken_checkpoint_is_refused_before_any_item(ray_cluster, two_checkpo
     with pytest.raises(CheckpointError, match="broken1000"):  # refused before any item
         runner.run(backend, tokens, unit_ids=ids, metrics=METRICS)
     assert not list((tmp_path / "out").glob("part-*.parquet"))
-    # (a checkpoint broken after this check makes the actor that validates it die: the
-    # local runner's test covers the retry-then-report path; see the closing note)
+
+
+class _BrokenInWorkers(CallableBackend):
+    """Passes the driver's check and fails every actor's: a checkpoint broken after the check."""
+
+    def __init__(self, *args, driver_pid, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.driver_pid = driver_pid
+
+    def validate(self, instances, metrics):
+        if os.getpid() != self.driver_pid:
+            raise CheckpointError("checkpoint 1000 at /models/step1000: not a safetensors file")
+
+
+def _ones(checkpoint, batch):
+    return {"n": np.ones(len(batch))}
+
+
+def test_an_actor_that_fails_its_check_reports_the_check(ray_cluster, tmp_path):
+    # the driver's check passes and the actors' fails: the run stops with the actor's error,
+    # not Ray's "the actor died" text
+    cloudpickle = pytest.importorskip("ray.cloudpickle")
+    module = sys.modules[__name__]
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        backend = _BrokenInWorkers(_ones, [0, 1000], metrics=["n"], name="broken",
+                                   driver_pid=os.getpid())
+        runner = RayRunner(out_dir=tmp_path, num_workers=1, max_retries=1, progress=False)
+        with pytest.raises(WorkerError, match="could not build and check the backend: "
+                                              "CheckpointError: checkpoint 1000 at "
+                                              "/models/step1000: not a safetensors file"):
+            runner.run(backend, unit_ids=["a", "b", "c"])
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+    assert not list(tmp_path.glob("part-*.parquet"))
 
 
 def test_score_command_on_ray(ray_cluster, two_checkpoints, instances, local_frame, tmp_path,

@@ -446,11 +446,11 @@ def test_report_and_plots_of_a_runs_result(fitted):
 # ---------------------------------------------------------------------------- Monte Carlo
 @pytest.mark.slow
 def test_bands_cover_across_runs_in_a_small_monte_carlo():
-    """60 replications of benchmarks/runs_montecarlo.py's ``few_runs`` DGP (the 200-rep figures,
-    seeds 80000-80199: pooled 0.955, within-instance 0.975): the pooled band over every cell, and the
-    within-instance band over its pre-treatment cells (truth 0 in every pair), cover in at least
-    85% of them (a guard against a broken band, not the calibration, whose MC error here is
-    0.03; the script has the full check)."""
+    """60 replications of benchmarks/runs_montecarlo.py's ``few_runs`` DGP (the 200-rep
+    figures, seeds 80000-80199: pooled 0.955, within-instance 0.975): the pooled band over every
+    cell, and the within-instance band over its pre-treatment cells (truth 0 in every pair),
+    cover in at least 85% of them (a guard against a broken band, not the calibration, whose MC
+    error here is 0.03; the script has the full check)."""
     pooled_ok, within_ok = [], []
     for seed in range(60):
         frame, truth = didmem.datasets.simulate_runs(

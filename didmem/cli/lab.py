@@ -71,6 +71,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="the quick scale (seconds) instead of the demo scale (about a minute)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a different run, or other files, in DIR")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",  # None: run()'s
+                        help="with --runs R: processes that train and score the runs at once "
+                             "(the files are the same whatever their number; 1 runs "
+                             "everything in this process); by default one per run, at most "
+                             "one per core (per --threads)")
     parser.add_argument("--replicate", type=int, default=None, metavar="N",
                         help="run N seeds (from --seed) into DIR/seed{s} and print each "
                              "estimator's mean error, MC error, RMSE, correlation and coverage "
@@ -100,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     if args.replicate is not None:
         return _replicate_from_args(args)
     result = run_lab(args.out, quick=args.quick, seed=args.seed, overwrite=args.overwrite,
-                 **config_changes(args))
+                     workers=args.workers, **config_changes(args))
     print(result.summary())
     if result.reused:
         print("(an identical run was already complete in this directory; loaded it)")

@@ -186,10 +186,9 @@ def pooled_cells(runs: list[RunCells]) -> PooledCells:
 
     .. math::
 
-        \operatorname{Var}(ar	au) = C + (\Sigma_b + V_d) / R,\quad
-        C = rac{1}{R(R-1)}\sum_{r 
-e s} V_{rs},\quad
-        V_d = rac{1}{R}\sum_r V_{rr} - C,
+        \operatorname{Var}(\bar\tau) = C + (\Sigma_b + V_d) / R,\quad
+        C = \frac{1}{R(R-1)}\sum_{r \ne s} V_{rs},\quad
+        V_d = \frac{1}{R}\sum_r V_{rr} - C,
 
     and ``E[S] = Sigma_b + V_d`` for the runs' sample covariance ``S``: the spread holds
     the run-specific part of the instance error but not the shared part ``C``. Each cell's

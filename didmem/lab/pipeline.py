@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress as progress_line
-from .._validation import (Boolean, Instance, OneOf, Satisfies, constraints_of,
+from .._validation import (Boolean, Instance, Integral, OneOf, Satisfies, constraints_of,
                            validate_params)
 from .._version import __version__
 from ..errors import ParameterError
@@ -69,6 +69,8 @@ class LabResult:
         column first (``0 .. R-1``), and each run's own files are in ``runs/run{r}/``.
     timings : dict
         Seconds spent per stage (not written to disk, so that files stay reproducible).
+        With several runs in several worker processes, each stage's seconds in its worker
+        (the stages overlap) and ``runs``, the wall time of them all.
     reused : bool
         True when an identical complete run was already in ``out_dir`` and was loaded.
     """
@@ -196,11 +198,12 @@ RUN_ARGUMENTS = {"out_dir": _PATH, "quick": Boolean(), "overwrite": Boolean(),
 """The declared arguments of :func:`run` (and :func:`~didmem.lab.replicate`)."""
 
 
-@validate_params(RUN_ARGUMENTS | {"progress": OneOf(None, True, False)},
+@validate_params(RUN_ARGUMENTS | {"progress": OneOf(None, True, False),
+                                  "workers": Integral(1, allow_none=True)},
                  owner="didmem.lab.run")
 def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
         config: LabConfig | None = None, progress: bool | None = None,
-        **changes) -> LabResult:
+        workers: int | None = None, **changes) -> LabResult:
     """Train a lab model, its twin and checks, score them, and write the run's directory.
 
     Parameters
@@ -221,6 +224,14 @@ def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
         Show progress (the stage: training which run, scoring, writing; stages done, time
         spent) on standard error: by default when it is a terminal; ``True`` always,
         ``False`` never.
+    workers : int, optional
+        With several runs (``runs > 1``): the processes that train and score them at once
+        (each with ``config.threads`` torch threads). By default one per run, at most the
+        cores available divided by ``threads``. The files do not depend on it: each run's
+        models, panel and truth are those of ``workers=1``, which runs everything in this
+        process. Ignored with one run. The workers start with ``spawn``, so a script that
+        calls :func:`run` with several workers must do so under
+        ``if __name__ == "__main__":``.
     **changes
         Fields of :class:`~didmem.lab.LabConfig` to change, e.g. ``exact_cohorts=(96,)``.
 
@@ -243,14 +254,21 @@ def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
     timings = {}
     clock = _time.perf_counter()
     design = build_design(cfg)  # before touching the directory: bad input fails here
-    stages = _stages(cfg, design)
+    if cfg.runs == 1:
+        workers = 1
+    elif workers is None:
+        from .workers import default_workers
+
+        workers = default_workers(cfg.runs, cfg.threads)
+    stages = _stages(cfg, design, workers)
     bar = progress_line(len(stages), f"lab (seed {cfg.seed})", progress, unit="stages")
     bar.say(stages[0][1])
 
-    def lap(name):
+    def lap(name, seconds=None):
+        """End the stage ``name`` now, or record the ``seconds`` a worker spent on it."""
         nonlocal clock
         now = _time.perf_counter()
-        timings[name] = now - clock
+        timings[name] = now - clock if seconds is None else seconds
         clock = now
         bar.step()
         if len(timings) < len(stages):
@@ -265,7 +283,7 @@ def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
             if cfg.runs == 1:
                 tables, _ = _one_run(cfg, design, directory.path, lap)
             else:
-                tables = _several_runs(cfg, design, directory.path, lap)
+                tables = _several_runs(cfg, design, directory.path, lap, workers)
             versions = {"torch": torch.__version__}
         if cfg.runs == 1:
             for name, frame in tables.items():
@@ -283,18 +301,24 @@ def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
     )
 
 
-def _stages(cfg, design) -> list:
+def _stages(cfg, design, workers: int = 1) -> list:
     """``(lap name, what it does)`` of the run's stages in order (the progress line's steps);
-    with several runs, each run's stages are named ``run{r}/...``."""
+    with several runs, each run's stages are named ``run{r}/...``; with several workers
+    they overlap, in the order they finish, and ``runs`` is their wall time."""
     one = [("train", "training the main run"), ("twin", "training the twin")]
     if cfg.exact_cohort_steps or _exposure_runs(design):
         one.append(("exact", "training the exact runs"))
     if cfg.n_subset_models:
         one.append(("subsets", f"training {cfg.n_subset_models} subset models"))
     one.append(("scoring", "scoring every checkpoint"))
+    if workers > 1:
+        one.append(("tables", "writing its tables"))
     if cfg.runs > 1:
         one = [(f"run{r}/{name}", f"run {r} of {cfg.runs}: {what}")
                for r in range(cfg.runs) for name, what in one]
+    if workers > 1:
+        one = [(name, f"{cfg.runs} runs in {workers} processes") for name, _ in one]
+        one.append(("runs", f"{cfg.runs} runs in {workers} processes"))
     return [("design", "building the design")] + one + [("writing", "writing the tables")]
 
 
@@ -306,14 +330,21 @@ def _one_run(cfg, design, root: Path, lap, prefix: str = "", reference=None) -> 
     runs = _train_all(cfg, design, root, lambda name: lap(prefix + name))
     if reference is None:
         reference = reference_checkpoint(cfg, runs)
+    return _score_run_tables(cfg, design, root, runs, reference,
+                             lambda name: lap(prefix + name)), reference
+
+
+def _score_run_tables(cfg, design, root: Path, runs: dict, reference, lap) -> dict:
+    """Score one run's models (lap ``scoring``), and return its tables by file name; write
+    its ``study.toml``."""
     scores = _score_all(cfg, design, runs, reference)
-    lap(prefix + "scoring")
+    lap("scoring")
     tables = _tables(cfg, design, runs, scores)
     tables.update(study_tables(design, tables["data_order.parquet"]))
     (root / "study.toml").write_text(study_toml(  # no reference model there
         runs["main"]["checkpoints"], [m for m in cfg.metrics if m != REFERENCE_METRIC],
         backend_settings(cfg), cfg.seed))
-    return tables, reference
+    return tables
 
 
 #: The tables of several runs that are also written stacked, with a ``run`` column, at the
@@ -322,20 +353,21 @@ STACKED_TABLES = ("panel.parquet", "truth.parquet", "truth_units.parquet",
                   "truth_draws.parquet", "exact_check.parquet", "sample.parquet")
 
 
-def _several_runs(cfg, design, root: Path, lap) -> dict:
+def _several_runs(cfg, design, root: Path, lap, workers: int = 1) -> dict:
     """Train every run (:func:`~didmem.lab.runs.run_design`) into ``root/runs/run{r}``,
     write each run's tables there, and write the stacked tables (``run`` first) and the
-    shared ``instances.parquet`` at ``root``; return the stacked tables."""
-    per_run, reference = [], None  # reference_ratio: run 0's twin for every run
-    for r in range(cfg.runs):
-        where = LabDirectory(root / run_directory(r))
-        where.path.mkdir(parents=True, exist_ok=True)
-        tables, reference = _one_run(cfg, run_design(design, r), where.path, lap,
-                                     prefix=f"run{r}/", reference=reference)
-        for name, frame in tables.items():
-            if name != "instances.parquet":
-                where.write_parquet(name, frame)
-        per_run.append(tables)
+    shared ``instances.parquet`` at ``root``; return the stacked tables. With ``workers >
+    1`` the runs' work goes to that many processes (:func:`_parallel_runs`)."""
+    if workers > 1:
+        per_run = _parallel_runs(cfg, design, root, lap, workers)
+    else:
+        per_run, reference = [], None  # reference_ratio: run 0's twin for every run
+        for r in range(cfg.runs):
+            where = _run_root(root, r)
+            tables, reference = _one_run(cfg, run_design(design, r), where, lap,
+                                         prefix=f"run{r}/", reference=reference)
+            _write_run_tables(where, tables)
+            per_run.append(tables)
     top = LabDirectory(root)
     out = {name: stack_runs([t[name] for t in per_run]) for name in STACKED_TABLES}
     out["instances.parquet"] = per_run[0]["instances.parquet"]
@@ -344,26 +376,121 @@ def _several_runs(cfg, design, root: Path, lap) -> dict:
     return out
 
 
+def _run_root(root: Path, run: int) -> Path:
+    """Run ``run``'s own directory (made)."""
+    where = root / run_directory(run)
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+def _write_run_tables(where: Path, tables: dict) -> None:
+    """One run's tables in its directory (the shared ``instances.parquet`` goes on top)."""
+    own = LabDirectory(where)
+    for name, frame in tables.items():
+        if name != "instances.parquet":
+            own.write_parquet(name, frame)
+
+
+def _parallel_runs(cfg, design, root: Path, lap, workers: int) -> list:
+    """Every run's tables, its work done in ``workers`` processes
+    (:func:`~didmem.lab.workers.run_tasks`).
+
+    Each run is three tasks: the main run with its exact runs, the twin (with the subset
+    models), and scoring with the tables (after both, and after run 0's twin when
+    ``reference_ratio`` needs it). Every task computes exactly what :func:`_one_run` does in
+    this process, so the files do not depend on ``workers``. ``lap`` gets each stage's
+    seconds in its worker (stages overlap), then ``runs``: the wall time of them all."""
+    from .workers import Task, run_tasks
+
+    reference_needed = REFERENCE_METRIC in cfg.metrics
+    train, twins, scoring = [], [], []
+    for r in range(cfg.runs):
+        args = (cfg, run_design(design, r), _run_root(root, r))
+        train.append(Task(f"run{r}/main", _main_task, args))
+        twins.append(Task(f"run{r}/twin", _twin_task, args))
+        after = (f"run{r}/main", f"run{r}/twin") + (("run0/twin",) if reference_needed else ())
+        scoring.append(Task(f"run{r}/scoring", _scoring_task, args, after=after))
+    # the short twins first (run 0's is everyone's reference), so that no scoring waits for
+    # one at the end; then the main runs, then the scoring as runs become ready
+    tasks = twins + train + scoring
+
+    def done(name, value, seconds):
+        run = name.split("/")[0]
+        for stage, sec in seconds.items():
+            lap(f"{run}/{stage}", sec)
+
+    clock = _time.perf_counter()
+    results = run_tasks(tasks, workers, cfg.threads, on_done=done)
+    lap("runs", _time.perf_counter() - clock)
+    return [results[f"run{r}/scoring"] for r in range(cfg.runs)]
+
+
+def _main_task(cfg, design, root: Path, laps) -> dict:
+    """A worker's task: the main run and its exact runs (:func:`_train_main`,
+    :func:`_train_exact`)."""
+    return _train_exact(cfg, design, root, _train_main(cfg, design, root, laps), laps)
+
+
+def _twin_task(cfg, design, root: Path, laps) -> dict:
+    """A worker's task: the twin and the subset models."""
+    return {**_train_twin(cfg, design, root, laps), **_train_subsets(cfg, design, root, laps)}
+
+
+def _scoring_task(cfg, design, root: Path, main: dict, twin: dict, *rest) -> dict:
+    """A worker's task: score one run and write its tables (``rest``: run 0's twin task's
+    result when ``reference_ratio`` needs it, then the laps)."""
+    *reference_run, laps = rest
+    runs = _models(main, {"twin": twin["twin"]},
+                   {k: v for k, v in twin.items() if k != "twin"})
+    reference = reference_checkpoint(cfg, reference_run[0]) if reference_run else None
+    tables = _score_run_tables(cfg, design, root, runs, reference, laps)
+    _write_run_tables(root, tables)
+    laps("tables")
+    return tables
+
+
 def _train_all(cfg, design, root: Path, lap) -> dict:
     """Train the main run, the twin, the exact runs (and their other replacement draws) and
     the subset models."""
+    main = _train_main(cfg, design, root, lap)
+    twin = _train_twin(cfg, design, root, lap)
+    main = _train_exact(cfg, design, root, main, lap)
+    return _models(main, twin, _train_subsets(cfg, design, root, lap))
+
+
+def _models(main: dict, twin: dict, subsets: dict) -> dict:
+    """The trained models of one run by name, in the order of the tables (main, twin, exact
+    runs, subset models), from :func:`_train_main`'s, :func:`_train_twin`'s and
+    :func:`_train_subsets`' results."""
+    return {"main": main["main"], **twin, **{k: v for k, v in main.items() if k != "main"},
+            **subsets}
+
+
+def _train_main(cfg, design, root: Path, lap) -> dict:
+    """Train the main run (lap ``train``), keeping the snapshots that the exact runs start
+    from, and save the tokenizer beside the checkpoints."""
     from .trainer import init_model, train
 
-    vocab = len(design.corpus.tokenizer)
-    tokens = design.tokens
     k = cfg.checkpoint_every
     design.corpus.tokenizer.save(root / "checkpoints" / "tokenizer.json")
-    runs = {}
-    later = _exposure_runs(design)
-    runs["main"] = train(cfg, tokens[design.order], init_model(cfg, vocab, design.init_seed),
-                         root / "checkpoints", cfg.checkpoints,
-                         snapshot_steps=[g - k for g in cfg.exact_cohort_steps]
-                         + [g - k for _, g in later])
+    main = train(cfg, design.tokens[design.order],
+                 init_model(cfg, len(design.corpus.tokenizer), design.init_seed),
+                 root / "checkpoints", cfg.checkpoints,
+                 snapshot_steps=[g - k for g in cfg.exact_cohort_steps]
+                 + [g - k for _, g in _exposure_runs(design)])
     lap("train")
-    runs["twin"] = train(cfg, tokens[design.twin_order()],
-                         init_model(cfg, vocab, design.init_seed),
-                         root / "twin" / "checkpoints", cfg.checkpoints)
-    lap("twin")
+    return {"main": main}
+
+
+def _train_exact(cfg, design, root: Path, runs: dict, lap) -> dict:
+    """Train the exact runs from the main run's snapshots (lap ``exact``, if any), then drop
+    the snapshots; return ``runs`` with them."""
+    from .trainer import train
+
+    tokens = design.tokens
+    k = cfg.checkpoint_every
+    later = _exposure_runs(design)
+    runs = dict(runs)
     for g in cfg.exact_cohort_steps:
         runs[f"exact/cohort{g}"] = train(
             cfg, tokens[design.exact_order(g)], runs["main"]["snapshots"][g - k],
@@ -380,10 +507,29 @@ def _train_all(cfg, design, root: Path, lap) -> dict:
     runs["main"]["snapshots"].clear()
     if cfg.exact_cohort_steps or later:
         lap("exact")
+    return runs
+
+
+def _train_twin(cfg, design, root: Path, lap) -> dict:
+    """Train the twin (lap ``twin``)."""
+    from .trainer import init_model, train
+
+    twin = train(cfg, design.tokens[design.twin_order()],
+                 init_model(cfg, len(design.corpus.tokenizer), design.init_seed),
+                 root / "twin" / "checkpoints", cfg.checkpoints)
+    lap("twin")
+    return {"twin": twin}
+
+
+def _train_subsets(cfg, design, root: Path, lap) -> dict:
+    """Train the subset models (lap ``subsets``; none without them)."""
+    from .trainer import init_model, train
+
+    runs = {}
     for j in range(cfg.n_subset_models):
         runs[f"subset{j}"] = train(
-            cfg, tokens[design.subset_order(j)],
-            init_model(cfg, vocab, int(design.subset_seeds[j])),
+            cfg, design.tokens[design.subset_order(j)],
+            init_model(cfg, len(design.corpus.tokenizer), int(design.subset_seeds[j])),
             root / "subsets" / f"model{j}", cfg.checkpoints)
     if cfg.n_subset_models:
         lap("subsets")

@@ -50,6 +50,8 @@ import pandas as pd
 
 from ..errors import ParameterError
 from .exposures import exposure_cohorts, exposure_frame
+from .neox_kernels import (gather_sizes, lookup_filter, map_bounds, positions_of_samples,
+                           sample_rows_bounds, sample_starts_chunk, span_hits)
 
 __all__ = ["IndexMaps", "index_map_files", "read_index_maps", "write_index_maps",
            "build_index_maps", "span_exposures", "run_exposures", "run_cohorts",
@@ -176,23 +178,19 @@ _CHUNK = 1 << 22
 def _sample_starts(maps: IndexMaps, sizes: np.ndarray):
     """Yield ``(i0, F)``: the token-stream starts ``F`` of samples ``i0 .. i0 + len(F) - 1``,
     in chunks that overlap by one sample (so that sample ``i``'s end ``F[i + 1]`` is in the
-    chunk of ``i``)."""
+    chunk of ``i``); one compiled pass over ``doc_idx`` (:func:`~didmem.orders.neox_kernels.
+    sample_starts_chunk`)."""
     rows = maps.sample_idx
     n = maps.n_samples
-    base_pos, base_start = 0, 0
+    position, stream = 0, 0
     for i0 in range(0, n, _CHUNK):
-        block = np.asarray(rows[i0:min(i0 + _CHUNK, n) + 1])
-        pos = block[:, 0].astype(np.int64)
-        low, high = int(pos[0]), int(pos[-1])
-        if low > base_pos:
-            base_start += int(sizes[np.asarray(maps.doc_idx[base_pos:low])].sum(dtype=np.int64))
-            base_pos = low
-        local = np.empty(high - low + 1, dtype=np.int64)
-        local[0] = base_start
-        np.cumsum(sizes[np.asarray(maps.doc_idx[low:high])].astype(np.int64), out=local[1:])
-        local[1:] += base_start
-        yield i0, local[pos - low] + block[:, 1]
-        base_pos, base_start = high, int(local[-1])
+        block = rows[i0:min(i0 + _CHUNK, n) + 1]
+        high = max(int(block[-1, 0]), position)
+        lengths = np.empty(high - position, dtype=np.int64)
+        gather_sizes(maps.doc_idx[position:high], sizes, lengths)
+        out = np.empty(block.shape[0], dtype=np.int64)
+        position, stream = sample_starts_chunk(lengths, block, position, stream, out)
+        yield i0, out
 
 
 def sample_starts(maps: IndexMaps, doc_sizes) -> np.ndarray:
@@ -266,7 +264,7 @@ def read_index_maps(path, seed: int | None = None, *, n_documents: int | None = 
             "different runs or sizes.")
     if check_values and n_samples > 0:
         _check_values(files, doc_idx, sample_idx, shuffle_idx, n_documents)
-    elif n_documents is not None and doc_idx.size and int(doc_idx.max()) >= n_documents:
+    elif n_documents is not None and doc_idx.size and _bounds(doc_idx)[1] >= n_documents:
         _too_many_documents(files, doc_idx, n_documents)
     match = _NAME.search(str(files["doc_idx"])[: -len("_doc_idx.npy")])
     return IndexMaps(doc_idx=doc_idx, sample_idx=sample_idx, shuffle_idx=shuffle_idx,
@@ -278,36 +276,47 @@ def read_index_maps(path, seed: int | None = None, *, n_documents: int | None = 
 
 def _too_many_documents(files, doc_idx, n_documents) -> None:
     raise ParameterError(
-        f"{str(files['doc_idx'])!r} names document {int(doc_idx.max())}, but the indexed "
+        f"{str(files['doc_idx'])!r} names document {_bounds(doc_idx)[1]}, but the indexed "
         f"dataset has {n_documents} documents: the maps belong to another dataset.")
+
+
+def _bounds(values) -> tuple:
+    """``(min, max)`` of a map, one compiled pass in chunks."""
+    low, high = None, None
+    for lo in range(0, values.shape[0], _CHUNK):
+        a, b = map_bounds(values[lo:lo + _CHUNK])
+        low, high = (a, b) if low is None else (min(low, a), max(high, b))
+    return int(low), int(high)
 
 
 def _check_values(files, doc_idx, sample_idx, shuffle_idx, n_documents) -> None:
     n_samples = sample_idx.shape[0] - 1
-    low, high = int(shuffle_idx.min()), int(shuffle_idx.max())
+    low, high = _bounds(shuffle_idx)
     if low < 0 or high >= n_samples:
         bad = high if high >= n_samples else low
         raise ParameterError(f"{str(files['shuffle_idx'])!r} holds sample {bad}, outside the "
                              f"{n_samples} samples of {str(files['sample_idx'])!r}.")
-    if doc_idx.size and int(doc_idx.min()) < 0:
-        raise ParameterError(f"{str(files['doc_idx'])!r} holds a negative document id.")
-    if n_documents is not None and doc_idx.size and int(doc_idx.max()) >= n_documents:
-        _too_many_documents(files, doc_idx, n_documents)
+    if doc_idx.size:
+        low, high = _bounds(doc_idx)
+        if low < 0:
+            raise ParameterError(f"{str(files['doc_idx'])!r} holds a negative document id.")
+        if n_documents is not None and high >= n_documents:
+            _too_many_documents(files, doc_idx, n_documents)
     previous = 0
     for lo in range(0, n_samples + 1, _CHUNK):
-        block = np.asarray(sample_idx[lo:lo + _CHUNK]).astype(np.int64)
-        positions = block[:, 0]
-        if int(positions.max()) >= doc_idx.shape[0] or int(positions.min()) < 0:
+        block = sample_idx[lo:lo + _CHUNK]
+        low_pos, high_pos, low_off, back = sample_rows_bounds(block, previous)
+        if high_pos >= doc_idx.shape[0] or low_pos < 0:
             raise ParameterError(
-                f"{str(files['sample_idx'])!r} points at position {int(positions.max())} of "
+                f"{str(files['sample_idx'])!r} points at position {high_pos} of "
                 f"doc_idx, which has {doc_idx.shape[0]} entries: the maps are of different "
                 "runs or sizes.")
-        if int(block[:, 1].min()) < 0:
+        if low_off < 0:
             raise ParameterError(f"{str(files['sample_idx'])!r} holds a negative offset.")
-        if positions[0] < previous or bool((np.diff(positions) < 0).any()):
-            raise ParameterError(f"{str(files['sample_idx'])!r} goes back in doc_idx: its "
-                                 "rows must follow the token stream.")
-        previous = int(positions[-1])
+        if back >= 0:
+            raise ParameterError(f"{str(files['sample_idx'])!r} goes back in doc_idx at row "
+                                 f"{lo + back}: its rows must follow the token stream.")
+        previous = int(block[-1, 0])
 
 
 # ------------------------------------------------------------------ building (as GPT-NeoX)
@@ -523,22 +532,7 @@ def span_exposures(maps: IndexMaps, doc_sizes, instances, batch_size: int,
     """
     spans = _spans(instances, doc_sizes)
     sizes = np.asarray(doc_sizes)
-    unit, at = _occurrences(maps, sizes, spans["document"].to_numpy())
-    first = at + spans["start"].to_numpy()[unit]
-    last = at + spans["end"].to_numpy()[unit] - 1
-    sample = np.full(first.size, -1, dtype=np.int64)
-    by_first = np.argsort(first, kind="stable")
-    sorted_first = first[by_first]
-    for i0, starts in _sample_starts(maps, sizes):
-        lo = np.searchsorted(sorted_first, starts[0], side="left")
-        hi = np.searchsorted(sorted_first, starts[-1], side="left")
-        if hi > lo:
-            local = np.searchsorted(starts, sorted_first[lo:hi], side="right") - 1
-            rows = by_first[lo:hi]
-            whole = last[rows] <= starts[local + 1]
-            sample[rows[whole]] = i0 + local[whole]
-    keep = sample >= 0
-    unit, sample = unit[keep], sample[keep]
+    unit, sample = _whole_spans(maps, sizes, spans)
     if positions is None:
         position = _positions_of(maps, sample)
     else:
@@ -548,52 +542,53 @@ def span_exposures(maps: IndexMaps, doc_sizes, instances, batch_size: int,
     return exposure_frame(unit[trained], position[trained], batch_size)
 
 
-def _occurrences(maps: IndexMaps, sizes: np.ndarray, documents: np.ndarray) -> tuple:
-    """``(unit, start)``: every time ``doc_idx`` holds each unit's document, with where that
-    document starts in the token stream (one pass of running sums over ``doc_idx``)."""
-    wanted = np.zeros(int(documents.max()) + 1 if documents.size else 0, dtype=bool)
-    wanted[documents] = True  # a lookup table: one gather per chunk, not a search
-    docs, starts, total = [], [], 0
+def _whole_spans(maps: IndexMaps, sizes: np.ndarray, spans: pd.DataFrame) -> tuple:
+    """``(unit, sample)``: every sample that holds a unit's span whole, in one compiled pass
+    over ``doc_idx`` and ``sample_idx`` (:func:`~didmem.orders.neox_kernels.span_hits`),
+    ``_CHUNK`` document positions at a time."""
+    documents = spans["document"].to_numpy(np.int64)
+    units = np.argsort(documents, kind="stable")
+    wanted, first_unit = np.unique(documents[units], return_index=True)
+    first_unit = np.append(first_unit, units.size).astype(np.int64)
+    table, mask = lookup_filter(wanted, sizes.size)
+    starts = spans["start"].to_numpy(np.int64)
+    ends = spans["end"].to_numpy(np.int64)
+    capacity = max(16, 2 * units.size)
+    out_unit = np.empty(capacity, dtype=np.int64)
+    out_sample = np.empty(capacity, dtype=np.int64)
+    n_out, row, stream = 0, 0, 0
     n = maps.doc_idx.shape[0]
-    for lo in range(0, n, _CHUNK):
-        chunk = np.asarray(maps.doc_idx[lo:lo + _CHUNK])
-        lengths = sizes[chunk].astype(np.int64)
-        ends = np.cumsum(lengths)
-        hit = np.flatnonzero(chunk < wanted.size)
-        hit = hit[wanted[chunk[hit]]]
-        docs.append(chunk[hit].astype(np.int64))
-        starts.append(total + ends[hit] - lengths[hit])
-        total += int(ends[-1]) if ends.size else 0
-    docs = np.concatenate(docs) if docs else np.zeros(0, np.int64)
-    starts = np.concatenate(starts) if starts else np.zeros(0, np.int64)
-    # each hit stands for every unit of its document (units sorted by document)
-    by_doc = np.argsort(documents, kind="stable")
-    lo = np.searchsorted(documents[by_doc], docs, side="left")
-    count = np.searchsorted(documents[by_doc], docs, side="right") - lo
-    first = np.repeat(lo, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count,
-                                                                       count))
-    return by_doc[first].astype(np.int64), np.repeat(starts, count)
+    lengths = np.empty(min(_CHUNK, n), dtype=np.int64)
+    lo = 0
+    units = units.astype(np.int64)
+    while lo < n and units.size:
+        hi = min(lo + _CHUNK, n)
+        chunk = maps.doc_idx[lo:hi]
+        gather_sizes(chunk, sizes, lengths[:hi - lo])
+        done, row_after, stream_after = span_hits(
+            chunk, lo, lengths[:hi - lo], maps.sample_idx, row, stream, table, mask, wanted,
+            first_unit, units, starts, ends, out_unit, out_sample, n_out)
+        if done < 0:  # full: grow, and do the chunk again
+            out_unit = np.concatenate([out_unit, np.empty_like(out_unit)])
+            out_sample = np.concatenate([out_sample, np.empty_like(out_sample)])
+            continue
+        n_out, row, stream, lo = done, row_after, stream_after, hi
+    order = np.lexsort((out_sample[:n_out], out_unit[:n_out]))
+    return out_unit[:n_out][order], out_sample[:n_out][order]
 
 
 def _positions_of(maps: IndexMaps, samples: np.ndarray) -> np.ndarray:
-    """The training position of each sample (-1: never trained), one pass over
-    ``shuffle_idx`` in chunks."""
+    """The training position of each sample (-1: never trained), one compiled pass over
+    ``shuffle_idx`` in chunks (:func:`~didmem.orders.neox_kernels.positions_of_samples`)."""
     out = np.full(samples.size, -1, dtype=np.int64)
     if not samples.size:
         return out
-    order = np.argsort(samples, kind="stable")
-    ordered = samples[order]
-    wanted = np.zeros(maps.n_samples, dtype=bool)
-    wanted[samples] = True  # a lookup table: one gather per chunk, not a search
+    unique, inverse = np.unique(samples, return_inverse=True)
+    found = np.full(unique.size, -1, dtype=np.int64)
+    table, mask = lookup_filter(unique, maps.n_samples)
     for lo in range(0, len(maps), _CHUNK):
-        chunk = np.asarray(maps.shuffle_idx[lo:lo + _CHUNK]).astype(np.int64)
-        hit = np.flatnonzero(wanted[chunk])
-        if hit.size:
-            left = np.searchsorted(ordered, chunk[hit], side="left")
-            right = np.searchsorted(ordered, chunk[hit], side="right")
-            for h, a, b in zip(hit, left, right):
-                out[order[a:b]] = lo + h
-    return out
+        positions_of_samples(maps.shuffle_idx[lo:lo + _CHUNK], lo, table, mask, unique, found)
+    return found[inverse]
 
 
 def run_exposures(runs: dict, doc_sizes, instances, batch_size: int) -> pd.DataFrame:

@@ -130,3 +130,12 @@ def test_an_undocumented_field_is_refused():
 
     with pytest.raises(ValueError, match="does not describe its field 'b'"):
         _fields.add_dataclass_options(argparse.ArgumentParser(), Settings)
+
+
+def test_workers_reach_the_lab(tmp_path, capsys):
+    from didmem.cli import main
+
+    assert main(["lab", "--quick", "--runs", "2", "--workers", "0",
+                 "--out", str(tmp_path / "x")]) == 2
+    assert "The option --workers must be an integer in [1, inf]" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

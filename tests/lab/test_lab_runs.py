@@ -137,9 +137,44 @@ def two_runs(tmp_path_factory):
     from didmem.lab import run
 
     root = tmp_path_factory.mktemp("labruns")
-    several = run(root / "runs", quick=True, seed=1, runs=2, **SMALL)
+    several = run(root / "runs", quick=True, seed=1, runs=2, workers=2, **SMALL)
     single = run(root / "single", quick=True, seed=1, **SMALL)
     return several, single
+
+
+@pytest.fixture(scope="module")
+def in_one_process(tmp_path_factory, two_runs):
+    """The runs of ``two_runs`` again, everything in this process (``workers=1``)."""
+    from didmem.lab import run
+
+    return run(tmp_path_factory.mktemp("labruns") / "one", quick=True, seed=1, runs=2,
+               workers=1, **SMALL)
+
+
+def test_the_files_do_not_depend_on_the_workers(two_runs, in_one_process):
+    several, _ = two_runs
+    assert "runs" in several.timings and "runs" not in in_one_process.timings
+    manifests = [json.loads((r.out_dir / "manifest.json").read_text())
+                 for r in (several, in_one_process)]
+    assert manifests[0]["files"].keys() == manifests[1]["files"].keys()
+    assert manifests[0]["settings"] == manifests[1]["settings"]
+    assert manifests[0]["derived"] == manifests[1]["derived"]
+    tables = [name for name in manifests[0]["files"] if name.endswith(".parquet")]
+    assert "runs/run1/truth_units.parquet" in tables and "panel.parquet" in tables
+    for name in tables:  # each run's panel, truth and every other table
+        a, b = (pd.read_parquet(r.out_dir / name) for r in (several, in_one_process))
+        pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-9, atol=1e-12)
+    for name in (n for n in manifests[0]["files"] if n.endswith("study.toml")):
+        assert (several.out_dir / name).read_text() == \
+            (in_one_process.out_dir / name).read_text()
+
+
+def test_workers_are_checked_and_ignored_with_one_run(tmp_path):
+    from didmem.lab import run
+
+    with pytest.raises(ParameterError, match="'workers' parameter of didmem.lab.run"):
+        run(tmp_path / "x", quick=True, runs=2, workers=0)
+    assert not (tmp_path / "x").exists()
 
 
 def test_panel_and_truth_have_a_run_column(two_runs):

@@ -246,6 +246,9 @@ def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
     didmem.errors.MissingDependencyError
         Without torch or transformers (``pip install 'didmem[lm]'``).
     """
+    from .workers import refuse_in_bootstrap
+
+    refuse_in_bootstrap()  # a script without a main guard, imported by a worker: stop here
     cfg = _config_for(quick, seed, config, changes)
     directory = LabDirectory(out_dir)
     settings = _settings(cfg)

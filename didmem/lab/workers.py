@@ -22,7 +22,26 @@ from typing import Callable
 from ..errors import ParameterError
 from .trainer import torch_session
 
-__all__ = ["Task", "Laps", "run_tasks", "default_workers"]
+__all__ = ["Task", "Laps", "run_tasks", "default_workers", "refuse_in_bootstrap"]
+
+_GUARD = ("In a script, call didmem.lab.run under `if __name__ == \"__main__\":` (the lab's "
+          "workers start with 'spawn' and import the script), or pass workers=1 (--workers 1) "
+          "to run everything in the calling process.")
+
+
+def refuse_in_bootstrap() -> None:
+    """Refuse to start a lab run in a worker process that is still importing the caller's
+    script (a script that calls :func:`didmem.lab.run` without ``if __name__ ==
+    "__main__":``): the run would start again there, on the caller's directory.
+
+    Raises
+    ------
+    ParameterError
+        While this process is a new ``spawn`` process importing its parent's main module.
+    """
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise ParameterError("didmem.lab.run was called while a worker process of the lab "
+                             "was importing the calling script. " + _GUARD)
 
 
 def default_workers(runs: int, threads: int) -> int:
@@ -138,10 +157,8 @@ def run_tasks(tasks: list, workers: int, threads: int, on_done=None) -> dict:
                     on_done(task.name, value, seconds)
     except BrokenProcessPool as exc:
         raise ParameterError(
-            f"A worker process of the lab stopped before it finished ({exc}). In a script, "
-            "call didmem.lab.run under `if __name__ == \"__main__\":` (the workers start "
-            "with 'spawn' and import the script), or pass workers=1 (--workers 1) to run "
-            "everything in this process.") from exc
+            f"A worker process of the lab stopped before it finished ({exc}). " + _GUARD
+        ) from exc
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return results

@@ -54,3 +54,16 @@ def test_default_workers():
     assert default_workers(1, 1) == 1
     assert default_workers(64, 1) == cores
     assert default_workers(3, 64) == 1
+
+
+def test_a_run_started_while_a_worker_imports_the_script_is_refused(tmp_path, monkeypatch):
+    """A script without a main guard: the worker importing it must not start the run again
+    (on the caller's directory); the caller then sees the pool broken, with the same advice."""
+    import multiprocessing
+
+    from didmem.lab import run
+
+    monkeypatch.setattr(multiprocessing.current_process(), "_inheriting", True, raising=False)
+    with pytest.raises(ParameterError, match="if __name__ == \"__main__\":"):
+        run(tmp_path / "out", quick=True, runs=2, overwrite=True)
+    assert not (tmp_path / "out").exists()

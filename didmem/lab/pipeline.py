@@ -227,9 +227,9 @@ def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
     workers : int, optional
         With several runs (``runs > 1``): the processes that train and score them at once
         (each with ``config.threads`` torch threads). By default one per run, at most the
-        cores available divided by ``threads``. The files do not depend on it: each run's
-        models, panel and truth are those of ``workers=1``, which runs everything in this
-        process. Ignored with one run. The workers start with ``spawn``, so a script that
+        cores available divided by ``threads``; at most two per run are started. The files
+        do not depend on it: each run's models, panel and truth are those of ``workers=1``,
+        which runs everything in this process. Ignored with one run. The workers start with ``spawn``, so a script that
         calls :func:`run` with several workers must do so under
         ``if __name__ == "__main__":``.
     **changes
@@ -257,12 +257,9 @@ def run(out_dir, quick: bool = False, seed: int = 0, overwrite: bool = False,
     timings = {}
     clock = _time.perf_counter()
     design = build_design(cfg)  # before touching the directory: bad input fails here
-    if cfg.runs == 1:
-        workers = 1
-    elif workers is None:
-        from .workers import default_workers
+    from .workers import lab_workers
 
-        workers = default_workers(cfg.runs, cfg.threads)
+    workers = lab_workers(workers, cfg.runs, cfg.threads)
     stages = _stages(cfg, design, workers)
     bar = progress_line(len(stages), f"lab (seed {cfg.seed})", progress, unit="stages")
     bar.say(stages[0][1])

@@ -54,6 +54,18 @@ def default_workers(runs: int, threads: int) -> int:
     return max(1, min(int(runs), cores // max(1, int(threads))))
 
 
+def lab_workers(requested, runs: int, threads: int) -> int:
+    """The processes a lab of ``runs`` runs uses: :func:`default_workers` when none is
+    requested, else the request, at most two per run (a run's main training and its twin
+    are the most of its tasks that can run at once), so that a large request does not
+    start processes (each loads torch) that can have nothing to do."""
+    if runs == 1:
+        return 1
+    if requested is None:
+        return default_workers(runs, threads)
+    return max(1, min(int(requested), 2 * int(runs)))
+
+
 class Laps:
     """Seconds per stage of a task, as :func:`run_tasks` reports them: ``laps(name)`` ends
     the stage ``name`` (begun at the previous call, or when the task started)."""

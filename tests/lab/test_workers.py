@@ -56,6 +56,15 @@ def test_default_workers():
     assert default_workers(3, 64) == 1
 
 
+def test_a_large_request_starts_at_most_two_processes_per_run():
+    from didmem.lab.workers import default_workers, lab_workers
+
+    assert lab_workers(10**9, runs=3, threads=1) == 6
+    assert lab_workers(4, runs=3, threads=1) == 4
+    assert lab_workers(8, runs=1, threads=1) == 1
+    assert lab_workers(None, runs=3, threads=1) == default_workers(3, 1)
+
+
 def test_a_run_started_while_a_worker_imports_the_script_is_refused(tmp_path, monkeypatch):
     """A script without a main guard: the worker importing it must not start the run again
     (on the caller's directory); the caller then sees the pool broken, with the same advice."""

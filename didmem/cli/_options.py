@@ -70,20 +70,35 @@ def panel_column_options(parser) -> None:
         parser.add_argument(f"--{column}", default=column, help=f"{what} (default: %(default)s)")
 
 
-def read_panel_frame(path):
-    """The long table in a ``.csv`` or ``.parquet`` panel file, or a one-line error."""
-    import pandas as pd
+def read_panel_frame(path, option: str | None = None, what: str = "panel file"):
+    """The long table in a ``.csv`` or ``.parquet`` file, or a one-line error.
 
+    ``option`` names the command-line option that gave the path (``--truth``, ``--pilot``) and
+    ``what`` the kind of file; both go into every message, so that a user who passed an empty
+    or wrong value sees which option to correct.
+    """
+    import pandas as pd
+    from pathlib import Path
+
+    where = f" ({option})" if option else ""
+    if not str(path).strip():
+        raise ParameterError(f"No {what} given{where}: the value is empty; give a .csv or "
+                             f".parquet file.")
+    path = Path(path)
     if not path.exists():
-        raise MissingFileError(f"No panel file at {str(path)!r}.")
+        raise MissingFileError(f"No {what} at {str(path)!r}{where}.")
+    if path.is_dir():
+        raise ParameterError(f"The {what} {str(path)!r}{where} is a folder; give a .csv or "
+                             f".parquet file.")
     if path.suffix not in (".csv", ".parquet"):
-        raise ParameterError(f"A panel file must end in '.csv' or '.parquet'; got {str(path)!r}.")
+        raise ParameterError(f"A {what} must end in '.csv' or '.parquet'; got "
+                             f"{str(path)!r}{where}.")
     try:
         return pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
     except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         # pyarrow's ArrowInvalid is a ValueError; a truncated file gives an OSError
         reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise PanelError(f"Could not read the panel file {str(path)!r} as "
+        raise PanelError(f"Could not read the {what} {str(path)!r}{where} as "
                          f"{path.suffix[1:]}: {reason}") from None
 
 

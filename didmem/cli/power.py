@@ -106,7 +106,7 @@ def run(args) -> int:
             raise ParameterError(f"--pilot takes the outcome's structure from the pilot; "
                                  f"{', '.join(stated)} would be ignored: give either --pilot "
                                  "or the assumptions.")
-        frame = read_panel_frame(Path(args.pilot))
+        frame = read_panel_frame(args.pilot, option="--pilot")
         source = didmem.Panel(frame, unit=args.unit, time=args.time, cohort=args.cohort,
                               outcome=args.outcome)
     else:

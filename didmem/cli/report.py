@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from .._validation import choices_of
-from ..errors import MissingFileError, ParameterError
+from ..errors import ParameterError
 from ._options import load_results, parse_labels, read_panel_frame, result_names, use_agg_backend
 
 __all__ = ["HELP", "DESCRIPTION", "add_arguments", "run"]
@@ -59,9 +58,7 @@ def run(args) -> int:
     labels = parse_labels(args.labels, args.results)
     truth = None
     if args.truth is not None:
-        if not Path(args.truth).exists():
-            raise MissingFileError(f"No truth file at {args.truth!r} (--truth).")
-        truth = read_panel_frame(Path(args.truth))
+        truth = read_panel_frame(args.truth, option="--truth", what="truth file")
         check_truth_frame(truth, f"The truth file {args.truth!r} (--truth)")
     results = load_results(args.results)
     use_agg_backend()

@@ -14,11 +14,13 @@ need the panel: refit for those.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import functools
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -27,7 +29,8 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from ..errors import DidmemError, MissingFileError, OutputFileError, ParameterError
+from ..errors import (DidmemError, InferenceWarning, MissingFileError, OutputFileError,
+                      ParameterError)
 from ..inference._choices import PRETREND_METHODS
 from ..inference.pretrend_result import PretrendTest
 from ._common import CellTable, Estimate, PicklableProxies, Pretest, profile_matrix
@@ -163,6 +166,21 @@ def _results_path(path, owner: str) -> Path:
     return Path(path)
 
 
+@contextlib.contextmanager
+def _quiet_aggregations():
+    """Silence the inference warnings of the aggregations a results file holds by default.
+
+    A saved file holds every aggregation; its band type (``simultaneous`` or ``pointwise``)
+    records the fallback that a warning would announce (for example R ``aggte``'s pointwise
+    intervals where the sup-t value falls below the normal one, which depends on the draws).
+    The fit's own warnings were raised by the fit and are not touched. It is entered in the
+    calling thread around the whole pool, since ``warnings.catch_warnings`` is process-wide.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InferenceWarning)
+        yield
+
+
 def compute_saved(result, threads: int | None = None) -> None:
     """Compute what a results file holds — every aggregation and the pre-tests — into the
     result's caches, ``threads`` tasks at a time (default: two, or one on one core).
@@ -199,8 +217,10 @@ def compute_saved(result, threads: int | None = None) -> None:
             pass
 
     # one limit around the pool: the aggregations' own nested limits then restore it, not
-    # each other's
-    with threadpool_limits(limits=1, user_api="blas"):
+    # each other's. The aggregations were not asked for by the user: their band's fallback
+    # (pointwise where the sup-t value falls below the normal one, as R's aggte) is recorded
+    # in each AggregateResult's ``band`` and the file, not warned about at saving.
+    with threadpool_limits(limits=1, user_api="blas"), _quiet_aggregations():
         if threads <= 1:
             for task in tasks:
                 run(task)
@@ -233,11 +253,12 @@ def result_meta(result) -> dict:
     summary and every aggregation with default options), computed first."""
     compute_saved(result)
     aggregations = {}
-    for name in SAVED_AGGREGATIONS:
-        try:
-            aggregations[name] = _aggregate_doc(result.aggregate(name))
-        except DidmemError:  # e.g. no post-treatment cells for persistent
-            continue
+    with _quiet_aggregations():
+        for name in SAVED_AGGREGATIONS:
+            try:
+                aggregations[name] = _aggregate_doc(result.aggregate(name))
+            except DidmemError:  # e.g. no post-treatment cells for persistent
+                continue
     pre = result.pretest
     meta = {
         "estimator": result.estimator, "params": dict(result.params),

@@ -122,3 +122,21 @@ def test_warnings_are_one_line_without_source(panel_csv, tmp_path):
     assert lines and all(line.startswith("didmem: warning: ") for line in lines), proc.stderr
     assert "Dropped 1 of 100 units" in proc.stderr
     assert ".py:" not in proc.stderr and "warnings.warn" not in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["", " ", "DIR", "missing.csv", "notes.txt"])
+@pytest.mark.parametrize("command, option", [("report", "--truth"), ("power", "--pilot")])
+def test_a_file_option_names_itself_in_its_error(tmp_path, capsys, command, option, value):
+    """``didmem report R.parquet --truth ''`` said "A panel file must end in '.csv' or
+    '.parquet'; got '.'": an empty value is the current folder to pathlib. Found in a fresh
+    clone by the CLI property test (issue 50). Every file option names itself and its value."""
+    value = {"DIR": str(tmp_path), "notes.txt": str(tmp_path / "notes.txt")}.get(value, value)
+    (tmp_path / "notes.txt").write_text("not a panel")
+    argv = {"report": ["report", str(tmp_path / "r.parquet"), "--out", str(tmp_path / "r.html")],
+            "power": ["power", "--outcome", "y", "--out", str(tmp_path / "power")]}[command]
+    assert main([*argv, option, value]) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"didmem {command}: error: "), err
+    assert option in lines[0], lines[0]
+    assert not (tmp_path / "r.html").exists()

@@ -86,7 +86,7 @@ def generate(folder: str, scale: int, n_files: int, seed: int) -> None:
 def read(folder: str) -> None:
     import pyarrow.parquet as pq
 
-    from didmem.panel_scan import _data_files
+    from didmem.panel.scan import _data_files
 
     start, cpu0 = time.perf_counter(), _cpu()
     rows = 0
@@ -100,7 +100,7 @@ def fit(folder: str, n_draws: int) -> None:
     from didmem.inference._prepared import did_cells
     from didmem.inference.moment_cells import MomentsInfluence, prepare_moments
     from didmem.inference.moments import dataset_moments
-    from didmem.panel_scan import ParquetPaths
+    from didmem.panel.scan import ParquetPaths
 
     data = ParquetPaths(folder, unit="unit", time="time", cohort="cohort", outcome="y")
     moments = dataset_moments(data)
@@ -123,7 +123,7 @@ def check(folder: str) -> None:
     from didmem.inference._prepared import did_cells
     from didmem.inference.moment_cells import MomentsInfluence, prepare_moments
     from didmem.inference.moments import dataset_moments
-    from didmem.panel_scan import ParquetPaths
+    from didmem.panel.scan import ParquetPaths
 
     def cells_of(map_items):
         data = ParquetPaths(folder, unit="unit", time="time", cohort="cohort", outcome="y")

@@ -75,7 +75,7 @@ _WHERE: dict[str, str] = {
     # submodules
     "datasets": "datasets",
     "montecarlo": "montecarlo",
-    "plotting": "plotting",
+    "plotting": "results",  # the submodule didmem.results.plotting
     "report": "report",
 }
 """Public name -> the module of :mod:`didmem` (dotted, relative) that defines it."""

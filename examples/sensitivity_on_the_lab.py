@@ -70,7 +70,7 @@ def _figure(s, truth, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ax = didmem.plotting.plot_sensitivity(s)
+    ax = didmem.results.plotting.plot_sensitivity(s)
     ax.axhline(truth, color="tab:red", linewidth=1, label="exact truth")
     ax.legend(fontsize=8)
     ax.figure.savefig(path, dpi=110)

@@ -70,7 +70,7 @@ def test_saves_loads_and_summarises(tmp_path):
     pytest.importorskip("matplotlib")
     import matplotlib
     matplotlib.use("Agg")
-    from didmem.plotting import plot_dose_response
+    from didmem.results.plotting import plot_dose_response
 
     ax = plot_dose_response(back)
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2"]

@@ -12,7 +12,7 @@ import didmem
 from didmem.datasets import simulate_exposures
 from didmem.inference._prepared import did_cells, prepare_panel
 from didmem.inference.exposure_kernel import exposure_cells_numpy
-from didmem.panel_exposures import exposure_view, subset_units
+from didmem.panel.exposures import exposure_view, subset_units
 
 
 def _panel(df, cohort=("cohort", "cohort_2")):
@@ -179,7 +179,7 @@ def test_exposure_result_aggregates_saves_and_plots(two_exposures, tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    from didmem.plotting import plot_profile
+    from didmem.results.plotting import plot_profile
 
     ax = plot_profile(saved)
     assert ax.get_title() or ax.figure is not None
@@ -209,7 +209,7 @@ def test_profiles_per_exposure_side_by_side(two_exposures, tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    from didmem.plotting import plot_exposure_profiles, plot_profile
+    from didmem.results.plotting import plot_exposure_profiles, plot_profile
     from didmem.report import render_report
 
     df, _ = two_exposures

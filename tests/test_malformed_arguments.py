@@ -6,7 +6,7 @@ from a pool of odd ones (wrong types, NaN, negative, empty, ...) that break the 
 constraint must be refused with a :class:`~didmem.DidmemError` whose message names the
 argument, never with another library's exception. The entry points: the estimators, the
 analyses, the simulators (``simulate_panel``, ``simulate_exposures``), every figure of
-:mod:`didmem.plotting`, :func:`~didmem.report.render_report`, the lab (``LabConfig``,
+:mod:`didmem.results.plotting`, :func:`~didmem.report.render_report`, the lab (``LabConfig``,
 ``lab.run``, ``lab.replicate``: refused before anything trains) and the study API
 (``Study.from_file``, ``from_dict``, ``plan``, ``score``, ``run``). Two more property tests
 put odd values into a study's tables and odd strings on the command line (values argparse

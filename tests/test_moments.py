@@ -252,11 +252,11 @@ def test_sup_t_value_matches_the_per_unit_bootstrap(simulated):
 
 # ---------------------------------------------------------------- memorised-index lists
 def test_pattern_counts_give_the_binary_panels_moments():
-    """The per-cohort counts of each 0/1 path (:func:`didmem.panel_patterns.count_patterns`,
+    """The per-cohort counts of each 0/1 path (:func:`didmem.panel.patterns.count_patterns`,
     from each unit's bits) give the moments of the dense 0/1 panel of every unit (its zeros
     never written)."""
     from didmem.inference.moments import pattern_moments
-    from didmem.panel_patterns import count_patterns, pattern_bits
+    from didmem.panel.patterns import count_patterns, pattern_bits
 
     rng = np.random.default_rng(3)
     n_seq, times = 5000, np.arange(1.0, 8.0)

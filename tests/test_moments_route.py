@@ -10,7 +10,7 @@ import pytest
 import didmem
 from didmem.errors import ParameterError
 from didmem.estimators._moments_route import fit_dataset, fit_moments, panel_moments
-from didmem.panel_scan import ParquetPaths
+from didmem.panel.scan import ParquetPaths
 
 from .test_moments import SETTINGS, _assert_close
 from .test_panel_scan import COLUMNS, _write

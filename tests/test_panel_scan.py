@@ -16,8 +16,8 @@ from didmem.errors import PanelError
 from didmem.inference._prepared import did_cells
 from didmem.inference.moment_cells import MomentsInfluence, prepare_moments
 from didmem.inference.moments import CohortMoments, dataset_moments
-from didmem.panel_scan import ParquetPaths, reference_scatter, scatter_rows
-from didmem.panel_scan_dense import read_dense, scatter_dense
+from didmem.panel.scan import ParquetPaths, reference_scatter, scatter_rows
+from didmem.panel.scan_dense import read_dense, scatter_dense
 
 COLUMNS = dict(unit="unit", time="time", cohort="cohort", outcome="y")
 
@@ -94,7 +94,7 @@ def test_scatter_kernel_equals_the_oracle(offence):
 def test_one_pass_kernel_equals_the_oracle(offence):
     """:func:`scatter_dense` (time-major paths, identifiers ``lo`` + column, times found as
     they come) places the rows as the oracle does and stops at the same first offence."""
-    from didmem import panel_scan_dense as dense
+    from didmem.panel import scan_dense as dense
 
     rng = np.random.default_rng(1)
     n_units, n_t, lo = 30, 6, 1000
@@ -406,7 +406,7 @@ def test_distinct_units_equal_numpy_unique(ids):
     np.unique's, for dense, negative, sparse and dictionary-encoded identifiers."""
     import pyarrow as pa
 
-    from didmem.panel_scan import _distinct_values
+    from didmem.panel.scan import _distinct_values
 
     expect = np.unique(ids.astype(np.int64))
     for column in (pa.chunked_array([pa.array(ids, type=pa.int64())]),

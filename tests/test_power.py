@@ -207,7 +207,7 @@ def test_plot_plan_and_the_cli(tmp_path, capsys):
 
     matplotlib.use("Agg")
     from didmem.cli import main
-    from didmem.plotting import plot_power_analysis
+    from didmem.results.plotting import plot_power_analysis
 
     a = Assumptions(n_cohorts=4, n_checkpoints=6, unit_share=0.5)
     analysis = power_analysis(a, units_per_cohort=[10, 50, 200], n_validation=[100, 400], effect=0.5,

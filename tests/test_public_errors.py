@@ -32,7 +32,7 @@ ALLOWED = {
     ("didmem/_validation.py", "KeyError"):
         "choices_of asked for a parameter without a OneOf: a programming error raised when the "
         "command line is built, never caused by a user's input",
-    ("didmem/panel.py", "AttributeError"):
+    ("didmem/panel/core.py", "AttributeError"):
         "Panel.__getattr__ (a panel of several runs names its per-run attributes): hasattr, "
         "getattr with a default and pickling need AttributeError for any other name",
     ("didmem/_lazy.py", "AttributeError"):

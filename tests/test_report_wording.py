@@ -181,7 +181,7 @@ def test_the_profile_title_fits_its_figure(second_exposure, outcome):
     import matplotlib
 
     matplotlib.use("Agg")
-    from didmem.plotting import plot_profile
+    from didmem.results.plotting import plot_profile
 
     df, _ = didmem.datasets.simulate_exposures(seed=0)
     df = df.rename(columns={"y": outcome})

@@ -170,7 +170,7 @@ def test_plot_sensitivity(mpdta_event_study):
     import matplotlib
 
     matplotlib.use("Agg")
-    from didmem.plotting import plot_sensitivity
+    from didmem.results.plotting import plot_sensitivity
 
     s = didmem.sensitivity(mpdta_event_study, restriction="smoothness", m=[0, 0.01, 0.02])
     ax = plot_sensitivity(s)

@@ -62,8 +62,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
                     "didmem._progress"), (),
      "the exceptions, the one validation module, messages, array helpers, lazy imports, "
      "the progress line"),
-    ("panel", ("didmem.panel", "didmem.panel_checks", "didmem.panel_exposures", "didmem.panel_runs",
-               "didmem.panel_scan", "didmem.panel_scan_dense", "didmem.panel_patterns",
+    ("panel", ("didmem.panel", "didmem.panel.checks", "didmem.panel.exposures", "didmem.panel.runs",
+               "didmem.panel.scan", "didmem.panel.scan_dense", "didmem.panel.patterns",
                "didmem.cohorts", "didmem.suites", "didmem.datasets"),
      ("foundation",),
      "the validated long table and its dense views; a parquet folder read as unit paths; a "
@@ -72,8 +72,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
     # the estimation wing
     ("inference", ("didmem.inference",), ("panel",),
      "R's pre-processing, the influence of the cells, kernels, the bootstrap, bands, pre-tests"),
-    # every result's .plot() draws through didmem.plotting, which reads results only
-    ("results", ("didmem.results", "didmem.plotting"), ("inference",),
+    # every result's .plot() draws through didmem.results.plotting, which reads results only
+    ("results", ("didmem.results", "didmem.results.plotting"), ("inference",),
      "immutable results that hold their inference; their resolved settings "
      "(``didmem/results/_settings.py``), kept by saving and loading so that a saved result reads as "
      "the fitted one; comparison; truth scoring, written once (``didmem/results/_truth.py``); "

@@ -187,7 +187,7 @@ def _run_runs(args) -> int:
 def _fit_folder(estimator, args):
     """A folder of parquet files: read in bounded memory and fitted from moments."""
     from ..estimators._moments_route import fit_dataset
-    from ..panel_scan import ParquetPaths
+    from ..panel.scan import ParquetPaths
 
     if args.estimator != "did" or args.exposure != 1 or args.balance != "error":
         raise ParameterError(

@@ -150,7 +150,7 @@ def run(args) -> int:
         print(f"\n{exc}")
     written = [out / "power.csv"]
     try:
-        from ..plotting import plot_power_analysis
+        from ..results.plotting import plot_power_analysis
 
         ax = plot_power_analysis(analysis, power=args.power)
         ax.figure.savefig(out / "power.png", dpi=110)

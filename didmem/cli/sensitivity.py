@@ -140,7 +140,7 @@ def _figure(s, path: Path) -> Path:
     optional_import("matplotlib", "plot").use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..plotting import plot_sensitivity
+    from ..results.plotting import plot_sensitivity
 
     ax = plot_sensitivity(s)
     ax.figure.savefig(path, dpi=110)

@@ -29,7 +29,7 @@ from ..errors import DataDroppedWarning, EstimationError, ParameterError
 from ..inference._prepared import _fmt, did_cells, prepare_panel
 from ..inference.cell_inference import CellInference
 from ..inference.exposure import exposure_influence
-from ..panel_exposures import exposure_view, subset_units
+from ..panel.exposures import exposure_view, subset_units
 from ..results.exposure import ExposureResult
 
 __all__ = ["fit_exposure"]

@@ -74,7 +74,7 @@ def fit_moments(estimator, moments, *, outcome: str, never_treated_code=None):
 
 def fit_dataset(estimator, dataset, *, map_items=None):
     """The result of ``estimator`` on a parquet dataset read as unit paths
-    (:class:`~didmem.panel_scan.ParquetPaths`), from its moments; ``map_items`` runs the
+    (:class:`~didmem.panel.scan.ParquetPaths`), from its moments; ``map_items`` runs the
     work items (:func:`didmem.runners.ray_tasks.ray_map` on Ray; without it the dataset is
     read here, in one pass where its units allow, see
     :func:`~didmem.inference.moments.dataset_moments`)."""
@@ -91,7 +91,7 @@ def fit_dataset(estimator, dataset, *, map_items=None):
 
 def fit_patterns(estimator, panel):
     """The result of ``estimator`` on a binary panel given by the counts of its paths
-    (:class:`~didmem.panel_patterns.PatternPanel`), from their moments."""
+    (:class:`~didmem.panel.patterns.PatternPanel`), from their moments."""
     from ..inference.moments import pattern_moments
 
     moments = pattern_moments(panel.times, panel.cohorts, panel.patterns, panel.counts)

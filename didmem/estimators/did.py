@@ -142,12 +142,12 @@ class DiDEstimator(GroupTimeEstimator):
         lazily (:meth:`didmem.Panel.scan`), which is read in bounded memory and fitted from
         per-cohort moments (balanced, one exposure, Gaussian multipliers; see the
         *Inference* page, "Sufficient statistics"), or a binary panel given by its patterns'
-        counts (:class:`~didmem.panel_patterns.PatternPanel`, such as
+        counts (:class:`~didmem.panel.patterns.PatternPanel`, such as
         :func:`didmem.orders.read_memorised` reads), fitted from their moments too. Returns an
         immutable result.
         """
-        from ..panel_patterns import PatternPanel
-        from ..panel_scan import ParquetPaths
+        from ..panel.patterns import PatternPanel
+        from ..panel.scan import ParquetPaths
 
         if isinstance(data, ParquetPaths):
             from ._moments_route import fit_dataset

@@ -237,8 +237,8 @@ def pattern_moments(times, cohorts, patterns, counts) -> CohortMoments:
 
 
 def item_moments(item) -> CohortMoments:
-    """The moments of one work item of a dataset (:func:`didmem.panel_scan.read_item`)."""
-    from ..panel_scan import read_item
+    """The moments of one work item of a dataset (:func:`didmem.panel.scan.read_item`)."""
+    from ..panel.scan import read_item
 
     if item.units.size == 0:
         return CohortMoments.empty(item.times)
@@ -247,17 +247,17 @@ def item_moments(item) -> CohortMoments:
 
 
 def dataset_moments(dataset, map_items=None) -> CohortMoments:
-    """The moments of a dataset read as unit paths (:class:`~didmem.panel_scan.ParquetPaths`),
+    """The moments of a dataset read as unit paths (:class:`~didmem.panel.scan.ParquetPaths`),
     with its cohorts put on the time grid as :class:`~didmem.Panel` does.
 
     Without ``map_items`` the dataset is read here, in one pass where its units allow it
-    (:func:`didmem.panel_scan_dense.read_dense`), else work item by work item.
+    (:func:`didmem.panel.scan_dense.read_dense`), else work item by work item.
     ``map_items(item_moments, items)`` computes the work items' moments: the built-in ``map``
     runs them one after the other here, :func:`didmem.runners.ray_tasks.ray_map` on Ray. They
     are added up in the items' order.
     """
-    from ..panel_checks import cohorts_on_time_grid
-    from ..panel_scan_dense import read_dense
+    from ..panel.checks import cohorts_on_time_grid
+    from ..panel.scan_dense import read_dense
 
     block = read_dense(dataset) if map_items is None else None
     if block is not None:
@@ -276,7 +276,7 @@ def dataset_moments(dataset, map_items=None) -> CohortMoments:
 def dense_moments(block, chunk_bytes: int = 64 * 2**20, threads: int | None = None
                   ) -> CohortMoments:
     """The moments of the paths of a dataset read in one pass
-    (:class:`~didmem.panel_scan_dense.DensePaths`: time-major, a column per unit).
+    (:class:`~didmem.panel.scan_dense.DensePaths`: time-major, a column per unit).
 
     Each cohort's units are gathered ``chunk_bytes`` of paths at a time, ``threads`` chunks
     at once (default: two, or one on one core; the gather and BLAS release the GIL); each

@@ -19,7 +19,7 @@ equals the next 32). Its layout, as the dataset card and the repository's file t
 from the order (Pythia's: sequence ``i`` is trained at step ``i // 1024 + 1``; or an array of
 steps for any other order), and counts, per cohort, the sequences that follow each
 memorisation pattern over the checkpoints: the sufficient statistics of the fit
-(:class:`~didmem.panel_patterns.PatternPanel`; one byte per sequence while counting, never the
+(:class:`~didmem.panel.patterns.PatternPanel`; one byte per sequence while counting, never the
 sequence x checkpoint table). A sequence absent from a list is read as not memorised at that
 checkpoint.
 
@@ -45,7 +45,7 @@ import numpy as np
 
 from .._messages import listing
 from ..errors import DidmemWarning, MissingFileError, PanelError, ParameterError
-from ..panel_patterns import PatternPanel, count_patterns, pattern_bits
+from ..panel.patterns import PatternPanel, count_patterns, pattern_bits
 from .pythia import BATCH_SIZE, PYTHIA_STEPS
 
 __all__ = ["read_memorised", "find_memorised_lists", "MEMORISED_FINAL_STEP"]

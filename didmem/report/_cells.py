@@ -42,7 +42,7 @@ def _script_json(data: dict) -> str:
 
 def heatmap_html(result, cells, key: str, caption: str, options) -> str:
     """The profile heatmap with a tooltip per cell; ``cells`` is the frame behind it."""
-    from ..plotting import plot_profile
+    from ..results.plotting import plot_profile
 
     ax = plot_profile(result, **dict(options))
     rows, cols = ax.images[0].get_array().shape

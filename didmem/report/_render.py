@@ -28,7 +28,7 @@ __all__ = ["render_report", "write_report", "FIGURES"]
 
 FIGURES = ("profile", "instantaneous", "persistent", "residual", "pretrends")
 """The figures a report draws for each result by default, in its order (``figures=`` of
-:func:`render_report`; each a key of :data:`didmem.plotting.PLOTS`)."""
+:func:`render_report`; each a key of :data:`didmem.results.plotting.PLOTS`)."""
 
 _AGGREGATIONS = (("instantaneous", "tau(g, g): the effect at the first checkpoint after training, "
            "by cohort g"),
@@ -121,7 +121,7 @@ def _unavailable(result, aggregation: str) -> bool:
 
 
 def _figures_html(result, figures, figure_options, captions, cells) -> str:
-    from .. import plotting
+    from ..results import plotting
 
     items = []
     for name in figures:
@@ -232,7 +232,7 @@ def _exposures_html(named) -> list:
     exposures = {name: int(dict(res.params).get("exposure", 1)) for name, res in named.items()}
     if len(set(exposures.values())) < 2:
         return []
-    from ..plotting import plot_exposure_profiles
+    from ..results.plotting import plot_exposure_profiles
 
     src = figure_png(plot_exposure_profiles(named)[0])
     listed = ", ".join(f"{html.escape(str(n))}: exposure {k}" for n, k in exposures.items())
@@ -242,7 +242,7 @@ def _exposures_html(named) -> list:
 
 
 def _correlation_html(named) -> str:
-    from ..plotting import plot_profile_correlation
+    from ..results.plotting import plot_profile_correlation
     from ..results.profiles import profile_correlation
 
     try:
@@ -273,7 +273,7 @@ def _figure_options(value) -> bool:
 _REPORT = {
     "title": Satisfies(lambda v: isinstance(v, str), "a string"),
     "notes": Satisfies(lambda v: isinstance(v, str), "a string"),
-    "figures": Satisfies(_figure_names, "a list of figure names of didmem.plotting.PLOTS "
+    "figures": Satisfies(_figure_names, "a list of figure names of didmem.results.plotting.PLOTS "
                                         "(strings: 'profile', 'instantaneous', ...)"),
     "figure_options": Satisfies(_figure_options, "None or a mapping of figure names to "
                                                  "mappings of keyword arguments"),
@@ -303,7 +303,7 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
         within-instance comparison.
     title : str
     figures : sequence of str
-        Names from :data:`didmem.plotting.PLOTS`, drawn for every result; ``"profile"`` is
+        Names from :data:`didmem.results.plotting.PLOTS`, drawn for every result; ``"profile"`` is
         the key figure at the top.
     figure_options : mapping, optional
         Keyword arguments per figure name, e.g. ``{"instantaneous": {"lr_schedule": s}}``.
@@ -334,7 +334,7 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
         For an unknown figure name or sensitivity option, or a truth that lacks the
         columns, the result's outcome or any of its cells.
     """
-    from ..plotting import PLOTS
+    from ..results.plotting import PLOTS
 
     unknown = [f for f in figures if f not in PLOTS]
     if unknown:

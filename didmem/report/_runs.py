@@ -60,7 +60,7 @@ def runs_html(name: str, res, truth=None) -> list:
     """The section of one runs result: the spread, the runs side by side, the pooled
     profile, the within-instance comparison and, with a truth per run, the pooled band's
     coverage of the mean truth."""
-    from ..plotting import plot_profile, plot_runs
+    from ..results.plotting import plot_profile, plot_runs
 
     b = res.between_runs()
     out = [f"<h2>{html.escape(str(name))}: {len(res.runs)} runs compared</h2>",

@@ -53,7 +53,7 @@ def compute_sensitivity(result, options):
 def sensitivity_html(s, why: str) -> str:
     """The section for a computed analysis ``s``, or its reason ``why`` it is missing."""
     from ..honest.result import VARIANT_TEXT
-    from ..plotting import plot_sensitivity
+    from ..results.plotting import plot_sensitivity
 
     head = "<h3>Sensitivity to violations of parallel trends</h3>"
     if s is None:

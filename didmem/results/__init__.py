@@ -39,6 +39,7 @@ _WHERE = {
     "SavedResult": "saving",
     "load_result": "saving",
     "save_result": "saving",
+    "plotting": "plotting",  # the figures, a submodule
 }
 """Public name -> the module of this package that defines it (imported on first use)."""
 

@@ -321,12 +321,12 @@ class GroupTimeResult(PicklableProxies):
             seed=self.params.get("seed"))
 
     def plot(self, figure: str = "profile", **options):
-        """Draw a figure of :mod:`didmem.plotting` (``figure`` is a key of ``PLOTS``).
+        """Draw a figure of :mod:`didmem.results.plotting` (``figure`` is a key of ``PLOTS``).
 
         ``options`` (``ax=``, ``lr_schedule=``, ...) go to the plotting function; returns the
         matplotlib Axes.
         """
-        from ..plotting import plot_result  # a face: imported when a figure is drawn
+        from .plotting import plot_result  # a face: imported when a figure is drawn
 
         return plot_result(self, figure, **options)
 

@@ -101,8 +101,8 @@ class RunsProfile(CellTable, PicklableProxies):
             "(to_frame), or aggregate one run's profile: RunsResult.per_run[run].aggregate().")
 
     def plot(self, kind: str = "profile", **options):
-        """The profile heatmap (``kind="profile"``, :func:`didmem.plotting.plot_profile`)."""
-        from ..plotting import plot_profile
+        """The profile heatmap (``kind="profile"``, :func:`didmem.results.plotting.plot_profile`)."""
+        from .plotting import plot_profile
 
         if kind != "profile":
             raise ParameterError(f"A profile across runs draws kind='profile' only; got "
@@ -278,8 +278,8 @@ class RunsResult(TableFile, PicklableProxies):
         return float(np.median(both["std_error"] / both["instance_se"]))
 
     def plot(self, **options):
-        """The runs side by side (:func:`didmem.plotting.plot_runs`)."""
-        from ..plotting import plot_runs
+        """The runs side by side (:func:`didmem.results.plotting.plot_runs`)."""
+        from .plotting import plot_runs
 
         return plot_runs(self, **options)
 

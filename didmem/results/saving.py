@@ -453,7 +453,7 @@ class SavedResult(CellTable, PicklableProxies):
     """A result read back from a results file: the cells, aggregations, pre-test and settings.
 
     It has the read-only interface of :class:`GroupTimeResult` that needs no panel, so
-    :mod:`didmem.plotting`, :func:`didmem.profile_correlation` and :mod:`didmem.report` take
+    :mod:`didmem.results.plotting`, :func:`didmem.profile_correlation` and :mod:`didmem.report` take
     either. Aggregations are those computed with default options when the file was saved;
     :attr:`settings` are the fitted result's resolved settings
     (:class:`~didmem.results._settings.ResultSettings`), so its summary and report read the
@@ -532,8 +532,8 @@ class SavedResult(CellTable, PicklableProxies):
         return self.summary_text
 
     def plot(self, figure: str = "profile", **options):
-        """Draw a figure of :mod:`didmem.plotting` (see :meth:`GroupTimeResult.plot`)."""
-        from ..plotting import plot_result
+        """Draw a figure of :mod:`didmem.results.plotting` (see :meth:`GroupTimeResult.plot`)."""
+        from .plotting import plot_result
 
         return plot_result(self, figure, **options)
 

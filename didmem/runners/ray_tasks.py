@@ -10,7 +10,7 @@ see the files at the same path (shared storage: NFS, a mounted bucket); ``addres
 (``"auto"`` on a node of the cluster, ``"ray://head:10001"`` from outside)::
 
     from didmem.estimators._moments_route import fit_dataset
-    from didmem.panel_scan import ParquetPaths
+    from didmem.panel.scan import ParquetPaths
     from didmem.runners.ray_tasks import ray_map, ray_session
 
     data = ParquetPaths("scores/", unit="unit", time="time", cohort="cohort", outcome="y")

@@ -169,7 +169,7 @@ def report_options(table: dict | None, where: str) -> dict:
         check_all("render_report", table, constraints_of(render_report))
     except ParameterError as exc:
         raise ConfigError(f"{where} {exc}") from None
-    from ..plotting import PLOTS
+    from ..results.plotting import PLOTS
 
     unknown = [f for f in table.get("figures", ()) if f not in PLOTS]
     if unknown:

@@ -16,7 +16,7 @@ import didmem
 from didmem.cli import main
 from didmem.errors import DidmemWarning, MissingFileError, PanelError, ParameterError
 from didmem.orders import find_memorised_lists, read_memorised
-from didmem.panel_patterns import count_patterns, pattern_bits
+from didmem.panel.patterns import count_patterns, pattern_bits
 
 B, STEPS = 4, 60  # a small Pythia-like order: 240 sequences, sequence i trained at i // 4 + 1
 CHECKPOINTS = np.array([10, 20, 30, 40, 50])  # sequences trained after 50: never treated

@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import PanelError
+from ..errors import PanelError
 
 __all__ = ["PatternPanel", "count_patterns", "pattern_bits", "MAX_PATTERN_TIMES"]
 

@@ -14,10 +14,10 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ._outcomes import outcome_label, outcome_unit
-from ._validation import Boolean, Integral, Interval, OneOf, Satisfies, validate_params
-from .errors import ParameterError, optional_import
-from .results.profiles import profile_correlation
+from .._outcomes import outcome_label, outcome_unit
+from .._validation import Boolean, Integral, Interval, OneOf, Satisfies, validate_params
+from ..errors import ParameterError, optional_import
+from .profiles import profile_correlation
 
 __all__ = [
     "plot_profile",

@@ -1,6 +1,6 @@
 """Read a parquet dataset in one pass where its units are integers in a range that fits.
 
-:class:`~didmem.panel_scan.ParquetPaths` reads a folder in work items: an index pass over every
+:class:`~didmem.panel.scan.ParquetPaths` reads a folder in work items: an index pass over every
 file's unit and time columns, then each item's rows again. When the unit identifiers are
 integers and the files' footers (each row group's minimum and maximum) bound them to a range
 whose paths fit the memory budget, that first pass is not needed: every row goes at once into
@@ -12,7 +12,7 @@ with at least one row.
 
 The next chunks of rows are read on other threads (pyarrow releases the GIL) while
 :func:`scatter_dense` (numba, without the GIL) places the current one, so they share the
-cores. The checks are those of :func:`~didmem.panel_scan.read_item`, with the same messages:
+cores. The checks are those of :func:`~didmem.panel.scan.read_item`, with the same messages:
 duplicated (unit, time) rows within a file or across files, a cohort that changes within a
 unit, holes, NaN or infinite outcomes, missing units or times, and files that cannot be read.
 
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .errors import PanelError
-from .panel_scan import (chunk_plan, cohort_change_error, duplicate_error, hole_error,
+from ..errors import PanelError
+from .scan import (chunk_plan, cohort_change_error, duplicate_error, hole_error,
                          non_finite_error, read_chunk)
 
 __all__ = ["DensePaths", "read_dense", "scatter_dense"]
@@ -169,7 +169,7 @@ def unit_range(dataset) -> tuple[int, int] | None:
 
 
 def read_dense(dataset) -> DensePaths | None:
-    """Every unit's path of a :class:`~didmem.panel_scan.ParquetPaths`, read in one pass, or
+    """Every unit's path of a :class:`~didmem.panel.scan.ParquetPaths`, read in one pass, or
     ``None`` where the pass does not apply (see the module notes).
 
     Raises :class:`~didmem.errors.PanelError` naming the file and rows of the first offence.

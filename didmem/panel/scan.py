@@ -12,7 +12,7 @@ complete paths. Items are independent: they run one after the other here, or as 
 Ray (:func:`didmem.runners.ray_tasks.ray_map`). A bucket re-reads its component's files, so
 the folder is read twice (the index, then the items) when every component's paths fit the
 budget. Where the units are integers whose range fits the budget,
-:mod:`didmem.panel_scan_dense` reads the folder once, without the index.
+:mod:`didmem.panel.scan_dense` reads the folder once, without the index.
 
 The checks :class:`~didmem.Panel` makes are made on the way and name the file and rows:
 missing columns (another schema), non-numeric columns, units of another type, duplicated
@@ -30,8 +30,8 @@ from typing import Iterator
 import numpy as np
 from numba import njit
 
-from ._messages import listing, python_scalar
-from .errors import MissingFileError, PanelError
+from .._messages import listing, python_scalar
+from ..errors import MissingFileError, PanelError
 
 __all__ = ["ParquetPaths", "PathBlock", "ScanItem", "read_item", "scatter_rows",
            "reference_scatter"]
@@ -419,7 +419,7 @@ class ParquetPaths:
     non-numeric column, or units of another type are refused before any row is read. The
     units' index (:attr:`units`, :attr:`times`, :meth:`items`) is read from every file's unit
     and time columns when first asked for; a fit reads the folder once without it where the
-    units are integers whose range fits the budget (:func:`didmem.panel_scan_dense.read_dense`).
+    units are integers whose range fits the budget (:func:`didmem.panel.scan_dense.read_dense`).
     """
 
     def __init__(self, path, *, unit: str, time: str, cohort: str, outcome: str,

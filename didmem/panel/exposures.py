@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._messages import listing as _listing
-from ._messages import python_scalar
-from .errors import ParameterError, PanelError
+from .._messages import listing as _listing
+from .._messages import python_scalar
+from ..errors import ParameterError, PanelError
 
 __all__ = ["check_exposure_order", "exposure_columns", "ExposureView", "exposure_view"]
 
@@ -115,7 +115,7 @@ def subset_units(panel, rows: np.ndarray, cohorts: np.ndarray):
     """
     import copy
 
-    from ._arrays import readonly
+    from .._arrays import readonly
 
     view = copy.copy(panel)
     view._outcomes = {name: readonly(m[rows]) for name, m in panel._outcomes.items()}

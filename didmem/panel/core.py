@@ -16,18 +16,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._arrays import readonly
-from ._messages import MAX_LISTED as _MAX_LISTED
-from ._messages import listing as _listing
-from ._messages import python_scalar
-from ._validation import OneOf, Satisfies, check_all
-from .cohorts import PYTHIA_BATCH_SIZE, PYTHIA_STEPS_PER_CHECKPOINT, cohort_from_sequence_index
-from .errors import DataDroppedWarning, PanelError, ParameterError
-from .panel_checks import (check_columns, check_distinct_columns, check_unique_cells,
+from .._arrays import readonly
+from .._messages import MAX_LISTED as _MAX_LISTED
+from .._messages import listing as _listing
+from .._messages import python_scalar
+from .._validation import OneOf, Satisfies, check_all
+from ..cohorts import PYTHIA_BATCH_SIZE, PYTHIA_STEPS_PER_CHECKPOINT, cohort_from_sequence_index
+from ..errors import DataDroppedWarning, PanelError, ParameterError
+from .checks import (check_columns, check_distinct_columns, check_unique_cells,
                            check_unit_ids, cluster_codes, cohort_values, cohorts_on_time_grid,
                            column_roles, constant_within_unit, finite_covariate, finite_outcome,
                            numeric_column, numeric_times, positive_weights)
-from .panel_exposures import check_exposure_order, exposure_columns
+from .exposures import check_exposure_order, exposure_columns
 
 if TYPE_CHECKING:  # pandas is imported where a panel is built, not to read its declarations
     import pandas as pd
@@ -75,7 +75,7 @@ class _ObservedRows:
 
 
 def _per_run_attributes():
-    from .panel_runs import PER_RUN_ATTRIBUTES
+    from .runs import PER_RUN_ATTRIBUTES
 
     return PER_RUN_ATTRIBUTES
 
@@ -235,7 +235,7 @@ class Panel:
     # ------------------------------------------------------------ several runs
     def _init_runs(self, data, run, arguments) -> None:
         """A panel of several runs: one single-run panel per run, sharing units and times."""
-        from .panel_runs import split_runs
+        from .runs import split_runs
 
         unit = arguments["unit"]
         if unit is None:
@@ -283,7 +283,7 @@ class Panel:
         # only reached for attributes a panel does not have: a panel of several runs has no
         # single cohort, outcome matrix or layout, each of its runs has its own
         if name in _per_run_attributes() and self.__dict__.get("run_column") is not None:
-            from .panel_runs import PerRunAttributeError
+            from .runs import PerRunAttributeError
 
             raise PerRunAttributeError(
                 f"Panel.{name.lstrip('_')}: this panel holds {len(self.runs)} runs (column "
@@ -637,12 +637,12 @@ class Panel:
              never_treated: float | None = None, memory_bytes: int | None = None):
         """A parquet file or folder read lazily, as unit paths in bounded memory.
 
-        Returns a :class:`~didmem.panel_scan.ParquetPaths` (its footers read and checked now,
+        Returns a :class:`~didmem.panel.scan.ParquetPaths` (its footers read and checked now,
         its rows when fitted): :meth:`didmem.DiDEstimator.fit` takes it
         and fits from per-cohort moments. Columns as for :class:`Panel`; ``outcome`` is one
         column; ``memory_bytes`` bounds the paths held at once (2 GiB by default).
         """
-        from .panel_scan import ParquetPaths
+        from .scan import ParquetPaths
 
         return ParquetPaths(path, unit=unit, time=time, cohort=cohort, outcome=outcome,
                             never_treated=never_treated, memory_bytes=memory_bytes)

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._messages import MAX_LISTED as _MAX_LISTED
-from ._messages import listing as _listing
-from ._messages import python_scalar
-from .errors import PanelError
+from .._messages import MAX_LISTED as _MAX_LISTED
+from .._messages import listing as _listing
+from .._messages import python_scalar
+from ..errors import PanelError
 
 if TYPE_CHECKING:
     import pandas as pd

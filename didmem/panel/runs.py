@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._messages import listing, python_scalar
-from .errors import PanelError
+from .._messages import listing, python_scalar
+from ..errors import PanelError
 
 if TYPE_CHECKING:
     import pandas as pd

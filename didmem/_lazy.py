@@ -58,6 +58,7 @@ _WHERE: dict[str, str] = {
     "ExposureResult": "results",
     "DoseResponseResult": "results",
     "RunsResult": "results",
+    "MembershipResult": "results",
     "RunsProfile": "results",
     "aligned_cells": "results",
     "compare": "results",

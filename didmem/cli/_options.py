@@ -8,7 +8,7 @@ import sys
 from ..errors import MissingFileError, ParameterError, PanelError, optional_import
 from ..study.estimate import FIXED_SEED
 
-__all__ = ["bootstrap_option", "seed_option", "panel_column_options", "CLI_SEED", "PANEL_COLUMNS",
+__all__ = ["bootstrap_option", "seed_option", "progress_option", "panel_column_options", "CLI_SEED", "PANEL_COLUMNS",
            "read_panel_frame", "load_results", "use_agg_backend", "parse_labels", "result_names"]
 
 
@@ -32,6 +32,15 @@ def bootstrap_option(parser) -> None:
     add_option(parser, DiDEstimator, "n_bootstrap", help="multiplier-bootstrap draws")
     parser.add_argument("--draws", type=int, dest="n_bootstrap", action=_DeprecatedAlias,
                         new="--n-bootstrap", help=argparse.SUPPRESS)
+
+
+def progress_option(parser) -> None:
+    """``--progress`` / ``--no-progress``: the progress line (:mod:`didmem._progress`) on
+    standard error. Not given: shown on a terminal only (logs and pipes stay quiet)."""
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="show the progress line on standard error (what is being done, "
+                             "how far, the time left) even when it is not a terminal; "
+                             "--no-progress: never (default: on a terminal only)")
 
 
 def seed_option(parser) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ._options import bootstrap_option, seed_option, use_agg_backend
+from ._options import bootstrap_option, progress_option, seed_option, use_agg_backend
 
 __all__ = ["HELP", "DESCRIPTION", "add_arguments", "run"]
 
@@ -28,6 +28,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--quick", action="store_true", help="the lab's quick scale (seconds)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a different lab run found in --out")
+    progress_option(parser)
 
 
 def run(args) -> int:
@@ -41,7 +42,8 @@ def run(args) -> int:
     metric = "mean_token_loglik"
     print(f"didmem demo: a tiny language model and its counterfactual runs in {out / 'lab'}"
           + (" (quick scale)" if args.quick else "") + " ...", flush=True)
-    lab = run_lab(out / "lab", quick=args.quick, seed=args.seed, overwrite=args.overwrite)
+    lab = run_lab(out / "lab", quick=args.quick, seed=args.seed, overwrite=args.overwrite,
+                  progress=args.progress)
     print("  reused the finished run found there (--overwrite trains again)" if lab.reused else
           f"  trained and scored in {time.perf_counter() - t0:.1f} s", flush=True)
     panel = didmem.Panel(lab.panel, unit="unit", time="time", cohort="cohort", outcome=metric)

@@ -8,7 +8,7 @@ from .._validation import choices_of, defaults_of
 from ..errors import ParameterError
 from ._options import bootstrap_option, panel_column_options, read_panel_frame, seed_option
 
-__all__ = ["HELP", "DESCRIPTION", "add_arguments", "run", "FLAG_ADVICE"]
+__all__ = ["HELP", "DESCRIPTION", "add_arguments", "run", "FLAG_ADVICE", "estimator_choices"]
 
 HELP = "estimate the profile of a panel file and write a results parquet"
 DESCRIPTION = (
@@ -33,6 +33,15 @@ FLAG_ADVICE = (
 """How the library's advice reads on the command line: (in the library, with flags)."""
 
 
+def estimator_choices() -> tuple:
+    """``--estimator``'s choices: a study's estimators (:data:`didmem.study.estimate.ESTIMATORS`),
+    then ``"membership"`` (:class:`~didmem.MembershipInferenceEstimator`; the command line's
+    only: its result is not a group-time result, so a study does not take it)."""
+    from ..study.estimate import ESTIMATORS
+
+    return (*ESTIMATORS, "membership")
+
+
 def add_arguments(parser) -> None:
     """Add the ``didmem estimate`` options to ``parser``."""
     from .._validation import add_option
@@ -49,8 +58,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--outcome", default=None,
                         help="the outcome column (required, except with --memorised)")
     parser.add_argument("--out", required=True, help="the results file to write (.parquet)")
-    add_option(parser, EstimateSettings, "estimator",
-               help="difference-in-differences or the plain difference")
+    add_option(parser, EstimateSettings, "estimator", choices=list(estimator_choices()),
+               help="difference-in-differences, the plain difference, or membership "
+                    "inference (the outcome is the attack's score: its AUC per checkpoint "
+                    "and implied profile)")
     add_option(parser, DiDEstimator, "control_group", "--control", help="control group")
     parser.add_argument("--base-period", choices=choices_of(DiDEstimator, "base_period"),
                         help="did only: the pre-treatment cells' base period (default: varying); "
@@ -77,6 +88,12 @@ def add_arguments(parser) -> None:
                     "allow_unbalanced_panel)")
     parser.add_argument("--lower-is-better", action="store_true",
                         help="the outcome is lower-is-better (surprisal, rank): flip its sign")
+    # its choices are checked by the estimator at fit (reading its declaration here would
+    # load the estimator's numerics for every 'didmem estimate --help')
+    parser.add_argument("--members", default=None, metavar="{trained,all}",
+                        help="--estimator membership only: members at checkpoint c are the "
+                             "instances trained on by c (trained, the default), or every "
+                             "training instance (all: MIMIR's split)")
     bootstrap_option(parser)
     parser.add_argument("--r-inference", action="store_true",
                         help="R did's standard errors and band (small_sample=False) instead of "
@@ -120,6 +137,8 @@ def run(args) -> int:
         args.outcome = args.outcome or "memorised"
     elif not args.outcome:
         raise ParameterError("--outcome is required: name the outcome column.")
+    if args.estimator == "membership" or args.members is not None:
+        return _run_membership(args)
     cls = ESTIMATORS[args.estimator]
     takes = defaults_of(cls)  # the estimator's own keywords: the flags that apply to it
     for flag, name, unset in (("--base-period", "base_period", None),
@@ -177,6 +196,43 @@ def _run_runs(args) -> int:
                   outcome=args.outcome, never_treated=args.never_treated,
                   balance=args.balance, run=args.run)
     res = estimator.fit(panel)
+    text = res.summary()
+    path = res.save(Path(args.out))
+    print(text)
+    print(f"\nwrote {path}")
+    return 0
+
+
+def _run_membership(args) -> int:
+    """``--estimator membership``: the AUC per checkpoint and implied profile of a score."""
+    from ..estimators.did import DiDEstimator
+    from ..estimators.membership import MembershipInferenceEstimator
+    from ..panel import Panel
+
+    if args.estimator != "membership":
+        raise ParameterError(f"--members applies to --estimator membership only; got "
+                             f"--estimator {args.estimator}.")
+    given = [flag for flag, value, unset in (
+        ("--control", args.control_group, defaults_of(DiDEstimator)["control_group"]),
+        ("--base-period", args.base_period, None), ("--exposure", args.exposure, 1),
+        ("--run", args.run, None), ("--r-inference", args.r_inference, False),
+        ("--memorised", args.memorised, False), ("--runner", args.runner, "local"),
+        ("--address", args.address, None)) if value != unset]
+    if given:
+        raise ParameterError(f"{', '.join(given)} do not apply to --estimator membership (it "
+                             "compares members' and non-members' scores at each checkpoint of "
+                             "one panel file); drop them, or use --estimator did.")
+    if Path(args.panel).is_dir():
+        raise ParameterError(f"--estimator membership reads one panel file (.parquet or .csv); "
+                             f"got the folder {args.panel!r}. Join its files into one (for "
+                             "example pandas.concat of pandas.read_parquet of each) and pass "
+                             "that file.")
+    frame = read_panel_frame(Path(args.panel))
+    panel = Panel(frame, unit=args.unit, time=args.time, cohort=args.cohort,
+                  outcome=args.outcome, never_treated=args.never_treated, balance=args.balance)
+    options = {} if args.members is None else {"members": args.members}
+    res = MembershipInferenceEstimator(score=args.outcome, lower_is_better=args.lower_is_better,
+                                       **options).fit(panel)
     text = res.summary()
     path = res.save(Path(args.out))
     print(text)

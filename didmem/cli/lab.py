@@ -76,6 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "(the files are the same whatever their number; 1 runs "
                              "everything in this process); by default one per run, at most "
                              "one per core (per --threads)")
+    from ._options import progress_option
+
+    progress_option(parser)
     parser.add_argument("--replicate", type=int, default=None, metavar="N",
                         help="run N seeds (from --seed) into DIR/seed{s} and print each "
                              "estimator's mean error, MC error, RMSE, correlation and coverage "
@@ -103,9 +106,14 @@ def run(args: argparse.Namespace) -> int:
     from ..lab.pipeline import run as run_lab
 
     if args.replicate is not None:
+        if args.progress is not None:
+            from ..errors import ParameterError
+
+            raise ParameterError("--progress and --no-progress apply to one lab run, not to "
+                                 "--replicate; drop them.")
         return _replicate_from_args(args)
     result = run_lab(args.out, quick=args.quick, seed=args.seed, overwrite=args.overwrite,
-                     workers=args.workers, **config_changes(args))
+                     workers=args.workers, progress=args.progress, **config_changes(args))
     print(result.summary())
     if result.reused:
         print("(an identical run was already complete in this directory; loaded it)")

@@ -16,10 +16,13 @@ DESCRIPTION = (
     "parallel-trends diagnostics, or the correlation of the profiles of two or more results "
     "files. A results file of several runs ('didmem estimate --run') draws its runs side by "
     "side (--figure runs: each run, the pooled and the within-instance estimates at event "
-    "time 0) or its pooled profile (--figure profile)."
+    "time 0) or its pooled profile (--figure profile). A membership-inference results file "
+    "('didmem estimate --estimator membership') draws its AUC per checkpoint (--figure auc) "
+    "or its implied profile (--figure profile)."
 )
 
-FIGURES = ("profile", "instantaneous", "persistent", "residual", "pretrends", "correlation", "runs")
+FIGURES = ("profile", "instantaneous", "persistent", "residual", "pretrends", "correlation", "runs",
+           "auc")
 """The figures ``--figure`` draws."""
 
 
@@ -61,7 +64,19 @@ def run(args) -> int:
         Path(args.results[0]).stem + f"_{args.figure}.png")
     use_agg_backend()
     runs = hasattr(results[0], "per_run")
-    if args.figure == "runs" or runs:
+    membership = hasattr(results[0], "cell_auc")
+    if args.figure == "auc" or (membership and args.figure != "correlation"):
+        if not membership:
+            raise ParameterError(f"--figure auc draws a membership-inference results file "
+                                 f"(didmem estimate --estimator membership); {args.results[0]!r} "
+                                 "holds another estimator's result.")
+        if args.figure not in ("auc", "profile"):
+            raise ParameterError(
+                f"{args.results[0]!r} holds a membership-inference result: it draws --figure "
+                f"auc (the AUC per checkpoint) or --figure profile (the implied profile), not "
+                f"--figure {args.figure}; for that figure estimate with --estimator did.")
+        ax = results[0].plot(args.figure)
+    elif args.figure == "runs" or runs:
         if not runs:
             raise ParameterError(f"--figure runs draws a results file of several runs (didmem "
                                  f"estimate --run); {args.results[0]!r} holds one result.")

@@ -9,9 +9,13 @@ from pathlib import Path
 
 from .._validation import check, constraints_of, defaults_of
 from ..errors import ParameterError
-from ._options import bootstrap_option, panel_column_options, read_panel_frame, seed_option
+from ._options import (bootstrap_option, panel_column_options, progress_option,
+                       read_panel_frame, seed_option)
 
-__all__ = ["HELP", "DESCRIPTION", "add_arguments", "run"]
+__all__ = ["HELP", "DESCRIPTION", "add_arguments", "run", "OUTPUTS"]
+
+OUTPUTS = ("power.csv", "power.png")
+"""The files ``didmem power`` writes to ``--out``."""
 
 HELP = "power analysis of a study: power, minimum detectable effect and scoring cost per design"
 DESCRIPTION = (
@@ -69,6 +73,9 @@ def add_arguments(p) -> None:
                help="tokens scored per instance and checkpoint (a lab run's pilot: its seq_len)")
     des.add_argument("--tokens-per-second", type=float, help="scoring throughput, for GPU hours")
     des.add_argument("--out", default="didmem-power", help="output directory (default: %(default)s)")
+    des.add_argument("--overwrite", action="store_true",
+                     help="replace the power.csv and power.png of an earlier run in --out")
+    progress_option(des)
 
 
 def _tokens_per_instance(args) -> int:
@@ -93,8 +100,13 @@ def run(args) -> int:
     import didmem
     from ..power import Assumptions, PowerAnalysis
 
-    # the recommendation's power is checked before the (long) simulation, not after it
+    # the recommendation's power and the outputs are checked before the (long) simulation
     check("didmem power", "power", args.power, constraints_of(PowerAnalysis.recommend)["power"])
+    earlier = [name for name in OUTPUTS if (Path(args.out) / name).exists()]
+    if earlier and not args.overwrite:
+        raise ParameterError(f"The option --out {args.out!r} holds {' and '.join(earlier)} of an "
+                             "earlier run; pass --overwrite to replace them, or choose another "
+                             "--out.")
     if args.pilot:
         if not args.outcome:
             raise ParameterError("--pilot needs --outcome (the outcome column).")
@@ -127,7 +139,8 @@ def run(args) -> int:
         n_validation=None if args.validation is None else _ints(args.validation),
         checkpoint_every=_ints(args.checkpoint_every), target=args.target, effect=args.effect,
         estimator=estimator, n_simulations=args.n_simulations, seed=args.seed,
-        tokens_per_instance=tokens, tokens_per_second=args.tokens_per_second)
+        tokens_per_instance=tokens, tokens_per_second=args.tokens_per_second,
+        progress=args.progress)
     table = analysis.to_frame()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -66,6 +66,9 @@ def add_arguments(p) -> None:
     p.add_argument("--out", help="CSV to write (default: RESULTS_sensitivity.csv beside the "
                                  "results); the figure goes beside it as .png")
     p.add_argument("--no-figure", action="store_true", help="write the table only")
+    from ._options import progress_option
+
+    progress_option(p)
 
 
 def run(args) -> int:
@@ -101,7 +104,7 @@ def run(args) -> int:
                                event_time=target, alpha=args.alpha, method=args.method,
                                grid_points=args.grid_points, simulations=args.simulations,
                                seed=args.seed, bias=args.bias,
-                               monotonicity=args.monotonicity)
+                               monotonicity=args.monotonicity, progress=args.progress)
     except ParameterError as exc:  # the library names event_time, which --average set
         if args.average is not None and str(exc).startswith("event_time "):
             raise ParameterError(f"--average {args.average!r}: {exc}") from None

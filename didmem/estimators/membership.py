@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..errors import EstimationError
 from ..inference.bands import normal_quantile
-from ..results import CellResult
+from ..results.membership import MembershipResult
 from ._auc import delong_auc
 from .base import Alpha, BaseEstimator, Instance, OneOf
 
@@ -114,7 +114,7 @@ class MembershipInferenceEstimator(BaseEstimator):
         super().__init__(score=score, members=members, lower_is_better=lower_is_better,
                          alpha=alpha)
 
-    def _fit(self, panel, params) -> CellResult:
+    def _fit(self, panel, params) -> MembershipResult:
         name = panel.resolve_outcome(params["score"])
         unit, time, values = panel.observed_rows(name)
         values = np.asarray(values, dtype=np.float64)
@@ -155,7 +155,7 @@ class MembershipInferenceEstimator(BaseEstimator):
         cell_auc = pd.DataFrame([{"cohort": r["cohort"], "time": r["time"], **r["auc"]}
                                  for r in cell_rows])
         auc = pd.DataFrame(auc_rows)[["time"] + _AUC_COLUMNS]
-        return CellResult.from_cells(
+        return MembershipResult.from_cells(
             cohort=cells["cohort"], time=cells["time"], estimate=cells["estimate"],
             std_error=cells["std_error"], n_units=cells["n_units"], alpha=params["alpha"],
             estimator=type(self).__name__, params=params, outcome=name,

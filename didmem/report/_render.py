@@ -15,6 +15,7 @@ from .._outcomes import outcome_label, outcome_unit
 from .._validation import Satisfies, validate_params
 from .._version import __version__
 from ..errors import DidmemError, ParameterError
+from ._cell_result import cell_result_html, check_reportable, is_cell_result
 from ._cells import CELLS_SCRIPT, cells_table_html, heatmap_html
 from ._finding import checkpoint_step, exposure_of, finding_html
 from ._html import CSS, figure_block, figure_png, fmt, plural, table
@@ -296,8 +297,12 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
 
     Parameters
     ----------
-    results : GroupTimeResult, SavedResult, RunsResult, sequence or mapping of them
-        One result, several, or ``{name: result}``. A :class:`~didmem.RunsResult` is
+    results : GroupTimeResult, SavedResult, RunsResult, CellResult, sequence or mapping of them
+        One result, several, or ``{name: result}``. A result of cells without a band
+        (:class:`~didmem.CellResult`, such as the architectural estimator's, and the
+        :class:`~didmem.MembershipResult` of membership inference, with its AUC) gets
+        a shorter section: its finding, figures, cells and settings. A
+        :class:`~didmem.RunsResult` is
         reported run by run (``"NAME: run R"``), then in a section that sets the runs side
         by side with the pooled profile, the between-run spread in words and the
         within-instance comparison.
@@ -332,7 +337,9 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
     ------
     ParameterError
         For an unknown figure name or sensitivity option, or a truth that lacks the
-        columns, the result's outcome or any of its cells.
+        columns, the result's outcome or any of its cells; for a result that is not a fitted
+        or saved result (a sensitivity or power analysis, a dose-response: the message says
+        how to show it).
     """
     from ..results.plotting import PLOTS
 
@@ -340,7 +347,9 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
     if unknown:
         raise ParameterError(f"Unknown figure(s) {unknown}; choose from {sorted(PLOTS)}.")
     sensitivity = check_sensitivity(sensitivity)
-    named, truths, runs = expand_runs(_named(results), truth)
+    named = _named(results)
+    check_reportable(named)
+    named, truths, runs = expand_runs(named, truth)
     title = _titled(title, named)
     figure_options = dict(figure_options or {})
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -353,6 +362,9 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
         out.append(f"<p>{html.escape(notes)}</p>")
     mixed = len({exposure_of(res) for res in named.values()}) > 1
     for i, (name, res) in enumerate(named.items()):
+        if is_cell_result(res):  # membership inference and the other estimators' cells
+            out += cell_result_html(f"r{i}", name, res, truths[name])
+            continue
         out += _result_html(f"r{i}", name, res, figures=figures, figure_options=figure_options,
                             sensitivity=sensitivity, truth=truths[name], mixed=mixed)
     for name, res in runs.items():

@@ -25,6 +25,7 @@ _WHERE = {
     "DoseResponseResult": "dose",
     "RunsResult": "runs",
     "RunsProfile": "runs",
+    "MembershipResult": "membership",
     "SIGN_NOTE": "_common",
     "profile_matrix": "_common",
     "ALIASES": "aggregations",
@@ -45,6 +46,6 @@ _WHERE = {
 
 __all__ = ["Estimate", "Pretest", "PretrendTest", "GroupTimeResult", "AggregateResult",
            "CellResult", "ExposureResult",
-           "DoseResponseResult", "RunsResult", "RunsProfile"]
+           "DoseResponseResult", "RunsResult", "RunsProfile", "MembershipResult"]
 
 __getattr__, __dir__ = attach(__name__, _WHERE)

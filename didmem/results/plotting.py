@@ -31,6 +31,7 @@ __all__ = [
     "plot_sensitivity",
     "plot_dose_response",
     "plot_runs",
+    "plot_membership_auc",
     "plot_result",
     "PLOTS",
 ]
@@ -756,6 +757,41 @@ def plot_runs(result, *, event_time: float = 0.0, ax=None):
     ax.set_ylabel(f"tau(g, g + {_fmt(event_time)}), {outcome_unit(result.outcome)}")
     ax.set_title(f"{n_runs} runs of {result.outcome}: event time {_fmt(event_time)}",
                  fontsize=10)
+    ax.legend(fontsize=8)
+    return ax
+
+
+@validate_params({"result": _kind("MembershipResult", "auc", "cell_auc",
+                                  made_by="didmem.MembershipInferenceEstimator().fit"),
+                  "ax": _AX, "color": _COLOR})
+def plot_membership_auc(result, *, ax=None, color: str = BAND_COLOR):
+    """The membership AUC at each checkpoint with its interval, against chance (0.5).
+
+    Parameters
+    ----------
+    result : didmem.MembershipResult
+        The result of :class:`~didmem.MembershipInferenceEstimator`, fitted or read back with
+        :func:`didmem.load_result`.
+    ax : matplotlib Axes, optional
+    color : str
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    ax = _axes(ax)
+    auc = result.auc
+    auc = auc[auc["auc"].notna()]
+    t = auc["time"].to_numpy(float)
+    ax.fill_between(t, auc["ci_lower"], auc["ci_upper"], color=color, alpha=0.2, linewidth=0,
+                    label=f"{100 * (1 - result.alpha):g}% interval (pointwise)")
+    ax.plot(t, auc["auc"], color=color, marker="o", label="membership AUC")
+    ax.axhline(0.5, color="0.4", linestyle="--", linewidth=1, label="chance")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("checkpoint c")
+    ax.set_ylabel("AUC, members against non-members")
+    members = dict(result.params).get("members", "trained")
+    ax.set_title(f"Membership inference by {result.outcome} (members: {members})", fontsize=10)
     ax.legend(fontsize=8)
     return ax
 

@@ -67,8 +67,8 @@ def profile_correlation(*results, value: str = "estimate", post_only: bool = Tru
         frame = res.to_frame()
         if value not in frame.columns:
             raise ParameterError(f"Unknown column {value!r}; choose from {list(frame.columns)}.")
-        if post_only:
-            frame = frame[frame["post"]]
+        if post_only:  # a CellResult's table has no "post" column: c >= g says it
+            frame = frame[frame["post"] if "post" in frame else frame["time"] >= frame["cohort"]]
         columns[name] = frame.set_index(["cohort", "time"])[value]
     table = pd.concat(columns, axis=1, join="inner").dropna()
     if len(table) < 2:

@@ -126,7 +126,8 @@ def _pyarrow():
 _TABLE_KINDS = {"sensitivity": ("didmem.honest.result", "SensitivityResult"),
                 "power_analysis": ("didmem.power", "PowerAnalysis"),
                 "dose_response": ("didmem.results.dose", "DoseResponseResult"),
-                "runs": ("didmem.results.runs", "RunsResult")}
+                "runs": ("didmem.results.runs", "RunsResult"),
+                "membership": ("didmem.results.membership", "MembershipResult")}
 """The class that reads each ``kind`` of :class:`~didmem.results._table_file.TableFile`
 (imported when a file of that kind is read: the analyses beside the results import this
 module, so it cannot import them)."""

@@ -320,7 +320,8 @@ def test_cli_plan_on_a_lab_pilot_counts_its_instance_length(tmp_path, capsys):
     table = pd.read_csv(tmp_path / "p" / "power.csv")
     assert (table["tokens"] == table["instances"] * table["checkpoints"] * 32).all()
     assert "tokens: 32 per instance" in out and "give --tokens-per-second" in out
-    assert main(args + ["--tokens-per-instance", "100", "--tokens-per-second", "1000"]) == 0
+    assert main(args + ["--tokens-per-instance", "100", "--tokens-per-second", "1000",
+                        "--overwrite"]) == 0
     out = capsys.readouterr().out
     table = pd.read_csv(tmp_path / "p" / "power.csv")
     assert (table["tokens"] == table["instances"] * table["checkpoints"] * 100).all()

@@ -94,6 +94,8 @@ def _cli_message(command: str, exc: BaseException, flags: dict | None = None) ->
         message = str(exc.args[0])
     if command == "estimate":
         message = estimate.cli_message(message)
+    # a sentence that ends in another's message ending in a period ("...: {exc}.") ends once
+    message = re.sub(r"(?<!\.)\.\.(?=\s|$)", ".", message)
 
     def as_flag(match):
         flag = (flags or {}).get(match.group(1))

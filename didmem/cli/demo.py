@@ -41,11 +41,13 @@ def run(args) -> int:
     out = Path(args.out)
     metric = "mean_token_loglik"
     print(f"didmem demo: a tiny language model and its counterfactual runs in {out / 'lab'}"
-          + (" (quick scale)" if args.quick else "") + " ...", flush=True)
+          + (" (quick scale)" if args.quick else "") + "; --progress shows the stage ...",
+          flush=True)
     lab = run_lab(out / "lab", quick=args.quick, seed=args.seed, overwrite=args.overwrite,
                   progress=args.progress)
     print("  reused the finished run found there (--overwrite trains again)" if lab.reused else
           f"  trained and scored in {time.perf_counter() - t0:.1f} s", flush=True)
+    print("estimating the profile ...", flush=True)
     panel = didmem.Panel(lab.panel, unit="unit", time="time", cohort="cohort", outcome=metric)
     res = didmem.DiDEstimator(n_bootstrap=args.n_bootstrap, seed=args.seed).fit(panel)
     frame = cells_with_truth(res, lab.truth)  # the truth of the metric and exposure fitted
@@ -67,6 +69,7 @@ def run(args) -> int:
     print(inst.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     print(f"truth vs estimate: RMSE {score.rmse:.4f} over {score.n_cells} post-treatment "
           f"cells; the band covers the exact truth in {score.covered} of them")
+    print("\nwriting the results file, the figures and the report ...", flush=True)
     written = [cells_path, inst_path, res.save(out / "results.parquet")]
     written += _figures(res, lab.config, out, lab.truth)
     print("\nwrote:\n" + "\n".join(f"  {p}" for p in written))

@@ -32,6 +32,18 @@ FLAG_ADVICE = (
 )
 """How the library's advice reads on the command line: (in the library, with flags)."""
 
+JOIN_FOLDER = ("join the folder's files into one parquet file (in Python: pandas.concat("
+               "[pandas.read_parquet(f) for f in sorted(pathlib.Path({folder}).glob('*.parquet'))])"
+               ".to_parquet('panel.parquet')) and pass that file")
+"""What to do with a folder that the folder route cannot fit: read it as one file."""
+
+FOLDER_ADVICE = (
+    ("load a panel with holes in memory (didmem.Panel(..., balance='keep')).",
+     f"{JOIN_FOLDER.format(folder='DIR')} (DIR: the folder) with --balance keep (every observed row, as R did's "
+     "allow_unbalanced_panel) or --balance drop_incomplete_units."),
+)
+"""The folder reader's advice on the command line (a folder with holes)."""
+
 
 def estimator_choices() -> tuple:
     """``--estimator``'s choices: a study's estimators (:data:`didmem.study.estimate.ESTIMATORS`),
@@ -246,9 +258,13 @@ def _fit_folder(estimator, args):
     from ..panel.scan import ParquetPaths
 
     if args.estimator != "did" or args.exposure != 1 or args.balance != "error":
+        given = [f"--{n.replace('_', '-')} {v}" for n, v, unset in (
+            ("estimator", args.estimator, "did"), ("exposure", args.exposure, 1),
+            ("balance", args.balance, "error")) if v != unset]
         raise ParameterError(
-            "A folder of parquet files is fitted from moments: --estimator did, one exposure "
-            "and a balanced panel only; read a single file for the rest.")
+            f"A folder of parquet files is read in bounded memory and fitted from moments "
+            f"(--estimator did, one exposure, a balanced panel); for {' '.join(given)} "
+            f"{JOIN_FOLDER.format(folder=repr(str(args.panel)))} with the same options.")
     data = ParquetPaths(args.panel, unit=args.unit, time=args.time, cohort=args.cohort,
                         outcome=args.outcome, never_treated=args.never_treated)
     if args.runner == "ray":
@@ -275,8 +291,21 @@ def _fit_memorised(estimator, args):
 
 def cli_message(message: str) -> str:
     """The library's advice in ``message`` in terms of this command's flags."""
-    for api, flag in FLAG_ADVICE:
+    import re
+
+    for api, flag in FLAG_ADVICE + FOLDER_ADVICE:
         message = message.replace(api, flag)
+    if "from moments has Gaussian multipliers only" in message and "--r-inference" not in message:
+        message += (" On the command line --r-inference asks for R's Rademacher multipliers: on a "
+                    "folder pass --n-bootstrap 0 with it (R's analytic standard errors), drop "
+                    f"--r-inference (the default band), or {JOIN_FOLDER.format(folder='DIR')} "
+                    "(DIR: the folder) with the same options.")
+    csv = re.match(r"File '([^']+\.(?:csv|CSV|tsv|txt))' is not a readable parquet file", message)
+    if csv:  # a CSV among a folder's parquet parts
+        message = (f"The folder holds the text file {csv.group(1)!r}; a folder is read as "
+                   "parquet files only. Convert it (in Python: pandas.read_csv(path).to_parquet("
+                   "path with the suffix .parquet)) and move the text file out of the folder, or "
+                   "pass a CSV panel as one file (didmem estimate FILE.csv).")
     if message.startswith("Missing columns:"):
         message += " Name the columns with --unit, --time, --cohort and --outcome."
     return message

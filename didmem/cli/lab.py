@@ -112,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
             raise ParameterError("--progress and --no-progress apply to one lab run, not to "
                                  "--replicate; drop them.")
         return _replicate_from_args(args)
+    print(f"didmem lab: training and scoring the lab model and its counterfactual runs in "
+          f"{args.out} ({'quick' if args.quick else 'demo'} scale; --progress shows the "
+          "stage) ...", flush=True)
     result = run_lab(args.out, quick=args.quick, seed=args.seed, overwrite=args.overwrite,
                      workers=args.workers, progress=args.progress, **config_changes(args))
     print(result.summary())

@@ -134,6 +134,12 @@ def run(args) -> int:
 
         tokens = PAPER_TOKENS_PER_INSTANCE
     estimator = didmem.DiDEstimator(n_bootstrap=args.n_bootstrap, lower_is_better=args.lower_is_better)
+    n_designs = len(_ints(args.units)) * len(_ints(args.checkpoint_every)) * (
+        1 if args.validation is None else len(_ints(args.validation)))
+    print(f"didmem power: {n_designs} design(s), "
+          + (f"{args.n_simulations} simulated studies each resampled from the pilot "
+             f"({n_designs * args.n_simulations} fits; --progress shows how far)"
+             if args.pilot else "analytic") + " ...", flush=True)
     analysis = didmem.power_analysis(
         source, units_per_cohort=_ints(args.units),
         n_validation=None if args.validation is None else _ints(args.validation),

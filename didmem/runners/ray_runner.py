@@ -16,6 +16,7 @@ from ..backends._parts import time_label
 from .._validation import Instance, Integral, Interval, check_all
 from ..errors import DidmemError, ParameterError, optional_import
 from ._base import Runner, error_text
+from ._ray_connect import init_ray
 
 __all__ = ["RayRunner", "WorkerError"]
 
@@ -149,7 +150,7 @@ class RayRunner(Runner):
         started = False
         if not ray.is_initialized():
             kwargs = {"log_to_driver": True, **self.init_kwargs}
-            ray.init(address=self.address, **kwargs)
+            init_ray(ray, self.address, **kwargs)  # fails fast where nothing answers
             started = True
         session = None
         try:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 
 from ..errors import DidmemError, optional_import
+from ._ray_connect import init_ray
 
 __all__ = ["ray_map", "ray_session"]
 
@@ -30,11 +31,12 @@ __all__ = ["ray_map", "ray_session"]
 @contextlib.contextmanager
 def ray_session(address: str | None = None, init_kwargs=None):
     """Ray, started (or joined at ``address``) for the block and shut down after it; a Ray
-    already running is used as it is and left running."""
+    already running is used as it is and left running. An address where nothing answers
+    fails within seconds (:func:`didmem.runners._ray_connect.init_ray`)."""
     ray = optional_import("ray", "ray")
     started = False
     if not ray.is_initialized():
-        ray.init(address=address, **{"log_to_driver": False, **dict(init_kwargs or {})})
+        init_ray(ray, address, **{"log_to_driver": False, **dict(init_kwargs or {})})
         started = True
     try:
         yield ray

@@ -183,6 +183,8 @@ def run(args) -> int:
         res = estimator.fit(panel)
     compute_saved(res)  # the summary's and the file's quantities, two at a time
     print(res.summary())
+    if not res.settings.source and _route(args):  # until the fit records it in the result
+        print(f"  source: {_route(args)}")
     print(f"\nwrote {res.save(out)}")
     return 0
 
@@ -213,6 +215,20 @@ def _run_runs(args) -> int:
     print(text)
     print(f"\nwrote {path}")
     return 0
+
+
+def _route(args) -> str:
+    """Where the data came from and by which route, in words ("" for a panel file)."""
+    if args.memorised:
+        return (f"the memorised-index lists in {args.panel!r}, fitted from the counts of "
+                "their patterns")
+    if not Path(args.panel).is_dir():
+        return ""
+    where = ("read here" if args.runner == "local" else
+             "read as tasks on Ray " + (f"at {args.address!r}" if args.address
+                                        else "started on this machine"))
+    return (f"the parquet folder {args.panel!r}, {where} in bounded memory and fitted from its "
+            "moments")
 
 
 def _run_membership(args) -> int:

@@ -154,6 +154,8 @@ def _settings_html(result) -> str:
     resolved = {"cband": result.band, "multiplier": settings.multiplier}
     rows = [("estimator", result.estimator), ("outcome", outcome_label(result)),
             ("units", result.n_units), ("inference", settings.inference_line)]
+    if getattr(settings, "source", ""):  # the route: a folder's moments, Ray, ...
+        rows.append(("source", settings.source))
     for k, v in dict(result.params).items():
         if k in ("outcome", "lower_is_better"):
             continue  # shown resolved above

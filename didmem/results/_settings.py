@@ -44,6 +44,11 @@ class ResultSettings:
         empty when not known (a results file of format 1 or 2).
     n_clusters : int
         Clusters of the cluster bootstrap (0 when not clustered).
+    source : str
+        Where the fit's data came from and by which route, in words ("a parquet folder's
+        moments, read on Ray", ...): the fit sets ``source`` on its prepared data
+        (``prepared.source``); empty where it does not say (a panel in memory, and results
+        files written before it was kept).
     """
 
     inference_line: str
@@ -53,6 +58,7 @@ class ResultSettings:
     correction_name: str | None
     cohort_shares: Mapping[float, float]
     n_clusters: int
+    source: str = ""
 
     def __post_init__(self):
         shares = {float(g): float(w) for g, w in dict(self.cohort_shares).items()}
@@ -74,6 +80,7 @@ class ResultSettings:
             cohort_shares=dict(zip(prepared.cohorts.tolist(),
                                    prepared.cohort_shares.tolist())) if prepared.n_units else {},
             n_clusters=int(prepared.n_clusters or 0),
+            source=str(getattr(prepared, "source", "") or ""),
         )
 
     @classmethod
@@ -89,7 +96,7 @@ class ResultSettings:
                 "multiplier": self.multiplier, "n_bootstrap": int(self.n_bootstrap),
                 "correction_name": self.correction_name,
                 "cohort_shares": [[g, w] for g, w in self.cohort_shares.items()],
-                "n_clusters": int(self.n_clusters)}
+                "n_clusters": int(self.n_clusters), "source": self.source}
 
     @classmethod
     def from_doc(cls, doc: Mapping) -> "ResultSettings":
@@ -101,7 +108,8 @@ class ResultSettings:
         return cls(inference_line=str(doc["inference_line"]),
                    std_error_note=str(doc["std_error_note"]), multiplier=doc["multiplier"],
                    n_bootstrap=int(doc["n_bootstrap"]), correction_name=doc["correction_name"],
-                   cohort_shares=shares, n_clusters=int(doc["n_clusters"]))
+                   cohort_shares=shares, n_clusters=int(doc["n_clusters"]),
+                   source=str(doc.get("source", "")))
 
 
 def _rebuild(doc: dict) -> ResultSettings:

@@ -79,3 +79,38 @@ def test_a_doubled_period_is_written_once(capsys, tmp_path):
 
     text = _cli_message("score", PanelError("it failed: bad footer.. Remove it. Wait... then."))
     assert text == "it failed: bad footer. Remove it. Wait... then."
+
+
+def test_the_summary_says_the_fit_came_from_a_folder(tmp_path, frame, capsys):
+    folder = _write(tmp_path / "data", frame, n_files=2)
+    assert main(["estimate", str(folder), "--outcome", "y", "--out", str(tmp_path / "r.parquet"),
+                 "--n-bootstrap", "0"]) == 0
+    out = capsys.readouterr().out
+    assert (f"  source: the parquet folder {str(folder)!r}, read here in bounded memory and "
+            "fitted from its moments") in out
+    one = tmp_path / "one.parquet"
+    frame.to_parquet(one)
+    assert main(["estimate", str(one), "--outcome", "y", "--out", str(tmp_path / "s.parquet"),
+                 "--n-bootstrap", "0"]) == 0
+    assert "source:" not in capsys.readouterr().out
+
+
+def test_the_settings_keep_the_source_and_the_report_shows_it(tmp_path, frame):
+    import dataclasses
+
+    from didmem.report import render_report
+    from didmem.results._settings import ResultSettings
+
+    res = didmem.DiDEstimator(n_bootstrap=0).fit(
+        didmem.Panel(frame, unit="unit", time="time", cohort="cohort", outcome="y"))
+    assert res.settings.source == ""  # a panel in memory says nothing more
+    routed = dataclasses.replace(res.settings, source="a parquet folder's moments, on Ray")
+    doc = routed.to_doc()
+    assert ResultSettings.from_doc(doc) == routed
+    del doc["source"]  # a file written before the source was kept
+    assert ResultSettings.from_doc(doc).source == ""
+    saved = didmem.load_result(res.save(tmp_path / "r.parquet"))
+    page = render_report(dataclasses.replace(saved, settings=routed))
+    assert ("<td class='k'>source</td><td>a parquet folder&#x27;s moments, on Ray</td>"
+            in page)
+    assert "<td class='k'>source</td>" not in render_report(saved)

@@ -64,10 +64,31 @@ class BaseEstimator:
         """The estimator's parameters as a dict."""
         return {name: getattr(self, name) for name in self._parameter_names()}
 
+    def set_params(self, **params) -> "BaseEstimator":
+        """Set some parameters of this estimator and return it (scikit-learn's ``set_params``).
+
+        Names are checked at once (an unknown one is a :class:`~didmem.errors.ParameterError`
+        naming the valid ones); values are validated at :meth:`fit`, as the constructor's
+        are. :meth:`with_params` gives a new estimator instead.
+
+        Returns
+        -------
+        BaseEstimator
+            ``self``.
+        """
+        names = self._parameter_names()
+        unknown = sorted(set(params) - set(names))
+        if unknown:
+            raise ParameterError(f"{type(self).__name__}.set_params got unknown parameter(s) "
+                                 f"{unknown}; its parameters are {sorted(names)}.")
+        for name, value in params.items():
+            setattr(self, name, value)
+        return self
+
     def with_params(self, **params) -> "BaseEstimator":
         """A new estimator of the same class with some parameters replaced.
 
-        The estimator itself is left unchanged (unlike scikit-learn's ``set_params``).
+        The estimator itself is left unchanged (unlike :meth:`set_params`).
         """
         merged = self.get_params()
         merged.update(params)

@@ -18,11 +18,15 @@ DESCRIPTION = (
     "side (--figure runs: each run, the pooled and the within-instance estimates at event "
     "time 0) or its pooled profile (--figure profile). A membership-inference results file "
     "('didmem estimate --estimator membership') draws its AUC per checkpoint (--figure auc) "
-    "or its implied profile (--figure profile)."
+    "or its implied profile (--figure profile). With --truth (a lab run's truth.parquet) the "
+    "instantaneous, persistent and residual figures mark the truth as the report does, and "
+    "--figure truth draws every post-treatment estimate against its truth."
 )
 
 FIGURES = ("profile", "instantaneous", "persistent", "residual", "pretrends", "correlation", "runs",
-           "auc")
+           "auc", "truth")
+TRUTH_FIGURES = ("instantaneous", "persistent", "residual", "truth")
+"""The figures that ``--truth`` draws the truth on (``truth``: estimates against it)."""
 """The figures ``--figure`` draws."""
 
 
@@ -33,11 +37,45 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out",
                         help="PNG to write (default: RESULTS_FIGURE.png beside the first)")
     parser.add_argument("--dpi", type=int, default=110, help="resolution (default: %(default)s)")
+    parser.add_argument("--truth", help="the true tau(g, c) (a .parquet or .csv with cohort, "
+                                        "time, tau[, metric], e.g. a lab run's truth.parquet): "
+                                        "marked on --figure " + ", ".join(TRUTH_FIGURES[:3])
+                                        + "; needed by --figure truth")
     parser.add_argument("--labels", help="names of the results for --figure correlation, "
                                          "comma-separated, one per file (default: file stems)")
 
 
 _DPI = (36, 1200)
+
+
+def _truth(args):
+    """The ``--truth`` file's table (checked), or None; refused for a figure it is not drawn on."""
+    if args.figure == "truth" and args.truth is None:
+        raise ParameterError("--figure truth draws the estimates against the truth: give "
+                             "--truth FILE (a lab run's truth.parquet).")
+    if args.truth is None:
+        return None
+    if args.figure not in TRUTH_FIGURES:
+        raise ParameterError(f"--truth is drawn on --figure {', '.join(TRUTH_FIGURES)}; got "
+                             f"--figure {args.figure} (the report, didmem report --truth, shows "
+                             "the truth beside every table).")
+    from ..results._truth import check_truth_frame
+    from ._options import read_panel_frame
+
+    truth = read_panel_frame(args.truth, option="--truth", what="truth file")
+    check_truth_frame(truth, f"The truth file {args.truth!r} (--truth)")
+    return truth
+
+
+def _mark_truth(ax, result, truth, figure: str) -> None:
+    """The truth of an aggregation's keys on its figure, as the report draws it."""
+    from ..report._truth import cells_with_truth, cohort_weights, overlay, true_aggregate
+
+    agg = result.aggregate(figure)
+    true = true_aggregate(cells_with_truth(result, truth), figure, agg.key_name,
+                          cohort_weights(result))
+    overlay(ax, true.reindex(agg.to_frame()[agg.key_name].to_numpy()),
+            bars=figure == "residual")
 
 
 def run(args) -> int:
@@ -59,6 +97,7 @@ def run(args) -> int:
     if labels is not None and args.figure != "correlation":
         raise ParameterError("--labels names the models of --figure correlation; "
                              f"--figure {args.figure} draws one results file.")
+    truth = _truth(args)
     results = load_results(args.results)
     out = Path(args.out) if args.out else Path(args.results[0]).with_name(
         Path(args.results[0]).stem + f"_{args.figure}.png")
@@ -90,8 +129,15 @@ def run(args) -> int:
     elif args.figure == "correlation":
         named = dict(zip(labels or result_names(args.results), results))
         ax = plotting.plot_profile_correlation(profile_correlation(named))
+    elif args.figure == "truth":
+        from ..report._truth import cells_with_truth, truth_scatter
+        from .._outcomes import outcome_label
+
+        ax = truth_scatter(cells_with_truth(results[0], truth), label=outcome_label(results[0]))
     else:
         ax = plotting.PLOTS[args.figure](results[0])
+        if truth is not None:
+            _mark_truth(ax, results[0], truth, args.figure)
     out.parent.mkdir(parents=True, exist_ok=True)
     ax.figure.savefig(out, dpi=args.dpi)
     print(f"wrote {out}")

@@ -13,7 +13,8 @@ HELP = "draw one figure of a results file as PNG"
 DESCRIPTION = (
     "Draw a figure of a results file written by 'didmem estimate' or 'didmem demo': the "
     "profile heatmap (significant cells), instantaneous, persistent or residual memorisation, "
-    "parallel-trends diagnostics, or the correlation of the profiles of two or more results "
+    "parallel-trends diagnostics, the event study (the effect by event time, before and after "
+    "treatment together, as R's ggdid), or the correlation of the profiles of two or more results "
     "files. A results file of several runs ('didmem estimate --run') draws its runs side by "
     "side (--figure runs: each run, the pooled and the within-instance estimates at event "
     "time 0) or its pooled profile (--figure profile). A membership-inference results file "
@@ -23,8 +24,8 @@ DESCRIPTION = (
     "--figure truth draws every post-treatment estimate against its truth."
 )
 
-FIGURES = ("profile", "instantaneous", "persistent", "residual", "pretrends", "correlation", "runs",
-           "auc", "truth")
+FIGURES = ("profile", "instantaneous", "persistent", "residual", "pretrends", "event_study",
+           "correlation", "runs", "auc", "truth")
 TRUTH_FIGURES = ("instantaneous", "persistent", "residual", "truth")
 """The figures that ``--truth`` draws the truth on (``truth``: estimates against it)."""
 """The figures ``--figure`` draws."""

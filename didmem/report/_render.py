@@ -76,6 +76,9 @@ def _captions(result, has_truth: bool, options: Mapping) -> dict:
         "residual": (f"<b>Residual memorisation</b> tau(g, T) at the last checkpoint T = {last}, "
                      f"in {unit}: what remains at the end. Full colour: the "
                      f"{over['cohorts']} excludes zero; faint: it does not.{truth}"),
+        "event_study": (f"<b>Event study</b>: the effect by event time c - g averaged over "
+                        f"cohorts, before treatment (grey, zero under parallel trends) and "
+                        f"after, with the {over['event times']}, as R did's ggdid."),
         "pretrends": ("<b>Parallel trends before treatment</b>: the pre-treatment cells "
                       "(c < g), all zero in expectation when parallel trends hold, with the "
                       f"{band}. The title gives the calibrated event-time pre-test."),

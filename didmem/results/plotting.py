@@ -32,6 +32,7 @@ __all__ = [
     "plot_dose_response",
     "plot_runs",
     "plot_membership_auc",
+    "plot_event_study",
     "plot_result",
     "PLOTS",
 ]
@@ -796,12 +797,65 @@ def plot_membership_auc(result, *, ax=None, color: str = BAND_COLOR):
     return ax
 
 
+@validate_params({"ax": _AX, "color": _COLOR, "pre_color": _COLOR}, owner="plot_event_study")
+def plot_event_study(result, *, ax=None, color: str = BAND_COLOR, pre_color: str = "#7f7f7f"):
+    """The event study: the effect by event time e = c - g, before and after treatment together
+    (R did's ``ggdid`` of ``aggte(type = "dynamic")``), with the aggregation's band.
+
+    Pre-treatment event times (e < 0) are grey: with parallel trends their effect is zero, so
+    a band that excludes zero there is evidence against the assumption; e >= 0 is the
+    memorisation profile averaged over cohorts. The title gives the calibrated event-time
+    pre-test.
+
+    Parameters
+    ----------
+    result : GroupTimeResult
+        A fitted result, or a saved one read with :func:`didmem.load_result` (its
+        ``"dynamic"`` aggregation).
+    ax : matplotlib.axes.Axes, optional
+    color, pre_color : str
+        The post- and pre-treatment estimates' colours.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The estimates are ``ax.containers`` (errorbars: pre-treatment first, when any).
+    """
+    result = _result(result, "plot_event_study")
+    agg = result.aggregate("dynamic")
+    t = agg.to_frame()
+    ax = _axes(ax)
+    ax.axhline(0, color="0.5", linewidth=0.8)
+    e = t["event_time"].to_numpy(float)
+    for rows, c, label in ((e < 0, pre_color, "before treatment (e < 0)"),
+                           (e >= 0, color, "after treatment (e >= 0)")):
+        if not rows.any():
+            continue
+        part = t[rows]
+        ax.errorbar(part["event_time"], part["estimate"],
+                    yerr=[part["estimate"] - part["ci_lower"], part["ci_upper"] - part["estimate"]],
+                    fmt="o", color=c, markersize=4, capsize=3, label=label)
+    if (e < 0).any() and (e >= 0).any():
+        ax.axvline(-0.5 if np.all(e == np.round(e)) else 0.0, color="0.6", linestyle=":",
+                   linewidth=1)
+    ax.set_xlabel("event time e = c - g (training steps since treatment)")
+    ax.set_ylabel(f"tau by event time\n({outcome_label(result)})")
+    level = f"{100 * (1 - agg.alpha):g}%"
+    band = (f"{level} simultaneous band" if agg.band == "simultaneous"
+            else f"pointwise {level} intervals")
+    pre = sum(1 for v in e if v < 0)
+    ax.set_title(f"Event study ({band})\n" + _pretest_line(result, pre), fontsize=9)
+    ax.legend(fontsize=8)
+    return ax
+
+
 PLOTS: dict[str, Callable] = {
     "profile": plot_profile,
     "instantaneous": plot_instantaneous,
     "persistent": plot_persistent,
     "residual": plot_residual,
     "pretrends": plot_pretrends,
+    "event_study": plot_event_study,
 }
 """The single-result figures by name (``didmem plot --figure``)."""
 

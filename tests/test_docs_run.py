@@ -40,7 +40,7 @@ PAGES = {
     "docs/ray.rst": {"slow": None, "demo": False},
     "docs/study.rst": {"slow": "scores the demo's lab model again as a study", "demo": True},
     "docs/suites.rst": {"slow": None, "demo": False},
-    "docs/lab.rst": {"slow": "trains lab runs at the demo scale and over 10 seeds",
+    "docs/lab.rst": {"slow": "trains quick lab runs (a few minutes of CPU)",
                      "demo": False},
     "docs/comparison.rst": {"slow": "trains a quick lab run with subset models", "demo": False},
     "docs/membership.rst": {"slow": None, "demo": False},

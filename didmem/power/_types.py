@@ -132,9 +132,14 @@ class PowerAnalysis(TableFile):
         ok = t[t["power"] >= power]
         if ok.empty:
             best = t.loc[t["power"].idxmax()]
+            shown = f"{best['power']:.3f}"
+            digits = 3
+            while float(shown) >= power and digits < 12:  # never "0.800" below 0.8
+                digits += 1
+                shown = f"{best['power']:.{digits}f}"
             raise ParameterError(
                 f"No design of the analysis reaches power {power:g} for the {self.target} target; "
-                f"the highest is {best['power']:.3f} at units_per_cohort="
+                f"the highest is {shown} at units_per_cohort="
                 f"{int(best['units_per_cohort'])}, n_validation={int(best['n_validation'])}. "
                 "Add larger designs.")
         return ok.sort_values(["tokens", "instances", "units_per_cohort"]).iloc[0]

@@ -72,3 +72,18 @@ def test_long_commands_take_progress_flags(command):
     assert parser.parse_args([command, *base]).progress is None  # a terminal decides
     assert parser.parse_args([command, *base, "--progress"]).progress is True
     assert parser.parse_args([command, *base, "--no-progress"]).progress is False
+
+
+def test_a_power_just_below_the_target_is_not_shown_as_reaching_it():
+    import pandas as pd
+
+    from didmem.errors import ParameterError
+    from didmem.power import PowerAnalysis
+
+    table = pd.DataFrame({"units_per_cohort": [10, 20], "n_validation": [20, 20],
+                          "checkpoint_every": [1, 1], "tokens": [1.0, 2.0],
+                          "instances": [50, 80], "power": [0.5, 0.79996]})
+    analysis = PowerAnalysis(table=table, target="instantaneous", method="simulated",
+                             effect_source="pilot", mde_power=0.8, alpha=0.05)
+    with pytest.raises(ParameterError, match=r"the highest is 0\.79996 at units_per_cohort=20"):
+        analysis.recommend(0.8)

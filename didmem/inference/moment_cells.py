@@ -128,14 +128,14 @@ def prepare_moments(moments: CohortMoments, *, need_never_treated: bool, anticip
                     lower_is_better: bool, owner: str,
                     never_treated_code: float | None = None) -> MomentsDesign:
     """R did's pre-processing on moments, by the in-memory route's own steps
-    (:func:`~didmem.inference._prepared._r_preprocessing` on the units' cohorts, then the
+    (:func:`~didmem.inference._prepared.r_preprocessing` on the units' cohorts, then the
     blocks' checks): the same errors and warnings.
 
     Cohorts after the last period count as never treated; without never-treated units the
     latest cohort becomes the comparison group and the periods from it on are dropped;
     cohorts treated by the first period plus anticipation are dropped.
     """
-    from ._prepared import _cohort_blocks, _r_preprocessing
+    from ._prepared import cohort_blocks, r_preprocessing
 
     m = moments.negated() if lower_is_better else moments
     times = m.times
@@ -145,9 +145,9 @@ def prepare_moments(moments: CohortMoments, *, need_never_treated: bool, anticip
                      "never_treated=0 to Panel (CLI: --never-treated 0).")
     per_unit = np.repeat(m.cohorts, m.count)  # the units' cohorts, for the messages' counts
     starts = np.concatenate([[0], np.cumsum(m.count)])
-    cut, keep = _r_preprocessing(per_unit, times, need_never_treated=need_never_treated,
-                                 anticipation=anticipation, owner=owner, noun="units",
-                                 zero_hint=zero_hint)
+    cut, keep = r_preprocessing(per_unit, times, need_never_treated=need_never_treated,
+                                anticipation=anticipation, owner=owner, noun="units",
+                                zero_hint=zero_hint)
     now = per_unit[starts[:-1]] if per_unit.size else per_unit  # each cohort's value after it
     kept = keep[starts[:-1]] if per_unit.size else keep
     del per_unit, keep
@@ -163,9 +163,9 @@ def prepare_moments(moments: CohortMoments, *, need_never_treated: bool, anticip
                               weight_sq=np.zeros(1), mean=np.zeros((1, m.times.size)),
                               lever=np.zeros((1, m.times.size)),
                               cross=np.zeros((1, m.times.size, m.times.size)))
-    _cohort_blocks(m.cohorts, np.ones(m.cohorts.size, dtype=bool),
-                   lambda block, counts: m.count.astype(float),
-                   need_never_treated=need_never_treated, owner=owner, word="units")
+    cohort_blocks(m.cohorts, np.ones(m.cohorts.size, dtype=bool),
+                  lambda block, counts: m.count.astype(float),
+                  need_never_treated=need_never_treated, owner=owner, word="units")
     starts = np.concatenate([[0], np.cumsum(m.count)]).astype(np.int64)
     return MomentsDesign(moments=m, cohorts=m.cohorts[:-1].copy(), starts=starts)
 

@@ -135,7 +135,7 @@ def test_a_nearly_singular_block_is_left_to_the_dense_check():
     est = np.asarray(fit.estimates)[which]
     assert pretrend_wald.structured_wald(fit.prepared, fit.cells, fit.stats, which, est,
                                          fit.inference.influence.z_gram) is None
-    with pytest.warns(didmem.InferenceWarning, match="singular covariance"):
+    with pytest.warns(didmem.InferenceWarning, match="covariance is singular"):
         pretest = fit.pretest  # the dense route's check, as R's: no statistic, a reason
     assert not np.isfinite(pretest.statistic) and "singular" in pretest.note
 

@@ -39,8 +39,8 @@ JOIN_FOLDER = ("join the folder's files into one parquet file (in Python: pandas
 
 FOLDER_ADVICE = (
     ("load a panel with holes in memory (didmem.Panel(..., balance='keep')).",
-     f"{JOIN_FOLDER.format(folder='DIR')} (DIR: the folder) with --balance keep (every observed row, as R did's "
-     "allow_unbalanced_panel) or --balance drop_incomplete_units."),
+     f"{JOIN_FOLDER.format(folder='DIR')} (DIR: the folder) with --balance keep (every "
+     "observed row, as R did's allow_unbalanced_panel) or --balance drop_incomplete_units."),
 )
 """The folder reader's advice on the command line (a folder with holes)."""
 
@@ -269,35 +269,34 @@ def _run_membership(args) -> int:
 
 
 def _fit_folder(estimator, args):
-    """A folder of parquet files: read in bounded memory and fitted from moments."""
-    from ..estimators._moments_route import fit_dataset
-    from ..panel.scan import ParquetPaths
+    """A folder of parquet files: read in bounded memory (here or as tasks on Ray) and fitted
+    from moments by ``estimator.fit``."""
+    from ..panel import Panel
 
-    if args.estimator != "did" or args.exposure != 1 or args.balance != "error":
+    if args.exposure != 1 or args.balance != "error":
         given = [f"--{n.replace('_', '-')} {v}" for n, v, unset in (
-            ("estimator", args.estimator, "did"), ("exposure", args.exposure, 1),
-            ("balance", args.balance, "error")) if v != unset]
+            ("exposure", args.exposure, 1), ("balance", args.balance, "error")) if v != unset]
         raise ParameterError(
-            f"A folder of parquet files is read in bounded memory and fitted from moments "
-            f"(--estimator did, one exposure, a balanced panel); for {' '.join(given)} "
+            f"A folder of parquet files is read in bounded memory and fitted from moments (one "
+            f"exposure, a balanced panel); for {' '.join(given)} "
             f"{JOIN_FOLDER.format(folder=repr(str(args.panel)))} with the same options.")
-    data = ParquetPaths(args.panel, unit=args.unit, time=args.time, cohort=args.cohort,
-                        outcome=args.outcome, never_treated=args.never_treated)
+    columns = dict(unit=args.unit, time=args.time, cohort=args.cohort, outcome=args.outcome,
+                   never_treated=args.never_treated)
     if args.runner == "ray":
         from ..runners.ray_tasks import ray_map, ray_session
 
         with ray_session(args.address) as ray:
-            return fit_dataset(estimator, data, map_items=ray_map(ray))
-    return fit_dataset(estimator, data)
+            return estimator.fit(Panel.scan(args.panel, **columns, map_items=ray_map(ray)))
+    return estimator.fit(Panel.scan(args.panel, **columns))
 
 
 def _fit_memorised(estimator, args):
     """A folder of memorised-index lists: the pattern counts of the binary panel, fitted."""
     from ..orders.memorised import read_memorised
 
-    if args.estimator != "did" or args.exposure != 1 or args.runner != "local":
-        raise ParameterError("--memorised is fitted from pattern counts: --estimator did, one "
-                             "exposure and the local runner only.")
+    if args.exposure != 1 or args.runner != "local":
+        raise ParameterError("--memorised is fitted from pattern counts: one exposure and the "
+                             "local runner only.")
     if args.outcome != "memorised":
         raise ParameterError(f"--memorised names its outcome 'memorised'; got --outcome "
                              f"{args.outcome!r}.")

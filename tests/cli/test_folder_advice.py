@@ -25,8 +25,7 @@ def _error(capsys, *args):
     return err
 
 
-@pytest.mark.parametrize("extra", [("--balance", "keep"), ("--estimator", "difference"),
-                                   ("--exposure", "2")])
+@pytest.mark.parametrize("extra", [("--balance", "keep"), ("--exposure", "2")])
 def test_folder_refusals_say_to_join_the_files_and_the_advice_works(tmp_path, frame, capsys,
                                                                      extra):
     folder = _write(tmp_path / "data", frame, n_files=3)

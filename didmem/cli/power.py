@@ -100,13 +100,8 @@ def run(args) -> int:
     import didmem
     from ..power import Assumptions, PowerAnalysis
 
-    # the recommendation's power and the outputs are checked before the (long) simulation
+    # the recommendation's power is checked before the (long) simulation, not after it
     check("didmem power", "power", args.power, constraints_of(PowerAnalysis.recommend)["power"])
-    earlier = [name for name in OUTPUTS if (Path(args.out) / name).exists()]
-    if earlier and not args.overwrite:
-        raise ParameterError(f"The option --out {args.out!r} holds {' and '.join(earlier)} of an "
-                             "earlier run; pass --overwrite to replace them, or choose another "
-                             "--out.")
     if args.pilot:
         if not args.outcome:
             raise ParameterError("--pilot needs --outcome (the outcome column).")
@@ -128,6 +123,11 @@ def run(args) -> int:
         source = didmem.Assumptions(n_cohorts=args.cohorts, n_checkpoints=args.checkpoints,
                                     outcome_sd=args.outcome_sd, unit_share=args.unit_share,
                                     ar1=args.ar1)
+    earlier = [name for name in OUTPUTS if (Path(args.out) / name).exists()]
+    if earlier and not args.overwrite:  # before the (long) simulation, after the source's check
+        raise ParameterError(f"The option --out {args.out!r} holds {' and '.join(earlier)} of an "
+                             "earlier run; pass --overwrite to replace them, or choose another "
+                             "--out.")
     tokens = _tokens_per_instance(args)
     if tokens is None:  # power_analysis's default: Pythia's rows
         from ..power import PAPER_TOKENS_PER_INSTANCE

@@ -68,9 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--quick", action="store_true",
-                        help="the quick scale instead of the demo scale, about a quarter of its "
-                             "work (CPU: 24 s against 79 s on a 2-core machine; the wall time "
-                             "grows with the machine's load)")
+                        help="the quick scale instead of the demo scale, about a third of its "
+                             "work (CPU: 24 s against 79 s on a loaded 2-core machine; the "
+                             "wall time grows with the machine's load)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a different run, or other files, in DIR")
     parser.add_argument("--workers", type=int, default=None, metavar="N",  # None: run()'s

@@ -18,7 +18,8 @@ __all__ = ["is_cell_result", "cell_result_html", "check_reportable"]
 _ELSEWHERE = {
     "SensitivityResult": "a sensitivity analysis is reported beside the result it comes from: "
                          "pass the result and sensitivity={'m': [...]} (CLI: didmem report "
-                         "RESULT --sensitivity-m ...), or draw it with "
+                         "RESULT --sensitivity smoothness --sensitivity-m 0,0.01), or draw it "
+                         "with "
                          "didmem.results.plotting.plot_sensitivity",
     "PowerAnalysis": "a power analysis is not a fitted result: print analysis.to_frame() or "
                      "draw it with didmem.results.plotting.plot_power_analysis (didmem power "

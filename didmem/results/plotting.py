@@ -836,8 +836,8 @@ def plot_event_study(result, *, ax=None, color: str = BAND_COLOR, pre_color: str
                     yerr=[part["estimate"] - part["ci_lower"], part["ci_upper"] - part["estimate"]],
                     fmt="o", color=c, markersize=4, capsize=3, label=label)
     if (e < 0).any() and (e >= 0).any():
-        ax.axvline(-0.5 if np.all(e == np.round(e)) else 0.0, color="0.6", linestyle=":",
-                   linewidth=1)
+        ax.axvline((e[e < 0].max() + e[e >= 0].min()) / 2, color="0.6", linestyle=":",
+                   linewidth=1)  # between the last pre- and the first post-treatment time
     ax.set_xlabel("event time e = c - g (training steps since treatment)")
     ax.set_ylabel(f"tau by event time\n({outcome_label(result)})")
     level = f"{100 * (1 - agg.alpha):g}%"

@@ -125,6 +125,8 @@ class AggregateDifference:
     same_keys : bool
         Whether the two results have the same keys (otherwise the overall values average
         different keys).
+    unpaired_overall_std_error : float
+        The overall difference's standard error as if the instances were independent.
     """
 
     aggregation: str
@@ -134,6 +136,7 @@ class AggregateDifference:
     overall: Estimate = None
     critical_value: float = float("nan")
     same_keys: bool = True
+    unpaired_overall_std_error: float = float("nan")
     alpha: float = 0.05
     contrast: Contrast = field(default=None, repr=False)
 
@@ -363,4 +366,5 @@ def _aggregate_difference(diff: ProfileDifference, aggregation: str) -> Aggregat
     return AggregateDifference(
         aggregation=aggregation, key_name=key_name, keys=keys, table=table,
         overall=Estimate(float(c.estimates[-1]), float(c.std_errors[-1]), float(o_lo), float(o_hi)),
-        critical_value=c.critical_value, same_keys=same, alpha=diff.alpha, contrast=c)
+        critical_value=c.critical_value, same_keys=same,
+        unpaired_overall_std_error=float(unpaired[-1]), alpha=diff.alpha, contrast=c)

@@ -291,7 +291,7 @@ class Heterogeneity:
             try:
                 row = self.equality(name).iloc[-1]
                 lines.append(f"  {name} (overall) equal: Wald {row['statistic']:.4g}, "
-                             f"df {row['df']}, p = {row['pvalue']:.4g}")
+                             f"df {int(row['df'])}, p = {row['pvalue']:.4g}")
             except EstimationError as exc:
                 lines.append(f"  {name}: {exc}")
         return "\n".join(lines)

@@ -24,7 +24,6 @@ DESCRIPTION = (
 def add_arguments(parser) -> None:
     """Add the ``didmem compare`` options to ``parser``."""
     from .._validation import add_option
-    from ..contrasts.difference import compare_profiles
     from ..estimators.did import DiDEstimator
 
     parser.add_argument("panels", nargs="+", metavar="PANEL",
@@ -41,7 +40,9 @@ def add_arguments(parser) -> None:
                         help="a cohort value that marks never-treated units (NaN and inf always do)")
     parser.add_argument("--lower-is-better", action="store_true",
                         help="the outcome is lower-is-better (surprisal, rank): flip its sign")
-    add_option(parser, compare_profiles, "n_draws", help="Gaussian draws of the band")
+    parser.add_argument("--n-draws", type=int, default=None, metavar="N",
+                        help="Gaussian draws of the simultaneous band and the max-t test "
+                             "(default: compare_profiles')")
     seed_option(parser)
     parser.add_argument("--out", default=None,
                         help="write the difference's cells (or the subgroups' equality tests) "
@@ -84,6 +85,8 @@ def run(args) -> int:
                              n_bootstrap=0, lower_is_better=args.lower_is_better,
                              outcome=args.outcome)
 
+    draws = {} if args.n_draws is None else {"n_draws": args.n_draws}
+
     def panel_of(frame):
         return Panel(frame, unit=args.unit, time=args.time, cohort=args.cohort,
                      outcome=args.outcome, never_treated=args.never_treated)
@@ -99,8 +102,8 @@ def run(args) -> int:
                                  f"{spread.index[spread > 1][0]!r}; an instance feature is "
                                  "constant within each unit.")
         feature = frame.groupby(args.unit)[args.by].first()
-        het = heterogeneity(panel_of(frame), feature, estimator=estimator,
-                            n_draws=args.n_draws, seed=args.seed)
+        het = heterogeneity(panel_of(frame), feature, estimator=estimator, seed=args.seed,
+                            **draws)
         print(het.summary())
         table = het.equality("instantaneous")
         print("\ninstantaneous memorisation by subgroup (last row: overall):")
@@ -115,7 +118,7 @@ def run(args) -> int:
         raise ParameterError(f"--labels needs two different names, comma-separated; got "
                              f"{args.labels!r}.")
     a, b = (estimator.fit(panel_of(read_panel_frame(p))) for p in paths)
-    diff = compare_profiles(a, b, labels=tuple(labels), n_draws=args.n_draws, seed=args.seed)
+    diff = compare_profiles(a, b, labels=tuple(labels), seed=args.seed, **draws)
     print(diff.summary())
     print("\ninstantaneous memorisation, by cohort:")
     print(diff.aggregate("instantaneous").to_frame().to_string(

@@ -225,3 +225,17 @@ def test_plot_slopes_draws_the_dynamic_slopes():
     line = ax.get_lines()[-1]
     np.testing.assert_allclose(line.get_ydata(),
                                result.aggregate("dynamic").query("~overall")["slope"])
+
+
+def test_plot_difference_draws_the_aggregations_difference(pair):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    diff = compare_profiles(*pair, labels=("1.4B", "410M"))
+    ax = diff.plot("instantaneous")
+    np.testing.assert_allclose(ax.get_lines()[-1].get_ydata(),
+                               diff.aggregate("instantaneous").table["difference"])
+    assert "1.4B" in ax.get_title()
+    with pytest.raises(ParameterError, match="has none"):
+        diff.plot("simple")

@@ -305,6 +305,13 @@ class ProfileDifference:
                 "independent", "partial": f"paired on {self.n_shared} shared instances"}
         return text + f" ({note[self.pairing]})."
 
+    def plot(self, aggregation: str = "instantaneous", **options):
+        """The difference of an aggregation by key with its band
+        (:func:`didmem.results.plotting.plot_difference`); returns the Axes."""
+        from ..results.plotting import plot_difference
+
+        return plot_difference(self, aggregation, **options)
+
     def summary(self) -> str:
         a, b = self.labels
         frame = self.to_frame()

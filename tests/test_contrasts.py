@@ -239,3 +239,31 @@ def test_plot_difference_draws_the_aggregations_difference(pair):
     assert "1.4B" in ax.get_title()
     with pytest.raises(ParameterError, match="has none"):
         diff.plot("simple")
+
+
+@pytest.mark.parametrize("route", ["holes", "covariates"])
+def test_other_routes_give_their_own_analytic_standard_errors(route):
+    """Panels with holes (dense influence only) and covariates (stored influence): the
+    per-unit influence read through the protocol gives each result's own SEs."""
+    rng = np.random.default_rng(11)
+    frames = [_frame(seed=3), _frame(seed=4, first_unit=1000)]
+    options, params = [{}, {}], {}
+    if route == "holes":
+        frames[0] = frames[0].drop(index=rng.choice(len(frames[0]), 40, replace=False))
+        options[0] = {"balance": "keep"}
+    else:
+        for f in frames:
+            f["x"] = rng.standard_normal(len(f))
+        options = [{"covariates": ["x"]}] * 2
+        params = {"est_method": "dr"}
+    a, b = (didmem.DiDEstimator(**(ANALYTIC | params)).fit(
+        didmem.Panel(f, unit="unit", time="time", cohort="cohort", outcome="y", **o))
+        for f, o in zip(frames, options))
+    diff = compare_profiles(a, b)
+    assert diff.pairing == "independent"
+    for name in ("instantaneous", "persistent", "simple"):
+        agg = diff.aggregate(name)
+        expected = np.hypot(a.aggregate(name).overall.std_error,
+                            b.aggregate(name).overall.std_error)
+        assert agg.overall.std_error == pytest.approx(expected, rel=1e-8)
+    assert np.all(compare_profiles(a, a).to_frame()["std_error"] == 0.0)

@@ -243,7 +243,7 @@ class Heterogeneity:
         out["pvalue"] = np.where(df > 0, chdtrc(np.maximum(df, 1), np.nan_to_num(stat)), np.nan)
         return out
 
-    def joint_test(self, method: str = "wald", aggregation: str | None = None):
+    def joint_test(self, method: str = "max_t", aggregation: str | None = None):
         """One test that memorisation is equal across subgroups on all post-treatment cells
         (``aggregation`` None) or all keys of an aggregation and its overall value."""
         parts, labels = self._parts(aggregation)

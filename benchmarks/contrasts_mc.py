@@ -26,7 +26,9 @@ error.
 
 Usage (the figures in benchmarks/RESULTS.md)::
 
-    nice -n 10 python benchmarks/contrasts_mc.py --reps 500 --json benchmarks/results/contrasts_mc.json
+    python benchmarks/contrasts_mc.py --reps 400 --json benchmarks/results/contrasts_mc.json
+    python benchmarks/contrasts_mc.py --reps 400 --no-small-sample \
+        --json benchmarks/results/contrasts_mc_no_small_sample.json
 
 The Monte Carlo standard error of a rate ``p`` from ``R`` replications is
 ``sqrt(p (1 - p) / R)``.
@@ -44,6 +46,7 @@ import pandas as pd
 import didmem
 from _provenance import write_rows
 
+SMALL = [True]  # the contrasts' small-sample correction (--no-small-sample: False)
 DGPS = ("models_equal", "models_differ", "subgroups_equal", "subgroups_differ", "moderator")
 
 
@@ -92,7 +95,7 @@ def one_models(args, rng, differ: bool, est):
     y_b = alpha + 0.8 * np.log1p(times)[None, :] + scale_b * effect + eps_b
     diff = didmem.compare_profiles(est.fit(panel(y_a, cohorts, times)),
                                    est.fit(panel(y_b, cohorts, times)),
-                                   seed=int(rng.integers(2**31)))
+                                   seed=int(rng.integers(2**31)), small_sample=SMALL[0])
     cells = diff.to_frame()
     d_true = (1 - scale_b) * tau(cells["time"] - cells["cohort"])
     inst = diff.aggregate("instantaneous")
@@ -118,7 +121,7 @@ def one_subgroups(args, rng, differ: bool, est):
     feature = pd.Series(np.where(group == 1, "B", "A"), index=np.arange(cohorts.size),
                         name="feature")
     het = didmem.heterogeneity(panel(y, cohorts, times), feature, estimator=est,
-                               seed=int(rng.integers(2**31)))
+                               seed=int(rng.integers(2**31)), small_sample=SMALL[0])
     diff = het.difference("B", "A")
     cells = diff.to_frame()
     inst = diff.aggregate("instantaneous")
@@ -139,7 +142,8 @@ def one_moderator(args, rng, est):
     y = alpha + np.log1p(times)[None, :] + effect + rng.standard_normal(event.shape)
     res = didmem.moderator_slopes(panel(y, cohorts, times),
                                   pd.Series(m, index=np.arange(m.size), name="m"),
-                                  estimator=est, seed=int(rng.integers(2**31)))
+                                  estimator=est, seed=int(rng.integers(2**31)),
+                                  small_sample=SMALL[0])
     cells = res.to_frame()
     dyn = res.aggregate("dynamic")
     keys = dyn[~dyn["overall"]]
@@ -160,8 +164,11 @@ def main():
     parser.add_argument("--dgp", nargs="+", choices=DGPS, default=list(DGPS))
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--no-small-sample", action="store_true",
+                        help="R's rule: analytic standard errors and normal-scale multipliers")
     args = parser.parse_args()
     est = didmem.DiDEstimator(n_bootstrap=0)
+    SMALL[0] = not args.no_small_sample
     out = []
     for k, dgp in enumerate(args.dgp):
         rng = np.random.default_rng([args.seed, DGPS.index(dgp)])
@@ -177,7 +184,7 @@ def main():
                 else:
                     rows.append(one_moderator(args, rng, est))
         frame = pd.DataFrame(rows)
-        summary = {"dgp": dgp, "reps": args.reps, "cohorts": args.cohorts,
+        summary = {"dgp": dgp, "small_sample": SMALL[0], "reps": args.reps, "cohorts": args.cohorts,
                    "units": args.units, "never": args.never,
                    "seconds": round(time.perf_counter() - start, 1)}
         for col in frame.columns:

@@ -62,7 +62,7 @@ def test_identical_results_differ_by_zero_with_zero_standard_error(pair):
 
 def test_cell_influence_gives_the_results_analytic_standard_errors(pair):
     a, b = pair
-    frame = compare_profiles(a, b).to_frame()
+    frame = compare_profiles(a, b, small_sample=False).to_frame()
     se_a = pd.Series(np.asarray(a.analytic_std_errors),
                      index=pd.MultiIndex.from_arrays([a.cohorts, a.times]))
     se_b = pd.Series(np.asarray(b.analytic_std_errors),
@@ -78,7 +78,7 @@ def test_aggregation_influence_gives_the_results_analytic_standard_errors(pair, 
     """Against each result's own aggregate() (analytic SEs with the estimated-weights term):
     the same numbers from the route's combination moments."""
     a, b = pair
-    agg = compare_profiles(a, b).aggregate(aggregation)
+    agg = compare_profiles(a, b, small_sample=False).aggregate(aggregation)
     own_a, own_b = a.aggregate(aggregation), b.aggregate(aggregation)
     expected = np.append(np.hypot(own_a.std_errors, own_b.std_errors),
                          np.hypot(own_a.overall.std_error, own_b.overall.std_error))
@@ -120,7 +120,7 @@ def test_partial_overlap_pairs_the_shared_instances_only(pair):
     frame = _frame(seed=2).query("unit >= 20")  # units 20.. shared; new never-treated below
     extra = _frame(seed=9, n_cohorts=3, per_cohort=0, n_never=25, first_unit=500)
     b = _fit(pd.concat([frame, extra], ignore_index=True))
-    diff = compare_profiles(a, b)
+    diff = compare_profiles(a, b, small_sample=False)
     assert diff.pairing == "partial" and diff.n_only_a == 20 and diff.n_only_b == 25
     out = diff.to_frame()
     psi_a = pd.DataFrame(a.inference.influence.dense(), index=a.prepared.unit_labels)
@@ -186,7 +186,7 @@ def test_moderator_standard_error_is_the_sum_of_the_two_regressions_hc0():
     rng = np.random.default_rng(6)
     m = pd.Series(rng.standard_normal(150), index=np.arange(150), name="m")
     panel = didmem.Panel(frame, unit="unit", time="time", cohort="cohort", outcome="y")
-    out = moderator_slopes(panel, m).to_frame()
+    out = moderator_slopes(panel, m, small_sample=False).to_frame()
     wide = frame.pivot(index="unit", columns="time", values="y")
     cohort = frame.groupby("unit")["cohort"].first()
     row = out[(out["cohort"] == 2.0) & (out["time"] == 3.0)].iloc[0]  # base period 1
@@ -259,7 +259,7 @@ def test_other_routes_give_their_own_analytic_standard_errors(route):
     a, b = (didmem.DiDEstimator(**(ANALYTIC | params)).fit(
         didmem.Panel(f, unit="unit", time="time", cohort="cohort", outcome="y", **o))
         for f, o in zip(frames, options))
-    diff = compare_profiles(a, b)
+    diff = compare_profiles(a, b, small_sample=False)
     assert diff.pairing == "independent"
     for name in ("instantaneous", "persistent", "simple"):
         agg = diff.aggregate(name)
@@ -267,3 +267,24 @@ def test_other_routes_give_their_own_analytic_standard_errors(route):
                             b.aggregate(name).overall.std_error)
         assert agg.overall.std_error == pytest.approx(expected, rel=1e-8)
     assert np.all(compare_profiles(a, a).to_frame()["std_error"] == 0.0)
+
+
+def test_welch_correction_of_disjoint_results_is_each_results_own():
+    """With the small-sample correction (the default of both), a difference of results on
+    disjoint instances has each cell's and each aggregation's Welch standard error equal to
+    the two results' own Welch standard errors added in quadrature."""
+    a, b = (_fit(_frame(seed=s, per_cohort=12, n_never=30, first_unit=f), small_sample=True)
+            for s, f in ((12, 0), (13, 10_000)))
+    diff = compare_profiles(a, b)
+    frame = diff.to_frame()
+    own = {}
+    for r, name in ((a, "a"), (b, "b")):
+        f = r.to_frame().set_index(["cohort", "time"])["std_error"]
+        own[name] = f.loc[pd.MultiIndex.from_frame(frame[["cohort", "time"]])].to_numpy()
+    np.testing.assert_allclose(frame["std_error"], np.hypot(own["a"], own["b"]), rtol=1e-10)
+    assert np.all(frame["std_error"] > compare_profiles(a, b, small_sample=False)
+                  .to_frame()["std_error"])
+    for name in ("instantaneous", "persistent", "simple"):
+        expected = np.hypot(a.aggregate(name).overall.std_error,
+                            b.aggregate(name).overall.std_error)
+        assert diff.aggregate(name).overall.std_error == pytest.approx(expected, rel=1e-10)

@@ -25,9 +25,10 @@ import pandas as pd
 from scipy.special import chdtrc
 
 from ..inference.bands import DEGENERATE, normal_quantile
+from ..inference.small_sample import block_welch, normal_level, t_critical_values, t_to_normal
 from ._unit_influence import UnitInfluence
 
-__all__ = ["Contrast", "JointTest", "contrast", "overlap"]
+__all__ = ["Contrast", "JointTest", "contrast", "overlap", "standard_errors"]
 
 
 def overlap(units_a, units_b) -> tuple[int, int, int]:
@@ -51,13 +52,21 @@ def contrast(parts: list[UnitInfluence], coefficients) -> UnitInfluence:
         index = index.union(pd.Index(part.units), sort=False)
     psi = np.zeros((index.size, parts[0].psi.shape[1]))
     estimates = np.zeros(parts[0].psi.shape[1])
-    for part, coef in zip(parts, coefficients):
+    labels = {}
+    for k, (part, coef) in enumerate(zip(parts, coefficients)):
+        rows = index.get_indexer(pd.Index(part.units))
+        if part.groups is not None:
+            column = np.full(index.size, "-", dtype=object)
+            column[rows] = np.asarray(part.groups).astype(str)
+            labels[k] = column
         if coef == 0:
             continue
-        rows = index.get_indexer(pd.Index(part.units))
         np.add.at(psi, rows, coef * part.psi)
         estimates = estimates + coef * np.asarray(part.estimates, dtype=float)
-    return UnitInfluence(np.asarray(index), psi, estimates)
+    groups = None
+    if len(labels) == len(parts):  # a unit's group: its blocks in every part
+        groups = pd.DataFrame(labels).groupby(list(labels), sort=False).ngroup().to_numpy()
+    return UnitInfluence(np.asarray(index), psi, estimates, groups)
 
 
 @dataclass(frozen=True)
@@ -93,7 +102,12 @@ class Contrast:
 
     ``draws`` are ``n_draws`` Gaussian draws of the rows' sampling errors (on the scale of
     the estimates); rows without a variance (``se <= DEGENERATE``) stay out of the band and
-    the tests.
+    the tests. With the small-sample correction (units' ``groups`` known), ``std_errors``
+    are Welch's (each group's plug-in part times ``n_g / (n_g - 1)``), ``df`` the
+    Welch-Satterthwaite degrees of freedom, and each row's critical value the t quantile at
+    the pointwise level of the normal-scale sup-t value (as
+    :mod:`didmem.inference.small_sample` does for a fit's cells); without it,
+    ``std_errors`` are ``sqrt(sum_i psi_i**2)`` and every row takes the sup-t value.
     """
 
     estimates: np.ndarray
@@ -102,21 +116,36 @@ class Contrast:
     draws: np.ndarray = field(repr=False)
     critical_value: float
     alpha: float
+    #: the uncorrected analytic standard errors (which studentise the draws)
+    raw_std_errors: np.ndarray = field(default=None, repr=False)
+    #: each row's degrees of freedom (inf without the correction)
+    df: np.ndarray = field(default=None, repr=False)
+    #: each row's critical value (the band's multiplier of its standard error)
+    row_critical_values: np.ndarray = field(default=None, repr=False)
 
     @classmethod
     def of(cls, influence: UnitInfluence, *, alpha: float, n_draws: int, rng,
-           band_rows=None) -> "Contrast":
+           band_rows=None, small_sample: bool = True) -> "Contrast":
         """The contrasts with influence ``influence``; the band covers ``band_rows`` (all
         rows by default; an aggregation's band leaves its overall value out)."""
         psi = influence.psi
         cov = psi.T @ psi
-        se = np.sqrt(np.maximum(np.diag(cov), 0.0))
+        raw = np.sqrt(np.maximum(np.diag(cov), 0.0))
         draws = gaussian_draws(psi, cov, n_draws, rng)
-        live = se > DEGENERATE
+        live = raw > DEGENERATE
         if band_rows is not None:
-            live &= np.isin(np.arange(se.size), band_rows)
-        crit = sup_t(draws[:, live], se[live], alpha)
-        return cls(np.asarray(influence.estimates, dtype=float), se, cov, draws, crit, alpha)
+            live &= np.isin(np.arange(raw.size), band_rows)
+        crit = sup_t(draws[:, live], raw[live], alpha)
+        se, df = standard_errors(influence, small_sample)
+        factor = np.where(raw > DEGENERATE, se / np.where(raw > 0, raw, 1.0), 1.0)
+        cov = cov * factor[:, None] * factor[None, :]
+        row_crit = t_critical_values(normal_level(crit), df)
+        if band_rows is not None:  # rows outside the band: pointwise
+            outside = ~np.isin(np.arange(raw.size), band_rows)
+            row_crit[outside] = t_critical_values(1 - alpha / 2, df[outside])
+        return cls(np.asarray(influence.estimates, dtype=float), se, cov, draws,
+                   float(np.nanmax(row_crit[live])) if live.any() else crit, alpha,
+                   raw, df, row_crit)
 
     @staticmethod
     def normal(alpha: float) -> float:
@@ -126,10 +155,11 @@ class Contrast:
     @property
     def live(self) -> np.ndarray:
         """Rows with a variance (and a finite estimate)."""
-        return (self.std_errors > DEGENERATE) & np.isfinite(self.estimates)
+        return (self.raw_std_errors > DEGENERATE) & np.isfinite(self.estimates)
 
-    def interval(self, critical_value=None):
-        crit = self.critical_value if critical_value is None else critical_value
+    def interval(self):
+        """The band: each row's estimate plus or minus its critical value times its SE."""
+        crit = self.row_critical_values
         return (self.estimates - crit * self.std_errors,
                 self.estimates + crit * self.std_errors)
 
@@ -153,9 +183,11 @@ class Contrast:
         if rows.size == 0:
             return JointTest("max_t", np.nan, np.nan, 0, "no contrast has a variance: are the "
                              "two profiles the same?")
-        se = self.std_errors[rows]
-        stat = float(np.max(np.abs(self.estimates[rows]) / se))
-        maxima = np.max(np.abs(self.draws[:, rows]) / se, axis=1)
+        # each |t| on the normal scale of its df, against the draws studentised by the
+        # uncorrected standard errors (the band's rule)
+        t = np.abs(self.estimates[rows]) / self.std_errors[rows]
+        stat = float(np.max(t_to_normal(t, self.df[rows])))
+        maxima = np.max(np.abs(self.draws[:, rows]) / self.raw_std_errors[rows], axis=1)
         pvalue = (1 + np.sum(maxima >= stat)) / (1 + maxima.size)
         return JointTest("max_t", stat, float(pvalue), int(rows.size))
 
@@ -166,6 +198,21 @@ class Contrast:
             mask[np.asarray(rows)] = True
             live &= mask
         return np.flatnonzero(live)
+
+
+def standard_errors(influence: UnitInfluence, small_sample: bool = True):
+    """``(std_errors, df)`` of the rows: Welch's over the units' groups with
+    ``small_sample`` (and groups known), else ``sqrt(sum_i psi_i**2)`` with ``df = inf``."""
+    psi = influence.psi
+    raw = np.sqrt(np.einsum("ij,ij->j", psi, psi))
+    if not small_sample or influence.groups is None or psi.shape[0] == 0:
+        return raw, np.full(raw.size, np.inf)
+    codes = pd.factorize(np.asarray(influence.groups))[0]
+    parts = np.zeros((int(codes.max()) + 1, raw.size))
+    np.add.at(parts, codes, psi * psi)
+    var, df = block_welch(parts, np.bincount(codes, minlength=parts.shape[0]))
+    se = np.where(raw > DEGENERATE, np.sqrt(var), raw)
+    return se, np.where(np.isfinite(df) & (raw > DEGENERATE), df, np.inf)
 
 
 def gaussian_draws(psi: np.ndarray, cov: np.ndarray, n_draws: int, rng) -> np.ndarray:

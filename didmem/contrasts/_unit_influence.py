@@ -23,7 +23,7 @@ from ..errors import EstimationError
 from ..results.aggregations import build_aggregation
 
 __all__ = ["UnitInfluence", "cell_influence", "aggregation_influence", "check_pairable",
-           "rows_influence", "add_weights_term"]
+           "rows_influence", "add_weights_term", "unit_blocks"]
 
 
 @dataclass(frozen=True)
@@ -37,11 +37,25 @@ class UnitInfluence:
     psi : ndarray (n_units, n_rows)
         The influence of every unit on every row.
     estimates : ndarray (n_rows,)
+    groups : ndarray (n_units,), optional
+        The independent group of each unit, for the small-sample correction: its block
+        (cohort; never-treated ``inf``) in the result, or a code of its blocks in several.
     """
 
     units: np.ndarray
     psi: np.ndarray
     estimates: np.ndarray
+    groups: np.ndarray | None = None
+
+    def rows(self, which) -> "UnitInfluence":
+        """The same units, rows ``which`` only."""
+        return UnitInfluence(self.units, self.psi[:, which], self.estimates[which], self.groups)
+
+
+def unit_blocks(prepared) -> np.ndarray:
+    """Each row's block as its cohort (``inf`` for the never-treated block)."""
+    labels = np.append(np.asarray(prepared.cohorts, dtype=float), np.inf)
+    return np.repeat(labels[: prepared.starts.size - 1], np.diff(prepared.starts))
 
 
 def check_pairable(result, name: str = "result") -> None:
@@ -106,7 +120,8 @@ def cell_influence(result, which: np.ndarray) -> UnitInfluence:
                              shape=(which.size, result.cells.k.size))
     return UnitInfluence(np.asarray(result.prepared.unit_labels),
                          rows_influence(result, pick),
-                         np.asarray(result.estimates, dtype=float)[which])
+                         np.asarray(result.estimates, dtype=float)[which],
+                         unit_blocks(result.prepared))
 
 
 def aggregation_influence(result, aggregation: str):
@@ -118,4 +133,5 @@ def aggregation_influence(result, aggregation: str):
     if spec.undefined_overall:
         est[-1] = np.nan
     psi = rows_influence(result, spec.weights, spec.omega)
-    return spec, UnitInfluence(np.asarray(result.prepared.unit_labels), psi, est)
+    return spec, UnitInfluence(np.asarray(result.prepared.unit_labels), psi, est,
+                               unit_blocks(result.prepared))

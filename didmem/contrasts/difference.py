@@ -14,11 +14,11 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from .._validation import Alpha, Instance, Integral, Satisfies, Seed, validate_params
+from .._validation import Alpha, Boolean, Integral, Satisfies, Seed, validate_params
 from ..errors import EstimationError, ParameterError
 from ..results._common import Estimate, level_label
 from ..results.aggregations import KEY_NAMES, canonical_aggregation
-from ._joint import Contrast, JointTest, contrast, overlap, pairing_of
+from ._joint import Contrast, JointTest, contrast, overlap, pairing_of, standard_errors
 from ._unit_influence import aggregation_influence, cell_influence, check_pairable
 
 __all__ = ["compare_profiles", "ProfileDifference", "AggregateDifference"]
@@ -39,14 +39,13 @@ _CONSTRAINTS = {
     "alpha": Alpha(allow_none=True),
     "n_draws": Integral(0),
     "seed": Seed(),
-    "result_a": Instance(object),
-    "result_b": Instance(object),
+    "small_sample": Boolean(),
 }
 
 
 @validate_params(_CONSTRAINTS, owner="compare_profiles")
 def compare_profiles(result_a, result_b, *, labels=("a", "b"), alpha=None, n_draws=999,
-                     seed=0) -> "ProfileDifference":
+                     seed=0, small_sample=True) -> "ProfileDifference":
     r"""The difference of two memorisation profiles, paired on the instances they share.
 
     Parameters
@@ -63,6 +62,12 @@ def compare_profiles(result_a, result_b, *, labels=("a", "b"), alpha=None, n_dra
         Gaussian draws of the simultaneous band and the max-t test (0: pointwise intervals).
     seed : None, int or Generator
         Seed of the draws.
+    small_sample : bool
+        Welch's correction (the default, as :class:`~didmem.DiDEstimator`'s): each group of
+        instances (a cohort's block in each result) contributes its plug-in variance times
+        ``n_g / (n_g - 1)``, and each row's band multiplier is the t quantile with its
+        Welch-Satterthwaite degrees of freedom at the sup-t value's pointwise level.
+        False: ``sqrt(sum_i psi_i**2)`` and the normal-scale sup-t value (R's rule).
 
     Returns
     -------
@@ -93,7 +98,8 @@ def compare_profiles(result_a, result_b, *, labels=("a", "b"), alpha=None, n_dra
         check_pairable(result, name)
     alpha = float(result_a.alpha if alpha is None else alpha)
     rng = np.random.default_rng(seed)
-    return ProfileDifference(result_a, result_b, tuple(labels), alpha, n_draws, rng)
+    return ProfileDifference(result_a, result_b, tuple(labels), alpha, n_draws, rng,
+                             small_sample)
 
 
 def _cell_keys(result) -> pd.DataFrame:
@@ -177,6 +183,7 @@ class ProfileDifference:
     alpha: float
     n_draws: int = field(repr=False)
     rng: object = field(repr=False)
+    small_sample: bool = True
 
     @cached_property
     def _grid(self):
@@ -234,7 +241,7 @@ class ProfileDifference:
     @cached_property
     def contrast(self) -> Contrast:
         return Contrast.of(contrast(list(self._parts), (1.0, -1.0)), alpha=self.alpha,
-                           n_draws=self.n_draws, rng=self.rng)
+                           n_draws=self.n_draws, rng=self.rng, small_sample=self.small_sample)
 
     def to_frame(self) -> pd.DataFrame:
         """One row per common cell (reference cells left out): cohort, time, event_time,
@@ -244,7 +251,8 @@ class ProfileDifference:
         part_a, part_b = self._parts
         c = self.contrast
         lo, hi = c.interval()
-        unpaired = np.sqrt(np.sum(part_a.psi ** 2, axis=0) + np.sum(part_b.psi ** 2, axis=0))
+        unpaired = np.hypot(standard_errors(part_a, self.small_sample)[0],
+                            standard_errors(part_b, self.small_sample)[0])
         return pd.DataFrame({
             "cohort": both["cohort"].to_numpy(), "time": both["time"].to_numpy(),
             "event_time": both["event_time_a"].to_numpy(), "post": both["post_a"].to_numpy(),
@@ -348,17 +356,14 @@ def _aggregate_difference(diff: ProfileDifference, aggregation: str) -> Aggregat
     keys = np.intersect1d(keys_a, keys_b)
     rows_a = np.append(np.searchsorted(keys_a, keys), keys_a.size)
     rows_b = np.append(np.searchsorted(keys_b, keys), keys_b.size)
-    sub = []
-    for part, rows in ((part_a, rows_a), (part_b, rows_b)):
-        sub.append(type(part)(part.units, part.psi[:, rows], part.estimates[rows]))
-    joint = contrast(sub, (1.0, -1.0))
-    c = Contrast.of(joint, alpha=diff.alpha, n_draws=diff.n_draws, rng=diff.rng,
-                    band_rows=np.arange(keys.size))
-    lo, hi = c.interval()
-    crit_overall = Contrast.normal(diff.alpha)
-    o_lo, o_hi = c.estimates[-1] - crit_overall * c.std_errors[-1], \
-        c.estimates[-1] + crit_overall * c.std_errors[-1]
-    unpaired = np.sqrt(np.sum(sub[0].psi ** 2, axis=0) + np.sum(sub[1].psi ** 2, axis=0))
+    sub = [part_a.rows(rows_a), part_b.rows(rows_b)]
+    c = Contrast.of(contrast(sub, (1.0, -1.0)), alpha=diff.alpha, n_draws=diff.n_draws,
+                    rng=diff.rng, band_rows=np.arange(keys.size),
+                    small_sample=diff.small_sample)
+    lo, hi = c.interval()  # the overall row's is pointwise
+    o_lo, o_hi = lo[-1], hi[-1]
+    unpaired = np.hypot(standard_errors(sub[0], diff.small_sample)[0],
+                        standard_errors(sub[1], diff.small_sample)[0])
     key_name = KEY_NAMES[aggregation]
     table = pd.DataFrame({"estimate_a": sub[0].estimates[:-1], "estimate_b": sub[1].estimates[:-1],
                           "difference": c.estimates[:-1], "std_error": c.std_errors[:-1],

@@ -17,12 +17,12 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from .._validation import Alpha, Instance, Integral, Satisfies, Seed, validate_params
+from .._validation import Alpha, Boolean, Instance, Integral, Satisfies, Seed, validate_params
 from ..errors import EstimationError, ParameterError
 from ..results._common import Estimate, level_label
 from ..results.aggregations import build_aggregation, canonical_aggregation
 from ._joint import Contrast
-from ._unit_influence import UnitInfluence, add_weights_term
+from ._unit_influence import UnitInfluence, add_weights_term, unit_blocks
 from .subgroups import _feature_like, unit_feature
 
 __all__ = ["moderator_slopes", "ModeratorResult", "slope_influence"]
@@ -35,6 +35,7 @@ _CONSTRAINTS = {
     "alpha": Alpha(allow_none=True),
     "n_draws": Integral(0),
     "seed": Seed(),
+    "small_sample": Boolean(),
 }
 
 
@@ -82,7 +83,7 @@ def slope_influence(result, moderator: np.ndarray):
 
 @validate_params(_CONSTRAINTS, owner="moderator_slopes")
 def moderator_slopes(panel, moderator, *, estimator=None, alpha=None, n_draws=999,
-                     seed=0) -> "ModeratorResult":
+                     seed=0, small_sample=True) -> "ModeratorResult":
     r"""The best linear projection of the instance-level memorisation on a moderator.
 
     Parameters
@@ -100,6 +101,9 @@ def moderator_slopes(panel, moderator, *, estimator=None, alpha=None, n_draws=99
     n_draws : int
         Gaussian draws of the simultaneous bands.
     seed : None, int or Generator
+    small_sample : bool
+        Welch's correction by block of instances, t multipliers (see
+        :func:`~didmem.compare_profiles`).
 
     Returns
     -------
@@ -134,7 +138,7 @@ def moderator_slopes(panel, moderator, *, estimator=None, alpha=None, n_draws=99
     alpha = float(result.alpha if alpha is None else alpha)
     return ModeratorResult(moderator=values.name, result=result, slopes=slopes,
                            treated_slopes=b1, control_slopes=b0, psi=psi, alpha=alpha,
-                           n_draws=n_draws, seed=seed)
+                           n_draws=n_draws, seed=seed, small_sample=small_sample)
 
 
 @dataclass(frozen=True, eq=False)
@@ -161,6 +165,11 @@ class ModeratorResult:
     alpha: float
     n_draws: int = field(default=999, repr=False)
     seed: object = field(default=0, repr=False)
+    small_sample: bool = field(default=True, repr=False)
+
+    def _influence(self, psi, estimates) -> UnitInfluence:
+        prepared = self.result.prepared
+        return UnitInfluence(prepared.unit_labels, psi, estimates, unit_blocks(prepared))
 
     @cached_property
     def _live(self) -> np.ndarray:
@@ -169,10 +178,9 @@ class ModeratorResult:
     @cached_property
     def contrast(self) -> Contrast:
         live = self._live
-        return Contrast.of(UnitInfluence(self.result.prepared.unit_labels, self.psi[:, live],
-                                         self.slopes[live]),
+        return Contrast.of(self._influence(self.psi[:, live], self.slopes[live]),
                            alpha=self.alpha, n_draws=self.n_draws,
-                           rng=np.random.default_rng(self.seed))
+                           rng=np.random.default_rng(self.seed), small_sample=self.small_sample)
 
     def to_frame(self) -> pd.DataFrame:
         """One row per non-reference cell: cohort, time, event_time, post, slope,
@@ -200,11 +208,10 @@ class ModeratorResult:
         psi = add_weights_term(np.asarray((spec.weights @ self.psi.T).T), r.prepared,
                                spec.omega)
         n_keys = spec.keys.size
-        c = Contrast.of(UnitInfluence(r.prepared.unit_labels, psi, est), alpha=self.alpha,
+        c = Contrast.of(self._influence(psi, est), alpha=self.alpha,
                         n_draws=self.n_draws, rng=np.random.default_rng(self.seed),
-                        band_rows=np.arange(n_keys))
-        crit = np.append(np.full(n_keys, c.critical_value), Contrast.normal(self.alpha))
-        lo, hi = c.estimates - crit * c.std_errors, c.estimates + crit * c.std_errors
+                        band_rows=np.arange(n_keys), small_sample=self.small_sample)
+        lo, hi = c.interval()  # the overall row's is pointwise
         return pd.DataFrame({spec.key_name or "key": np.append(spec.keys, np.nan),
                              "overall": np.arange(n_keys + 1) == n_keys,
                              "slope": c.estimates, "std_error": c.std_errors,

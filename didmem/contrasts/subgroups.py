@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 from scipy.special import chdtrc
 
-from .._validation import Alpha, Instance, Integral, Satisfies, Seed, validate_params
+from .._validation import Alpha, Boolean, Instance, Integral, Satisfies, Seed, validate_params
 from ..errors import EstimationError, PanelError, ParameterError
 from ..results.aggregations import KEY_NAMES, canonical_aggregation
-from ._joint import Contrast, contrast
+from ._joint import Contrast, contrast, standard_errors
 from ._unit_influence import UnitInfluence, aggregation_influence, cell_influence
 from .difference import ProfileDifference, compare_profiles
 
@@ -41,6 +41,7 @@ _CONSTRAINTS = {
     "alpha": Alpha(allow_none=True),
     "n_draws": Integral(0),
     "seed": Seed(),
+    "small_sample": Boolean(),
 }
 
 
@@ -99,7 +100,7 @@ def subpanel(panel, units):
 
 @validate_params(_CONSTRAINTS, owner="heterogeneity")
 def heterogeneity(panel, by, *, estimator=None, alpha=None, n_draws=999,
-                  seed=0) -> "Heterogeneity":
+                  seed=0, small_sample=True) -> "Heterogeneity":
     r"""Memorisation profiles by a categorical instance feature, and tests of their equality.
 
     Parameters
@@ -117,6 +118,9 @@ def heterogeneity(panel, by, *, estimator=None, alpha=None, n_draws=999,
     n_draws : int
         Gaussian draws of the simultaneous bands and max-t tests.
     seed : None, int or Generator
+    small_sample : bool
+        Welch's correction of the differences and tests (see
+        :func:`~didmem.compare_profiles`).
 
     Returns
     -------
@@ -156,7 +160,7 @@ def heterogeneity(panel, by, *, estimator=None, alpha=None, n_draws=999,
     first = next(iter(results.values()))
     alpha = float(first.alpha if alpha is None else alpha)
     return Heterogeneity(feature=values.name, results=results, alpha=alpha, n_draws=n_draws,
-                         seed=seed)
+                         seed=seed, small_sample=small_sample)
 
 
 @dataclass(frozen=True, eq=False)
@@ -176,6 +180,7 @@ class Heterogeneity:
     alpha: float
     n_draws: int = field(default=999, repr=False)
     seed: object = field(default=0, repr=False)
+    small_sample: bool = field(default=True, repr=False)
 
     @property
     def groups(self) -> list:
@@ -193,7 +198,8 @@ class Heterogeneity:
                 raise ParameterError(f"{g!r} is not a subgroup of {self.feature!r}; they are "
                                      f"{self.groups}.")
         return compare_profiles(self.results[a], self.results[b], labels=(str(a), str(b)),
-                                alpha=self.alpha, n_draws=self.n_draws, seed=self.seed)
+                                alpha=self.alpha, n_draws=self.n_draws, seed=self.seed,
+                                small_sample=self.small_sample)
 
     def differences(self) -> dict:
         """Every pairwise difference ``(a, b) -> ProfileDifference`` (``a`` before ``b``)."""
@@ -228,6 +234,10 @@ class Heterogeneity:
         d = np.stack([s.estimates for s in stacked])  # (S-1, R)
         psi = np.stack([s.psi for s in stacked], axis=1)  # (n, S-1, R)
         cov = np.einsum("isr,itr->rst", psi, psi)
+        raw = np.sqrt(np.einsum("rss->rs", cov)).T  # (S-1, R)
+        corrected = np.stack([standard_errors(x, self.small_sample)[0] for x in stacked])
+        factor = np.where(raw > 0, corrected / np.where(raw > 0, raw, 1.0), 1.0).T  # (R, S-1)
+        cov = cov * factor[:, :, None] * factor[:, None, :]
         stat = np.full(d.shape[1], np.nan)
         df = np.zeros(d.shape[1], dtype=int)
         for r in range(d.shape[1]):
@@ -252,9 +262,10 @@ class Heterogeneity:
         stacked = [contrast([parts[0], p], (-1.0, 1.0)) for p in parts[1:]]
         joint = UnitInfluence(stacked[0].units,
                               np.concatenate([s.psi[:, rows] for s in stacked], axis=1),
-                              np.concatenate([s.estimates[rows] for s in stacked]))
+                              np.concatenate([s.estimates[rows] for s in stacked]),
+                              stacked[0].groups)
         c = Contrast.of(joint, alpha=self.alpha, n_draws=self.n_draws,
-                        rng=np.random.default_rng(self.seed))
+                        rng=np.random.default_rng(self.seed), small_sample=self.small_sample)
         if method == "wald":
             return c.wald()
         if method == "max_t":
@@ -277,7 +288,7 @@ class Heterogeneity:
         parts = []
         for spec, part in specs:
             rows = np.append(np.searchsorted(spec.keys, keys), spec.keys.size)
-            parts.append(UnitInfluence(part.units, part.psi[:, rows], part.estimates[rows]))
+            parts.append(part.rows(rows))
         name = KEY_NAMES[aggregation] or "key"
         return parts, pd.DataFrame({name: np.append(keys, np.nan)})
 

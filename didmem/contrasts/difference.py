@@ -90,9 +90,11 @@ def compare_profiles(result_a, result_b, *, labels=("a", "b"), alpha=None, n_dra
     instance is hard or easy for both models), and with no instance shared it is
     ``V_a + V_b``. An aggregation's difference is that of each result's own aggregation
     (its own cohort weights, with R ``did``'s estimated-weights term), on the keys both
-    have. Standard errors are analytic (influence functions), whatever inference each fit
-    used; the band is the sup-t band of the Gaussian multiplier bootstrap (Callaway &
-    Sant'Anna 2021, section 4), drawn from its exact law given the data.
+    have. Standard errors come from the influence functions, whatever inference each fit
+    used (with ``small_sample``, Welch's correction by group of instances: the same numbers
+    as each fit's own Welch standard errors when the instances are disjoint); the band is
+    the sup-t band of the Gaussian multiplier bootstrap (Callaway & Sant'Anna 2021,
+    section 4), drawn from its exact law given the data (Welch 1947 for the t margins).
     """
     for name, result in (("result_a", result_a), ("result_b", result_b)):
         check_pairable(result, name)

@@ -116,7 +116,9 @@ def moderator_slopes(panel, moderator, *, estimator=None, alpha=None, n_draws=99
     (``beta_0``). The influence of treated instance ``i`` is
     ``w_i (m_i - mbar_1) e_i / S_1``, of a control ``-w_i (m_i - mbar_0) e_i / S_0``
     (``e`` the residuals, ``S`` the weighted sums of squares of ``m``); standard errors are
-    ``sqrt(sum_i psi_i**2)`` and the band the Gaussian sup-t band over cells. The slope
+    ``sqrt(sum_i psi_i**2)`` (the two regressions' HC0 variances added) or, with
+    ``small_sample``, Welch's by block of instances, and the band the Gaussian sup-t band
+    over cells. The slope
     identifies the projection of ``tau_i(g, c)`` on ``m`` when parallel trends hold
     conditionally on ``m`` linearly (the untreated outcome change has the same slope on
     ``m`` in the cohort and the controls); the moderator's own pre-treatment slopes are a

@@ -39,9 +39,11 @@ _CONSTRAINTS = {
 }
 
 
-def _slope(m, dy, w):
+def _slope(m, dy, w, leverage: bool = False):
     """Weighted least-squares slope of ``dy`` on ``m`` and its per-unit influence
-    ``w_i (m_i - mbar) e_i / S`` (``S = sum w (m - mbar)**2``); NaN without spread in ``m``."""
+    ``w_i (m_i - mbar) e_i / S`` (``S = sum w (m - mbar)**2``); NaN without spread in ``m``.
+    With ``leverage``, each term is divided by ``sqrt(1 - h_i)`` (``h`` the hat matrix's
+    diagonal), so that the sum of squares is the HC2 variance (MacKinnon & White 1985)."""
     mbar = np.average(m, weights=w)
     dm = m - mbar
     s = np.sum(w * dm * dm)
@@ -49,10 +51,14 @@ def _slope(m, dy, w):
         return np.nan, np.zeros_like(m)
     beta = np.sum(w * dm * dy) / s
     resid = dy - np.average(dy, weights=w) - beta * dm
-    return beta, w * dm * resid / s
+    psi = w * dm * resid / s
+    if leverage:
+        h = w / np.sum(w) + w * dm * dm / s
+        psi = psi / np.sqrt(np.maximum(1.0 - h, 1e-12))
+    return beta, psi
 
 
-def slope_influence(result, moderator: np.ndarray):
+def slope_influence(result, moderator: np.ndarray, leverage: bool = False):
     """Every cell's slope difference and its units x cells influence (balanced panels).
 
     ``moderator`` is aligned with ``result.prepared``'s rows. Returns ``(slopes, treated,
@@ -73,8 +79,8 @@ def slope_influence(result, moderator: np.ndarray):
         dy = prepared.y[:, t] - (prepared.y[:, b] if b >= 0 else 0.0)
         treated = block == k
         control = (block >= cells.cs[c]) & ~treated
-        b1[c], psi_t = _slope(moderator[treated], dy[treated], prepared.w[treated])
-        b0[c], psi_c = _slope(moderator[control], dy[control], prepared.w[control])
+        b1[c], psi_t = _slope(moderator[treated], dy[treated], prepared.w[treated], leverage)
+        b0[c], psi_c = _slope(moderator[control], dy[control], prepared.w[control], leverage)
         slopes[c] = b1[c] - b0[c]
         psi[treated, c] = psi_t
         psi[control, c] = -psi_c
@@ -102,8 +108,10 @@ def moderator_slopes(panel, moderator, *, estimator=None, alpha=None, n_draws=99
         Gaussian draws of the simultaneous bands.
     seed : None, int or Generator
     small_sample : bool
-        Welch's correction by block of instances, t multipliers (see
-        :func:`~didmem.compare_profiles`).
+        The regressions' HC2 variances (each residual's term divided by
+        ``sqrt(1 - h_i)``, its leverage), Welch's correction by block of instances and t
+        multipliers (see :func:`~didmem.compare_profiles`); False: HC0 and the normal-scale
+        sup-t value.
 
     Returns
     -------
@@ -117,8 +125,8 @@ def moderator_slopes(panel, moderator, *, estimator=None, alpha=None, n_draws=99
     ``w_i (m_i - mbar_1) e_i / S_1``, of a control ``-w_i (m_i - mbar_0) e_i / S_0``
     (``e`` the residuals, ``S`` the weighted sums of squares of ``m``); standard errors are
     ``sqrt(sum_i psi_i**2)`` (the two regressions' HC0 variances added) or, with
-    ``small_sample``, Welch's by block of instances, and the band the Gaussian sup-t band
-    over cells. The slope
+    ``small_sample``, their HC2 variances with Welch's factor by block of instances, and
+    the band the Gaussian sup-t band over cells. The slope
     identifies the projection of ``tau_i(g, c)`` on ``m`` when parallel trends hold
     conditionally on ``m`` linearly (the untreated outcome change has the same slope on
     ``m`` in the cohort and the controls); the moderator's own pre-treatment slopes are a
@@ -136,7 +144,7 @@ def moderator_slopes(panel, moderator, *, estimator=None, alpha=None, n_draws=99
     if not np.all(np.isfinite(m)):
         raise ParameterError(f"moderator_slopes: the moderator {values.name!r} has "
                              "non-finite values; give every instance a finite value.")
-    slopes, b1, b0, psi = slope_influence(result, m)
+    slopes, b1, b0, psi = slope_influence(result, m, leverage=small_sample)
     alpha = float(result.alpha if alpha is None else alpha)
     return ModeratorResult(moderator=values.name, result=result, slopes=slopes,
                            treated_slopes=b1, control_slopes=b0, psi=psi, alpha=alpha,

@@ -288,3 +288,17 @@ def test_welch_correction_of_disjoint_results_is_each_results_own():
         expected = np.hypot(a.aggregate(name).overall.std_error,
                             b.aggregate(name).overall.std_error)
         assert diff.aggregate(name).overall.std_error == pytest.approx(expected, rel=1e-10)
+
+
+def test_report_states_and_draws_the_difference_of_two_fitted_results(pair, tmp_path):
+    pytest.importorskip("matplotlib")
+    from didmem.report import render_report
+
+    a, b = pair
+    page = render_report({"1.4B": a, "410M": b}, figures=["profile"])
+    assert "Differences of profiles" in page
+    assert "1.4B&#x27;s instantaneous memorisation is" in page
+    assert "paired on all instances" in page
+    saved = didmem.load_result(b.save(tmp_path / "b.parquet"))
+    page = render_report({"1.4B": a, "410M": saved}, figures=["profile"])
+    assert "Not available" in page and "refit" in page

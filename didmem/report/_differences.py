@@ -46,13 +46,14 @@ def differences_html(named) -> str:
             diff = compare_profiles(named[first], named[other], labels=(str(first), str(other)))
             words = [diff.sentence(name) for name in SENTENCES]
             agg = diff.aggregate("instantaneous")
+            test = diff.test().describe()
             src = figure_png(diff.plot("instantaneous"))
         except DidmemError as exc:
             out.append(f"<p>Not available: {html.escape(str(exc))}</p>")
             continue
         out.append("<ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in words) + "</ul>")
         out.append(f"<p>Equal profiles on every post-treatment cell: "
-                   f"{html.escape(diff.test().describe())}.</p>")
+                   f"{html.escape(test)}.</p>")
         out.append(table(agg.to_frame()))
         caption = ("Difference of instantaneous memorisation by cohort, with its simultaneous "
                    "band from the instances' joint influence functions.")

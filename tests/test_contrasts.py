@@ -302,3 +302,24 @@ def test_report_states_and_draws_the_difference_of_two_fitted_results(pair, tmp_
     saved = didmem.load_result(b.save(tmp_path / "b.parquet"))
     page = render_report({"1.4B": a, "410M": saved}, figures=["profile"])
     assert "Not available" in page and "refit" in page
+
+
+def test_three_subgroups_wald_is_the_precision_weighted_dispersion():
+    """Independent subgroups: the Wald statistic of equality of a cell is
+    sum_s (tau_s - tau_bar)**2 / v_s with the precision-weighted mean tau_bar."""
+    frame = _frame(per_cohort=45, n_never=90, seed=8)
+    units = frame["unit"].unique()
+    feature = pd.Series(np.array(["x", "y", "z"])[units % 3], index=units, name="f")
+    het = heterogeneity(didmem.Panel(frame, unit="unit", time="time", cohort="cohort",
+                                     outcome="y"), feature,
+                        estimator=didmem.DiDEstimator(**ANALYTIC), small_sample=False)
+    eq = het.equality()
+    assert (eq["df"] == 2).all()
+    keyed = {g: r.to_frame().set_index(["cohort", "time"]) for g, r in het.results.items()}
+    key = pd.MultiIndex.from_frame(eq[["cohort", "time"]])
+    tau = np.stack([keyed[g].loc[key, "estimate"].to_numpy() for g in "xyz"])
+    v = np.stack([keyed[g].loc[key, "std_error"].to_numpy() ** 2 for g in "xyz"])
+    bar = np.sum(tau / v, axis=0) / np.sum(1 / v, axis=0)
+    np.testing.assert_allclose(eq["statistic"], np.sum((tau - bar) ** 2 / v, axis=0),
+                               rtol=1e-8)
+    assert het.joint_test().df == 2 * int(eq["post"].sum())

@@ -163,6 +163,17 @@ def heterogeneity(panel, by, *, estimator=None, alpha=None, n_draws=999,
                          seed=seed, small_sample=small_sample)
 
 
+def _from_first(parts) -> list:
+    """Each subgroup's difference from the first, all on the union of every subgroup's
+    units (so that they stack unit by unit)."""
+    out = []
+    for s in range(1, len(parts)):
+        coefficients = np.zeros(len(parts))
+        coefficients[0], coefficients[s] = -1.0, 1.0
+        out.append(contrast(parts, coefficients))
+    return out
+
+
 @dataclass(frozen=True, eq=False)
 class Heterogeneity:
     """Profiles by subgroup (from :func:`heterogeneity`).
@@ -230,7 +241,7 @@ class Heterogeneity:
         ``df``, ``pvalue``.
         """
         parts, labels = self._parts(aggregation)
-        stacked = [contrast([parts[0], p], (-1.0, 1.0)) for p in parts[1:]]
+        stacked = _from_first(parts)
         d = np.stack([s.estimates for s in stacked])  # (S-1, R)
         psi = np.stack([s.psi for s in stacked], axis=1)  # (n, S-1, R)
         cov = np.einsum("isr,itr->rst", psi, psi)
@@ -259,7 +270,7 @@ class Heterogeneity:
         parts, labels = self._parts(aggregation)
         rows = (np.flatnonzero(labels["post"].to_numpy()) if aggregation is None
                 else np.arange(len(labels)))
-        stacked = [contrast([parts[0], p], (-1.0, 1.0)) for p in parts[1:]]
+        stacked = _from_first(parts)
         joint = UnitInfluence(stacked[0].units,
                               np.concatenate([s.psi[:, rows] for s in stacked], axis=1),
                               np.concatenate([s.estimates[rows] for s in stacked]),

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 
-from ..contrasts import compare_profiles
 from ..errors import DidmemError
 from ._html import figure_block, figure_png, table
 
@@ -31,6 +30,8 @@ def _too_large(*results) -> str:
 
 def differences_html(named) -> str:
     """The section comparing every result with the first (empty with fewer than two)."""
+    from ..contrasts import compare_profiles  # numerical: loaded when a report is drawn
+
     names = list(named)
     if len(names) < 2:
         return ""

@@ -323,3 +323,16 @@ def test_three_subgroups_wald_is_the_precision_weighted_dispersion():
     np.testing.assert_allclose(eq["statistic"], np.sum((tau - bar) ** 2 / v, axis=0),
                                rtol=1e-8)
     assert het.joint_test().df == 2 * int(eq["post"].sum())
+
+
+def test_a_feature_given_as_covariate_is_not_a_covariate_within_its_subgroups():
+    frame = _frame(per_cohort=30, n_never=60, seed=9)
+    frame["long"] = (frame["unit"] % 2).astype(float)
+    panel = didmem.Panel(frame, unit="unit", time="time", cohort="cohort", outcome="y",
+                         covariates=["long"])
+    het = heterogeneity(panel, "long", estimator=didmem.DiDEstimator(**ANALYTIC))
+    assert het.groups == [0.0, 1.0]
+    assert all(r.prepared.x is None for r in het.results.values())
+    by_hand = didmem.DiDEstimator(**ANALYTIC).fit(didmem.Panel(
+        frame[frame["long"] == 1.0], unit="unit", time="time", cohort="cohort", outcome="y"))
+    np.testing.assert_allclose(het.results[1.0].estimates, by_hand.estimates, rtol=1e-10)

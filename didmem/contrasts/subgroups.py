@@ -78,9 +78,10 @@ def unit_feature(panel, by, owner: str = "heterogeneity") -> pd.Series:
     return values
 
 
-def subpanel(panel, units):
-    """The panel of ``units`` only (same columns and settings), built through the public
-    :class:`~didmem.Panel` constructor so that it is checked as any panel."""
+def subpanel(panel, units, drop=()):
+    """The panel of ``units`` only (same columns and settings, less the covariates ``drop``),
+    built through the public :class:`~didmem.Panel` constructor so that it is checked as any
+    panel."""
     from ..panel import Panel
 
     if panel.run_column is not None:
@@ -94,7 +95,7 @@ def subpanel(panel, units):
                  outcome=list(panel.outcomes),
                  weights="weights" if panel.has_weights else None,
                  cluster="cluster" if panel.clusters is not None else None,
-                 covariates=list(panel.covariates) or None,
+                 covariates=[c for c in panel.covariates if c not in drop] or None,
                  balance="error" if panel.layout == "balanced" else "keep")
 
 
@@ -153,7 +154,9 @@ def heterogeneity(panel, by, *, estimator=None, alpha=None, n_draws=999,
     for group in groups:
         units = values.index[values.to_numpy() == group]
         try:
-            results[group] = estimator.fit(subpanel(panel, units))
+            # a feature given as a covariate is constant within its subgroup: not a covariate there
+            drop = (by,) if isinstance(by, str) else ()
+            results[group] = estimator.fit(subpanel(panel, units, drop))
         except (EstimationError, PanelError) as exc:
             raise type(exc)(f"heterogeneity: subgroup {values.name}={group!r} "
                             f"({units.size} units): {exc}") from exc

@@ -17,6 +17,7 @@ from .._version import __version__
 from ..errors import DidmemError, ParameterError
 from ._cell_result import cell_result_html, check_reportable, is_cell_result
 from ._cells import CELLS_SCRIPT, cells_table_html, heatmap_html
+from ._differences import differences_html
 from ._finding import checkpoint_step, exposure_of, finding_html
 from ._html import CSS, figure_block, figure_png, fmt, plural, table
 from ._pretest import pretest_html
@@ -377,6 +378,7 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
     out += _exposures_html(named)
     if len(named) >= 2:
         out.append(_correlation_html(named))
+        out.append(differences_html(named))
     out.append(CELLS_SCRIPT)
     out.append("</body></html>")
     return "\n".join(out)

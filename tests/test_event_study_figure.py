@@ -13,6 +13,14 @@ from didmem.results.plotting import plot_event_study
 pytest.importorskip("matplotlib")
 
 
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
 @pytest.fixture(scope="module")
 def result():
     import matplotlib

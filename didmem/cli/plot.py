@@ -141,5 +141,8 @@ def run(args) -> int:
             _mark_truth(ax, results[0], truth, args.figure)
     out.parent.mkdir(parents=True, exist_ok=True)
     ax.figure.savefig(out, dpi=args.dpi)
+    import matplotlib.pyplot as plt
+
+    plt.close(ax.figure)  # a command run in a process that goes on (tests, notebooks)
     print(f"wrote {out}")
     return 0

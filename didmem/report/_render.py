@@ -28,7 +28,7 @@ from ._truth import (cells_with_truth, cohort_weights, error_summary, overlay, t
 
 __all__ = ["render_report", "write_report", "FIGURES"]
 
-FIGURES = ("profile", "instantaneous", "persistent", "residual", "pretrends")
+FIGURES = ("profile", "instantaneous", "persistent", "residual", "pretrends", "event_study")
 """The figures a report draws for each result by default, in its order (``figures=`` of
 :func:`render_report`; each a key of :data:`didmem.results.plotting.PLOTS`)."""
 
@@ -134,6 +134,8 @@ def _figures_html(result, figures, figure_options, captions, cells) -> str:
             continue  # the key figure, drawn above with its tooltips
         if name in ("instantaneous", "persistent", "residual") and _unavailable(result, name):
             continue  # no such cells (two checkpoints: no persistent); its table says why
+        if name == "event_study" and _unavailable(result, "dynamic"):
+            continue
         ax = plotting.PLOTS[name](result, **dict(figure_options.get(name, {})))
         if cells is not None and name in ("instantaneous", "persistent", "residual"):
             agg = result.aggregate(name)

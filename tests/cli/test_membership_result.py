@@ -19,6 +19,14 @@ pytest.importorskip("pyarrow")
 pytest.importorskip("matplotlib")
 
 
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
 def _frame(seed=0):
     df, truth = didmem.datasets.simulate_panel(n_cohorts=3, units_per_cohort=12,
                                                n_never_treated=20, seed=seed)

@@ -82,7 +82,8 @@ def test_report_of_two_results(results_files, tmp_path):
     out = tmp_path / "report.html"
     assert main(["report", *map(str, results_files), "--out", str(out), "--title", "T"]) == 0
     text = out.read_text()
-    assert "Correlation of profiles" in text and text.count("data:image/png;base64,") == 11
+    # six figures per result (the event study included), the correlation
+    assert "Correlation of profiles" in text and text.count("data:image/png;base64,") == 13
 
 
 def test_report_with_labels_and_truth(panel_files, results_files, tmp_path):

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import transformers
 
+from .._messages import python_scalar
 from ..backends._instances import InstanceError
 from ..backends._parts import time_label
 from ..errors import ParameterError
@@ -169,7 +170,7 @@ class MemorisationCallback(transformers.TrainerCallback):
             raise InstanceError(
                 f"{outside.size} tracked instances have sample indices outside the Trainer's "
                 f"training set of {size} examples, e.g. unit "
-                f"{tracker.instances.units[outside[0]]!r} with index "
+                f"{python_scalar(tracker.instances.units[outside[0]])!r} with index "
                 f"{int(tracker.sample_ids[outside[0]])}.")
         for row in rows:
             example = dataset[int(tracker.sample_ids[row])]
@@ -179,12 +180,15 @@ class MemorisationCallback(transformers.TrainerCallback):
             tokens = np.asarray(tokens).reshape(-1)
             mine = tracker.instances.token_ids[row]
             if tokens.shape != mine.shape or not np.array_equal(tokens, mine):
+                same = min(tokens.size, mine.size)
+                where = np.flatnonzero(tokens[:same] != mine[:same])
+                why = (f"they differ first at position {int(where[0])}" if where.size else
+                       f"it has {tokens.size} tokens, the unit {mine.size}")
                 raise InstanceError(
-                    f"Tracked unit {tracker.instances.units[row]!r} has sample index "
-                    f"{int(tracker.sample_ids[row])}, but the training set's example "
-                    f"{int(tracker.sample_ids[row])} has other input_ids ({tokens.size} tokens, "
-                    f"the unit {mine.size}): the sample_ids do not map the Trainer's indices "
-                    "to the tracked instances.")
+                    f"Tracked unit {python_scalar(tracker.instances.units[row])!r} has sample "
+                    f"index {int(tracker.sample_ids[row])}, but the training set's example "
+                    f"{int(tracker.sample_ids[row])} has other input_ids ({why}): the "
+                    "sample_ids do not map the Trainer's indices to the tracked instances.")
 
     def _step_indices(self) -> list:
         """The sample indices of the optimiser step just taken (its micro-batches)."""

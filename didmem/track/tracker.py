@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .._messages import listing
+from .._messages import listing, python_scalar
 from .._validation import Integral, Interval, OneOf, check_all
 from ..backends._instances import InstanceBatch, InstanceError, Instances
 from ..backends._parts import time_label
@@ -335,7 +335,7 @@ class MemorisationTracker:
             if bad.any():
                 pos = int(np.flatnonzero(bad)[0])
                 raise InstanceError(
-                    f"Tracked unit {unit!r} has token {int(tokens[pos])} at position {pos}, "
+                    f"Tracked unit {python_scalar(unit)!r} has token {int(tokens[pos])} at position {pos}, "
                     f"outside the model's vocabulary (size {vocab}).")
         if self._checked_model is not model:
             with _eval_mode(model):

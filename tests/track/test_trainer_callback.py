@@ -7,6 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from didmem.errors import ParameterError
+
 from .track_helpers import (RecordingCollator, TokenDataset, cohorts_from_batches, sequences,
                             tiny_model, training_args)
 
@@ -128,10 +130,16 @@ def test_callback_logs_the_last_cohorts_instantaneous_memorisation(tracked):
         logged[-1]["memorisation/mean_token_loglik/ci_upper"]
 
 
-def test_resumed_run_equals_uninterrupted_run(tracked, tmp_path):
+@pytest.mark.parametrize("state_saved", [True, False], ids=["state-saved", "killed-in-save"])
+def test_resumed_run_equals_uninterrupted_run(tracked, tmp_path, state_saved):
     _, uninterrupted, *_ = tracked
     with pytest.raises(KeyboardInterrupt):
         _run(tmp_path / "out", tmp_path / "track", fail_at=6)
+    assert (tmp_path / "track" / "part-t4.parquet").exists()
+    if not state_saved:
+        # killed after the Trainer wrote checkpoint-4, before the callback's on_save: the
+        # tracker folder's state (its evaluation at step 4) continues the panel
+        (tmp_path / "out" / "checkpoint-4" / "didmem_tracker.json").unlink()
     checkpoint = tmp_path / "out" / "checkpoint-4"
     # the model read from the checkpoint: transformers 5's Trainer reloads a GPT-NeoX
     # checkpoint into a fresh model without its output head ('embed_out' saved, 'lm_head'
@@ -144,3 +152,58 @@ def test_resumed_run_equals_uninterrupted_run(tracked, tmp_path):
     pd.testing.assert_frame_equal(a[["unit", "time", "cohort"]], b[["unit", "time", "cohort"]])
     for m in METRICS:
         np.testing.assert_allclose(a[m], b[m], rtol=1e-6, atol=1e-6, err_msg=m)
+
+
+def test_a_scored_step_is_not_scored_again(tracked):
+    _, tracker, _, trainer, callback = tracked
+    parts = sorted(p.name for p in tracker.folder.path.glob("part-*"))
+    control = transformers.TrainerControl(should_save=True, should_evaluate=True)
+    callback.on_epoch_end(trainer.args, trainer.state, control, model=trainer.model)
+    assert tracker.evaluations == [0, 2, 4, 6]
+    assert sorted(p.name for p in tracker.folder.path.glob("part-*")) == parts
+
+
+def _trainer_with(tmp_path, sample_ids):
+    from didmem.track import MemorisationCallback, MemorisationTracker
+
+    train, tokens, units, _ = _instances()
+    tracker = MemorisationTracker(tmp_path / "track", tokens, unit_ids=units,
+                                  sample_ids=sample_ids, metrics=METRICS)
+    trainer = transformers.Trainer(model=tiny_model(), args=training_args(tmp_path / "out"),
+                                   train_dataset=TokenDataset(train),
+                                   data_collator=RecordingCollator())
+    MemorisationCallback(tracker).attach(trainer)
+    return trainer, tracker
+
+
+def test_sample_ids_that_do_not_map_to_the_training_set_are_refused(tmp_path):
+    from didmem.errors import InstanceError
+
+    _, _, _, sample_ids = _instances()
+    swapped = sample_ids.copy()
+    swapped[[0, 1]] = swapped[[1, 0]]
+    trainer, tracker = _trainer_with(tmp_path / "a", swapped)
+    with pytest.raises(InstanceError, match="unit 1000 has sample index 1, but the training "
+                                            "set's example 1 has other input_ids"):
+        trainer.train()
+    assert tracker.evaluations == [] and trainer.state.global_step == 0
+    outside = sample_ids.copy()
+    outside[3] = N_TRAIN + 5
+    trainer, _ = _trainer_with(tmp_path / "b", outside)
+    with pytest.raises(InstanceError, match="1 tracked instances have sample indices outside "
+                                            "the Trainer's training set of 50 examples, e.g. "
+                                            "unit 1003 with index 55"):
+        trainer.train()
+
+
+def test_resume_without_the_trackers_state_is_refused(tracked, tmp_path):
+    import shutil
+
+    root, *_ = tracked
+    out = tmp_path / "out"
+    shutil.copytree(root / "out", out)
+    shutil.copytree(root / "track", tmp_path / "track")
+    (out / "checkpoint-2" / "didmem_tracker.json").unlink()
+    model = transformers.GPTNeoXForCausalLM.from_pretrained(out / "checkpoint-2")
+    with pytest.raises(ParameterError, match="Resuming at step 2, but neither the checkpoint"):
+        _run(out, tmp_path / "track", resume=str(out / "checkpoint-2"), model=model)

@@ -310,6 +310,8 @@ class MemorisationTracker:
         from ..backends._loading import check_head
 
         model = unwrap(model)
+        if self._checked_model is model:
+            return  # the instances do not change, nor the model's context and vocabulary
         cfg = model.config
         lengths = self.instances.lengths
         need = max(2, self.prefix_length + self.suffix_length) if "extractable" in \
@@ -337,10 +339,9 @@ class MemorisationTracker:
                 raise InstanceError(
                     f"Tracked unit {python_scalar(unit)!r} has token {int(tokens[pos])} at position {pos}, "
                     f"outside the model's vocabulary (size {vocab}).")
-        if self._checked_model is not model:
-            with _eval_mode(model):
-                check_head(model, _device(model))
-            self._checked_model = model
+        with _eval_mode(model):
+            check_head(model, _device(model))
+        self._checked_model = model
 
     def _eos(self, model) -> tuple:
         if self._eos_override is not None:

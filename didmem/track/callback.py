@@ -68,7 +68,11 @@ class MemorisationCallback(transformers.TrainerCallback):
     scored again. A step that is already scored is never scored twice.
 
     Logged scalars (step ``c``, cohort ``g = c``): ``memorisation/<outcome>/instantaneous``
-    (τ(c, c)) and ``.../ci_lower``, ``.../ci_upper`` (its band), ``.../n_treated``.
+    (τ(c, c) of :meth:`MemorisationTracker.profile` with ``log_options``) and
+    ``.../ci_lower``, ``.../ci_upper`` (its band), ``.../n_treated``; ``.../unavailable``
+    instead when the panel cannot be fitted yet (the reason is kept in
+    :attr:`unavailable`), and ``.../warnings``, the number of warnings the fit raised (small
+    cohorts, say), when there were any.
     """
 
     _score_at = ("evaluate_and_save", "save", "evaluate")

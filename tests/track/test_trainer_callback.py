@@ -207,3 +207,25 @@ def test_resume_without_the_trackers_state_is_refused(tracked, tmp_path):
     model = transformers.GPTNeoXForCausalLM.from_pretrained(out / "checkpoint-2")
     with pytest.raises(ParameterError, match="Resuming at step 2, but neither the checkpoint"):
         _run(out, tmp_path / "track", resume=str(out / "checkpoint-2"), model=model)
+
+
+def test_an_epochs_short_last_step_without_drop_last(tmp_path):
+    """13 micro-batches (the last of 2 examples) and gradient accumulation 2: the last step
+    trains one micro-batch, and the callback reads the same order as the collator."""
+    from didmem.track import MemorisationCallback
+
+    train, *_ = _instances()
+    tracker = _tracker(tmp_path / "track")
+    collator = RecordingCollator()
+    trainer = transformers.Trainer(
+        model=tiny_model(seed=3), args=training_args(tmp_path / "out", dataloader_drop_last=False),
+        train_dataset=TokenDataset(train), data_collator=collator)
+    MemorisationCallback(tracker, log_outcome=False).attach(trainer)
+    trainer.train()
+    assert len(collator.batches) == 13 and len(collator.batches[-1]) == 2
+    assert trainer.state.global_step == 7 and tracker.evaluations[-1] == 7
+    expected = np.full(len(tracker.sample_ids), -1)
+    for j, batch in enumerate(collator.batches):
+        expected[batch] = j // 2 + 1  # sample index i is row i of the tracker
+    np.testing.assert_array_equal(tracker.first_step, expected)
+    assert tracker.n_pending == 0

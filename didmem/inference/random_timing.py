@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ..errors import EstimationError
 
@@ -135,12 +136,35 @@ def cohort_codes(times, cohorts) -> np.ndarray:
 
 def generalised_inverse(a: np.ndarray) -> np.ndarray:
     """Moore-Penrose inverse of symmetric matrices (stacked), with R ``MASS::ginv``'s
-    tolerance: singular values below ``sqrt(eps)`` times the largest count as zero."""
-    vals, vecs = np.linalg.eigh(a)
-    mag = np.abs(vals)
-    keep = mag > _GINV_TOL * mag.max(axis=-1, keepdims=True)
-    inv = np.where(keep, 1.0 / np.where(keep, vals, 1.0), 0.0)
-    return (vecs * inv[..., None, :]) @ np.swapaxes(vecs, -1, -2)
+    tolerance: singular values below ``sqrt(eps)`` times the largest count as zero.
+
+    A matrix whose condition number is certainly below that threshold (the 1-norm bound
+    ``m * cond_1``) has no singular value cut, and its inverse is the plain one (LU, much
+    cheaper than the eigendecomposition that the others take).
+    """
+    a = np.asarray(a, dtype=np.float64)
+    if a.ndim == 2:
+        return generalised_inverse(a[None])[0]
+    m = a.shape[-1]
+    out = np.empty_like(a)
+    plain = np.zeros(a.shape[0], dtype=bool)
+    with np.errstate(all="ignore"):
+        try:
+            inv = np.linalg.inv(a)
+        except np.linalg.LinAlgError:
+            inv = None
+    if inv is not None:
+        cond = np.abs(a).sum(axis=-2).max(axis=-1) * np.abs(inv).sum(axis=-2).max(axis=-1)
+        plain = np.isfinite(cond) & (m * cond < 0.1 / _GINV_TOL)
+        out[plain] = inv[plain]
+    rest = np.flatnonzero(~plain)
+    if rest.size:
+        vals, vecs = np.linalg.eigh(a[rest])
+        mag = np.abs(vals)
+        keep = mag > _GINV_TOL * mag.max(axis=-1, keepdims=True)
+        kept = np.where(keep, 1.0 / np.where(keep, vals, 1.0), 0.0)
+        out[rest] = (vecs * kept[..., None, :]) @ np.swapaxes(vecs, -1, -2)
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -177,7 +201,7 @@ def _heterogeneity_terms(design: TimingDesign, a_theta: np.ndarray, first: int):
 
 
 def linear_estimates(design: TimingDesign, a_theta, a_0, beta=None, *,
-                     first_cohort=None) -> LinearEstimates:
+                     first_cohort=None, refine: bool = True) -> LinearEstimates:
     """Estimates, design-based and Neyman standard errors of linear estimands.
 
     Parameters
@@ -190,6 +214,9 @@ def linear_estimates(design: TimingDesign, a_theta, a_0, beta=None, *,
         The coefficient on ``Xhat``; None for the plug-in efficient ``beta*`` of each row.
     first_cohort : int, optional
         Index of ``g_min`` for all rows (default: each row's own).
+    refine : bool
+        Subtract the estimable heterogeneity term (``se``); False leaves ``std_error``
+        equal to the Neyman one (cheaper: no generalised inverse).
 
     Returns
     -------
@@ -219,7 +246,7 @@ def linear_estimates(design: TimingDesign, a_theta, a_0, beta=None, *,
     firsts = (_first_cohort(a_theta) if first_cohort is None
               else np.full(theta0.size, int(first_cohort)))
     var = var_neyman.copy()
-    for first in np.unique(firsts):
+    for first in (np.unique(firsts) if refine else ()):
         rows = np.flatnonzero(firsts == first)
         terms = _heterogeneity_terms(design, a_theta[rows], int(first))
         if terms is None:
@@ -265,6 +292,7 @@ class CellEstimates:
     std_error: np.ndarray
     std_error_neyman: np.ndarray
     beta: np.ndarray
+    control_start: np.ndarray  # first control cohort (K: none) of each cell
 
 
 def cell_estimates(design: TimingDesign, beta=None, last_treated: bool = False,
@@ -298,7 +326,6 @@ def cell_estimates(design: TimingDesign, beta=None, last_treated: bool = False,
     gi, ti = gi[keep], ti[keep]
     # controls of each cell: a suffix of the cohorts, starting at `start`
     if last_treated:
-        start = np.full(gi.size, k - 1)
         has = codes[-1] > ti
     else:
         start = np.searchsorted(codes, np.maximum(codes[gi], ti), side="right")
@@ -308,25 +335,17 @@ def cell_estimates(design: TimingDesign, beta=None, last_treated: bool = False,
                                 np.zeros((1, n_t))])
     suffix_ns = np.concatenate([np.cumsum((n[:, None, None] * cov)[::-1], axis=0)[::-1],
                                 np.zeros((1, n_t, n_t))])
-    if last_treated:
-        top_n = np.array([n[-1], 0.0])
-        top_ny = np.stack([n[-1] * mean[-1], np.zeros(n_t)])
-        top_ns = np.stack([n[-1] * cov[-1], np.zeros((n_t, n_t))])
-        sel = np.where(has, 0, 1)
-        nc, ny, ns = top_n[sel], top_ny[sel], top_ns[sel]
-    else:
-        nc, ny, ns = suffix_n[start], suffix_ny[start], suffix_ns[start]
+    if last_treated:  # the last cohort (row k - 1 of the suffix sums) or none (row k)
+        start = np.where(has, k - 1, k)
+    nc = suffix_n[start]
     nc_safe = np.where(nc > 0, nc, 1.0)
     p = (codes[gi] - 1).astype(np.int64)
-    ctrl_t = ny[np.arange(gi.size), ti] / nc_safe
-    ctrl_p = ny[np.arange(gi.size), p] / nc_safe
-    theta0 = mean[gi, ti] - ctrl_t
-    x_hat = mean[gi, p] - ctrl_p
+    theta0 = mean[gi, ti] - suffix_ny[start, ti] / nc_safe
+    x_hat = mean[gi, p] - suffix_ny[start, p] / nc_safe
     c2 = 1.0 / nc_safe ** 2
-    r = np.arange(gi.size)
-    theta_var = cov[gi, ti, ti] / n[gi] + ns[r, ti, ti] * c2
-    x_var = cov[gi, p, p] / n[gi] + ns[r, p, p] * c2
-    x_theta = cov[gi, p, ti] / n[gi] + ns[r, p, ti] * c2
+    theta_var = cov[gi, ti, ti] / n[gi] + suffix_ns[start, ti, ti] * c2
+    x_var = cov[gi, p, p] / n[gi] + suffix_ns[start, p, p] * c2
+    x_theta = cov[gi, p, ti] / n[gi] + suffix_ns[start, p, ti] * c2
     if beta is None:
         tiny = x_var * x_var <= np.finfo(np.float64).tiny
         b = np.where(tiny, 0.0, x_theta / np.where(tiny, 1.0, x_var))
@@ -336,13 +355,14 @@ def cell_estimates(design: TimingDesign, beta=None, last_treated: bool = False,
     var_neyman = np.maximum(theta_var + b * b * x_var - 2.0 * b * x_theta, 0.0)
     var = var_neyman.copy()
     if refine:
-        var = _refined_cell_variance(design, gi, ti, start, has, nc_safe, var_neyman,
-                                     last_treated)
+        with threadpool_limits(limits=1, user_api="blas"):  # small products: one thread
+            var = _refined_cell_variance(design, gi, ti, start, nc_safe, var_neyman)
     return CellEstimates(cohort_index=gi, time_index=ti, estimate=estimate,
-                         std_error=np.sqrt(var), std_error_neyman=np.sqrt(var_neyman), beta=b)
+                         std_error=np.sqrt(var), std_error_neyman=np.sqrt(var_neyman), beta=b,
+                         control_start=start)
 
 
-def _refined_cell_variance(design, gi, ti, start, has, nc, var_neyman, last_treated):
+def _refined_cell_variance(design, gi, ti, start, nc, var_neyman):
     codes, n, cov = design.codes, design.count, design.cov
     k = codes.size
     out = var_neyman.copy()
@@ -359,10 +379,7 @@ def _refined_cell_variance(design, gi, ti, start, has, nc, var_neyman, last_trea
         suffix = np.concatenate([np.cumsum(weighted[::-1], axis=0)[::-1],
                                  np.zeros((1,) + proj.shape[1:])])
         t = ti[rows]
-        if last_treated:
-            ctrl = np.where(has[rows], weighted[-1][:, t], 0.0)
-        else:
-            ctrl = suffix[start[rows] - a, :, t].T  # (m, J)
+        ctrl = suffix[start[rows] - a, :, t].T  # (m, J): the controls' N_c P_c summed
         b = proj[0][:, t] - ctrl / nc[rows]
         adjust = np.einsum("mj,mn,nj->j", b, q, b) / design.n_units
         out[rows] = np.maximum(var_neyman[rows] - adjust, 0.0)

@@ -24,6 +24,7 @@ from didmem.inference.random_timing import (
     event_study_vcv,
     linear_estimates,
 )
+from didmem.inference.random_timing_fisher import fisher_test
 
 from .conftest import reference_file
 
@@ -126,3 +127,44 @@ def test_cells_match_r(panel, beta):
     for column in ("estimate", "se", "se_neyman"):
         np.testing.assert_allclose(merged[column], merged[f"{column}_r"], rtol=RTOL,
                                    atol=ATOL, err_msg=f"{panel} beta={beta} {column}")
+
+
+def _fisher_rows():
+    frame = pd.read_csv(reference_file("rt_fisher.csv"))
+    return [tuple(r) for r in frame[["panel", "method", "estimand"]].drop_duplicates()
+            .itertuples(index=False)]
+
+
+@pytest.mark.parametrize("panel,method,estimand", _fisher_rows())
+def test_fisher_pvalues_equal_r_on_r_permutations(panel, method, estimand):
+    """With R's own permutations (set.seed(s); sample(N), s = 1..500, exported by the script),
+    R's two Fisher p-values (studentised by se and by se_neyman) are reproduced exactly."""
+    ref = pd.read_csv(reference_file("rt_fisher.csv"))
+    ref = ref[(ref.panel == panel) & (ref.method == method) & (ref.estimand == estimand)]
+    perms = pd.read_csv(reference_file("rt_fisher_perms.csv"))
+    perms = perms[perms.panel == panel].sort_values("seed")
+    assert len(perms) == ref.num_fisher_permutations.iloc[0]
+    order = np.stack([np.asarray(p.split(), dtype=np.int64) - 1 for p in perms.perm])
+    times, cohorts, y = _paths(panel)
+    if method == "staggered_cs":
+        assert np.all(cohorts > times[0])  # nothing for staggered_cs to drop here
+    beta = BETA[method]
+    events = ref.event_time.to_numpy()
+
+    def statistic(design):
+        if estimand == "eventstudy":
+            stack = [weights.event_time_weights(design.codes, design.count, design.n_times,
+                                                int(e), False) for e in events]
+            a_theta = np.stack([s[0] for s in stack])
+            a_0 = np.stack([s[1] for s in stack])
+        else:
+            a_theta, a_0 = BUILDERS[estimand](design.codes, design.count, design.n_times,
+                                              False)
+        got = linear_estimates(design, a_theta, a_0, beta)
+        return np.r_[got.estimate / got.std_error, got.estimate / got.std_error_neyman]
+
+    test = fisher_test(times, cohorts, y, statistic, permutations=order)
+    k = len(ref)
+    np.testing.assert_allclose(test.pvalue_r[:k], ref.fisher_pval.to_numpy(), atol=1e-12)
+    np.testing.assert_allclose(test.pvalue_r[k:], ref.fisher_pval_se_neyman.to_numpy(),
+                               atol=1e-12)

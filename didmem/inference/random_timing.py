@@ -41,7 +41,7 @@ from threadpoolctl import threadpool_limits
 from ..errors import EstimationError
 
 __all__ = ["TimingDesign", "LinearEstimates", "linear_estimates", "cell_estimates",
-           "event_study_vcv", "generalised_inverse"]
+           "event_study_vcv", "generalised_inverse", "Projections"]
 
 _GINV_TOL = np.sqrt(np.finfo(np.float64).eps)
 
@@ -185,23 +185,46 @@ def _first_cohort(a_theta: np.ndarray) -> np.ndarray:
     return np.where(nonzero.any(axis=1), nonzero.argmax(axis=1), 0)
 
 
-def _heterogeneity_terms(design: TimingDesign, a_theta: np.ndarray, first: int):
-    """``b`` (J, m) and ``Q`` (m, m) of the refinement for cohorts from ``first`` on, or None
-    when the first cohort is treated at or before the first time."""
-    m = design.codes[first]
-    if not m > 0:
+class Projections:
+    """``(M S_g M')^+ M S_g`` of the cohorts from a first one on, computed once per first
+    cohort and shared by every estimand of a fit (the cells and the aggregations)."""
+
+    def __init__(self, design: TimingDesign):
+        self.design = design
+        self._cache: dict = {}
+
+    def __call__(self, first: int):
+        """``(proj (L, m, T), Q (m, m))`` for the cohorts ``first ..`` (L of them), or None
+        when the first cohort is treated at or before the first time."""
+        if first not in self._cache:
+            design = self.design
+            m = design.codes[first]
+            if not m > 0:
+                self._cache[first] = None
+            else:
+                m = int(min(m, design.n_times))
+                s = design.cov[first:]
+                pre = s[:, :m, :m]
+                with threadpool_limits(limits=1, user_api="blas"):
+                    proj = generalised_inverse(pre) @ s[:, :m, :]
+                self._cache[first] = (proj, pre.mean(axis=0))
+        return self._cache[first]
+
+
+def _heterogeneity_terms(projections: Projections, a_theta: np.ndarray, first: int):
+    """``b`` (J, m) and ``Q`` (m, m) of the refinement for the cohorts from ``first`` on (the
+    cohorts are sorted, so those with ``g >= g_min`` are ``first ..``), or None."""
+    got = projections(first)
+    if got is None:
         return None
-    m = int(min(m, design.n_times))
-    later = np.flatnonzero(design.codes >= design.codes[first])
-    s = design.cov[later]
-    pre = s[:, :m, :m]
-    proj = generalised_inverse(pre) @ s[:, :m, :]  # (L, m, T)
-    b = np.einsum("lmt,jlt->jm", proj, a_theta[:, later, :])
-    return b, pre.mean(axis=0)
+    proj, q = got
+    b = np.einsum("lmt,jlt->jm", proj, a_theta[:, first:, :])
+    return b, q
 
 
 def linear_estimates(design: TimingDesign, a_theta, a_0, beta=None, *,
-                     first_cohort=None, refine: bool = True) -> LinearEstimates:
+                     first_cohort=None, refine: bool = True,
+                     projections: Projections | None = None) -> LinearEstimates:
     """Estimates, design-based and Neyman standard errors of linear estimands.
 
     Parameters
@@ -217,6 +240,8 @@ def linear_estimates(design: TimingDesign, a_theta, a_0, beta=None, *,
     refine : bool
         Subtract the estimable heterogeneity term (``se``); False leaves ``std_error``
         equal to the Neyman one (cheaper: no generalised inverse).
+    projections : Projections, optional
+        Shared with other estimands of the same design.
 
     Returns
     -------
@@ -229,11 +254,13 @@ def linear_estimates(design: TimingDesign, a_theta, a_0, beta=None, *,
     inv_n = 1.0 / design.count
     theta0 = np.einsum("jkt,kt->j", a_theta, design.mean)
     x_hat = np.einsum("jkt,kt->j", a_0, design.mean)
-    a0_s = np.einsum("jkt,kts->jks", a_0, design.cov)
-    th_s = np.einsum("jkt,kts->jks", a_theta, design.cov)
-    x_var = np.einsum("jks,jks,k->j", a0_s, a_0, inv_n)
-    x_theta = np.einsum("jks,jks,k->j", a0_s, a_theta, inv_n)
-    theta_var = np.einsum("jks,jks,k->j", th_s, a_theta, inv_n)
+    # per cohort, (J x T) @ (T x T) products (batched BLAS), then row-wise dots
+    a0_k = np.ascontiguousarray(a_0.transpose(1, 0, 2))
+    th_k = np.ascontiguousarray(a_theta.transpose(1, 0, 2))
+    a0_s = a0_k @ design.cov
+    x_var = inv_n @ np.einsum("kjs,kjs->kj", a0_s, a0_k)
+    x_theta = inv_n @ np.einsum("kjs,kjs->kj", a0_s, th_k)
+    theta_var = inv_n @ np.einsum("kjs,kjs->kj", th_k @ design.cov, th_k)
     if beta is None:
         # R solves (Xvar' Xvar) beta = Xvar' Xtheta by LDLT, which gives 0 for Xvar = 0
         tiny = x_var * x_var <= np.finfo(np.float64).tiny
@@ -246,9 +273,10 @@ def linear_estimates(design: TimingDesign, a_theta, a_0, beta=None, *,
     firsts = (_first_cohort(a_theta) if first_cohort is None
               else np.full(theta0.size, int(first_cohort)))
     var = var_neyman.copy()
+    projections = projections or Projections(design)
     for first in (np.unique(firsts) if refine else ()):
         rows = np.flatnonzero(firsts == first)
-        terms = _heterogeneity_terms(design, a_theta[rows], int(first))
+        terms = _heterogeneity_terms(projections, a_theta[rows], int(first))
         if terms is None:
             continue
         bsum, q = terms
@@ -273,7 +301,7 @@ def event_study_vcv(design: TimingDesign, a_theta, a_0, beta=None):
     vcv_neyman = np.einsum("jks,iks,k->ji", cs, comb, 1.0 / design.count)
     first = int(_first_cohort(a_theta).min())
     vcv = vcv_neyman.copy()
-    terms = _heterogeneity_terms(design, a_theta, first)
+    terms = _heterogeneity_terms(Projections(design), a_theta, first)
     if terms is not None:
         bsum, q = terms
         vcv = vcv_neyman - bsum @ q @ bsum.T / design.n_units
@@ -296,7 +324,8 @@ class CellEstimates:
 
 
 def cell_estimates(design: TimingDesign, beta=None, last_treated: bool = False,
-                   *, refine: bool = True) -> CellEstimates:
+                   *, refine: bool = True, projections: Projections | None = None
+                   ) -> CellEstimates:
     """All cells ``(g, t)`` at once (R's ``create_Atheta_list_for_ATE_tg`` per cell).
 
     Vectorised through suffix sums over the cohorts (the not-yet-treated controls of a cell
@@ -355,26 +384,24 @@ def cell_estimates(design: TimingDesign, beta=None, last_treated: bool = False,
     var_neyman = np.maximum(theta_var + b * b * x_var - 2.0 * b * x_theta, 0.0)
     var = var_neyman.copy()
     if refine:
-        with threadpool_limits(limits=1, user_api="blas"):  # small products: one thread
-            var = _refined_cell_variance(design, gi, ti, start, nc_safe, var_neyman)
+        var = _refined_cell_variance(projections or Projections(design), gi, ti, start,
+                                     nc_safe, var_neyman)
     return CellEstimates(cohort_index=gi, time_index=ti, estimate=estimate,
                          std_error=np.sqrt(var), std_error_neyman=np.sqrt(var_neyman), beta=b,
                          control_start=start)
 
 
-def _refined_cell_variance(design, gi, ti, start, nc, var_neyman):
-    codes, n, cov = design.codes, design.count, design.cov
-    k = codes.size
+def _refined_cell_variance(projections, gi, ti, start, nc, var_neyman):
+    design = projections.design
+    n = design.count
     out = var_neyman.copy()
     for a in np.unique(gi):
         rows = np.flatnonzero(gi == a)
-        m = int(min(codes[a], design.n_times))
-        later = np.arange(a, k)
-        s = cov[later]
-        pre = s[:, :m, :m]
-        proj = generalised_inverse(pre) @ s[:, :m, :]  # (L, m, T): cohort a first
-        q = pre.mean(axis=0)
-        weighted = n[later][:, None, None] * proj
+        got = projections(int(a))
+        if got is None:
+            continue
+        proj, q = got  # (L, m, T) for cohorts a, a+1, ...
+        weighted = n[a:][:, None, None] * proj
         # suffix sums over the later cohorts of N_c P_c (index 0 = cohort a)
         suffix = np.concatenate([np.cumsum(weighted[::-1], axis=0)[::-1],
                                  np.zeros((1,) + proj.shape[1:])])

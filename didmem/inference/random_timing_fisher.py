@@ -136,8 +136,11 @@ def band_draws(design: TimingDesign, combined: Callable[[np.ndarray], np.ndarray
     sqrt(N_g)``, to the estimands' draws (B, J) (linear in ``w``: ``sum_g C_g w_g``).
     """
     rng = np.random.default_rng(seed)
-    vals, vecs = np.linalg.eigh(design.cov)
-    root = vecs * np.sqrt(np.maximum(vals, 0.0))[:, None, :]
+    try:  # any root R R' = S_g will do; Cholesky where every S_g is positive definite
+        root = np.linalg.cholesky(design.cov)
+    except np.linalg.LinAlgError:
+        vals, vecs = np.linalg.eigh(design.cov)
+        root = vecs * np.sqrt(np.maximum(vals, 0.0))[:, None, :]
     xi = rng.standard_normal((design.cohorts.size, design.n_times, n_draws))
     w = root @ xi / np.sqrt(design.count)[:, None, None]
     return combined(w)

@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from . import random_timing_weights as weights
 from .bands import normal_quantile
-from .random_timing import TimingDesign, cell_estimates, linear_estimates
+from .random_timing import Projections, TimingDesign, cell_estimates, linear_estimates
 from .random_timing_fisher import band_draws, fisher_test
 
 __all__ = ["AggregationStack", "aggregation_stack", "fit_random_timing", "RandomTimingTables"]
@@ -81,11 +82,11 @@ class RandomTimingTables:
     n_fisher: int
 
 
-def _statistics(design, beta, last_treated, stack):
-    """Neyman-studentised statistics of the cells and the aggregation rows (no refinement:
-    cheap enough to permute)."""
+def _statistics(design, beta, last_treated, a_theta, a_0):
+    """Neyman-studentised statistics of the cells and the given aggregation rows (no
+    refinement: cheap enough to permute)."""
     cells = cell_estimates(design, beta, last_treated, refine=False)
-    agg = linear_estimates(design, stack.a_theta, stack.a_0, beta, refine=False)
+    agg = linear_estimates(design, a_theta, a_0, beta, refine=False)
     return np.r_[_ratio(cells.estimate, cells.std_error_neyman),
                  _ratio(agg.estimate, agg.std_error_neyman)]
 
@@ -121,25 +122,37 @@ def _critical(draws, se, alpha):
     return float(np.quantile(stats, 1 - alpha))
 
 
-def fit_random_timing(times, cohorts, y, *, beta, last_treated, randomised, alpha,
-                      n_draws, n_fisher, seed) -> tuple[TimingDesign, RandomTimingTables]:
-    """The whole fit on outcome paths ``y`` (units x times)."""
+def fit_random_timing(times, cohorts, y, **options) -> tuple[TimingDesign, RandomTimingTables]:
+    """The whole fit on outcome paths ``y`` (units x times), see :func:`_fit`.
+
+    One BLAS thread: these are many small products, for which more threads were measured
+    slower on the loaded 2-core machine (as in :mod:`~didmem.inference.moments`).
+    """
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _fit(times, cohorts, y, **options)
+
+
+def _fit(times, cohorts, y, *, beta, last_treated, randomised, alpha, n_draws, n_fisher,
+         seed):
     rng = np.random.default_rng(seed)
     design = TimingDesign.from_paths(times, cohorts, y)
-    cells = cell_estimates(design, beta, last_treated)
+    projections = Projections(design)
+    cells = cell_estimates(design, beta, last_treated, projections=projections)
     stack = aggregation_stack(design, last_treated)
-    agg = linear_estimates(design, stack.a_theta, stack.a_0, beta)
+    agg = linear_estimates(design, stack.a_theta, stack.a_0, beta, projections=projections)
+    del projections  # up to K^3 T / 6 numbers at the paper's scale
     # simultaneous bands from the Neyman covariance: over the cells, and over each
     # aggregation's keys (a pointwise normal value for an overall row)
     w_seed, f_seed = rng.integers(2**63, size=2)
     cell_crit = np.nan
     agg_crit = np.full(stack.names.size, normal_quantile(1 - alpha / 2))
     if n_draws > 0:
-        comb = stack.a_theta - agg.beta[:, None, None] * stack.a_0
+        comb = (stack.a_theta - agg.beta[:, None, None] * stack.a_0).reshape(
+            stack.names.size, -1)
 
         def combined(w):
             return np.concatenate([_cell_draws(design, cells, w),
-                                   np.einsum("jkt,ktb->bj", comb, w)], axis=1)
+                                   (comb @ w.reshape(comb.shape[1], -1)).T], axis=1)
 
         draws = band_draws(design, combined, n_draws, seed=w_seed)
         cell_crit = _critical(draws[:, :cells.estimate.size], cells.std_error_neyman, alpha)
@@ -153,11 +166,16 @@ def fit_random_timing(times, cohorts, y, *, beta, last_treated, randomised, alph
     p_r = np.full(n_rows, np.nan)
     sup_p = np.nan
     if n_fisher > 0:
-        test = fisher_test(times, cohorts, y,
-                           lambda d: _statistics(d, beta, last_treated, stack),
-                           n_permutations=n_fisher, randomised=randomised, seed=f_seed)
-        p, p_r = test.pvalue, test.pvalue_r
+        # tested: the cells, the overall values and the event times (not the keys of group
+        # and calendar: each permutation's cost grows with the rows)
         n_cells = cells.estimate.size
+        rows = np.flatnonzero(np.isnan(stack.keys) | (stack.names == "dynamic"))
+        a_theta, a_0 = stack.a_theta[rows], stack.a_0[rows]
+        test = fisher_test(times, cohorts, y,
+                           lambda d: _statistics(d, beta, last_treated, a_theta, a_0),
+                           n_permutations=n_fisher, randomised=randomised, seed=f_seed)
+        tested = np.r_[np.arange(n_cells), n_cells + rows]
+        p[tested], p_r[tested] = test.pvalue, test.pvalue_r
         sup_obs = test.observed[:n_cells].max(initial=0.0)
         sup_perm = test.permuted[:, :n_cells].max(axis=1, initial=0.0)
         sup_p = float((1.0 + (sup_perm >= sup_obs).sum()) / (1.0 + n_fisher))

@@ -38,18 +38,47 @@ def cell_weights(codes, sizes, g_index: int, t: int, last_treated: bool) -> np.n
 
     R ``staggered``'s ``create_Atheta_list_for_ATE_tg`` (the same vector is its ``A_0``'s).
     """
-    codes = np.asarray(codes)
-    g = codes[g_index]
-    if last_treated:
-        controls = (codes > t) & (codes == codes.max())
-    else:
-        controls = codes > max(g, t)
-    out = np.zeros(codes.size)
-    n_controls = sizes[controls].sum()
-    if n_controls > 0:
-        out[controls] = -sizes[controls] / n_controls
-    out[g_index] += 1.0
-    return out
+    return _control_table(codes, sizes, last_treated).cell(g_index, t)
+
+
+class _ControlTable:
+    """The controls' weight vectors of every possible first control cohort, computed once."""
+
+    def __init__(self, codes, sizes, last_treated):
+        self.codes = np.asarray(codes, dtype=np.float64)
+        self.last = last_treated
+        sizes = np.asarray(sizes, dtype=np.float64)
+        k = self.codes.size
+        self.vectors = np.zeros((k + 1, k))
+        for start in range(k):
+            if last_treated and start != k - 1:
+                continue
+            n = sizes[start:].sum()
+            self.vectors[start, start:] = -sizes[start:] / n
+
+    def cell(self, g_index, t):
+        k = self.codes.size
+        if self.last:
+            start = k - 1 if self.codes[-1] > t else k
+        else:
+            start = int(np.searchsorted(self.codes, max(self.codes[g_index], t), side="right"))
+        out = self.vectors[start].copy()
+        out[g_index] += 1.0
+        return out
+
+
+_TABLES: dict = {}
+
+
+def _control_table(codes, sizes, last_treated) -> _ControlTable:
+    key = (np.asarray(codes, dtype=np.float64).tobytes(),
+           np.asarray(sizes, dtype=np.float64).tobytes(), bool(last_treated))
+    table = _TABLES.get(key)
+    if table is None:
+        if len(_TABLES) > 8:
+            _TABLES.clear()
+        table = _TABLES[key] = _ControlTable(codes, sizes, last_treated)
+    return table
 
 
 def _pre_period(code: float, n_times: int):

@@ -91,7 +91,8 @@ def fisher_test(times, cohorts, y, statistic: Callable[[TimingDesign], np.ndarra
     y : array (n, T)
         Outcome paths.
     statistic : callable
-        ``TimingDesign -> array (J,)`` of studentised statistics; NaN counts as 0.
+        ``TimingDesign -> array (J,)`` of studentised statistics; NaN counts as 0 (and
+        ``inf``, a non-zero estimate over a zero standard error, as larger than any other).
     n_permutations : int
     randomised : array (n,) of bool, optional
         The units whose cohorts were assigned at random (default: all); the labels are
@@ -124,7 +125,7 @@ def fisher_test(times, cohorts, y, statistic: Callable[[TimingDesign], np.ndarra
 
 def _absolute(values) -> np.ndarray:
     out = np.abs(np.asarray(values, dtype=np.float64).ravel())
-    out[~np.isfinite(out)] = 0.0
+    out[np.isnan(out)] = 0.0  # 0 / 0; an estimate over a zero standard error stays inf
     return out
 
 

@@ -144,7 +144,7 @@ def _fit(times, cohorts, y, *, beta, last_treated, randomised, alpha, n_draws, n
     # simultaneous bands from the Neyman covariance: over the cells, and over each
     # aggregation's keys (a pointwise normal value for an overall row)
     w_seed, f_seed = rng.integers(2**63, size=2)
-    cell_crit = np.nan
+    cell_crit = normal_quantile(1 - alpha / 2)  # pointwise without draws
     agg_crit = np.full(stack.names.size, normal_quantile(1 - alpha / 2))
     if n_draws > 0:
         comb = (stack.a_theta - agg.beta[:, None, None] * stack.a_0).reshape(

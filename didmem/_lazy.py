@@ -44,7 +44,7 @@ _WHERE: dict[str, str] = {
     "InfluenceEstimator": "estimators",
     "TWFEEstimator": "estimators",
     "RunsEstimator": "estimators",
-    "RandomTimingEstimator": "estimators.random_timing",
+    "RandomTimingEstimator": "estimators",
     "dose_response": "estimators",
     "SubsetModels": "estimators",
     "TrainedModel": "estimators",

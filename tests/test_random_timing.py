@@ -188,3 +188,18 @@ def test_cell_band_draws_are_the_cells_linear_map():
             p = int(design.codes[g]) - 1
             want = c @ (w[:, t, :] - b * w[:, p, :])
             np.testing.assert_allclose(got[:, j], want, rtol=1e-10, atol=1e-12)
+
+
+def test_fit_from_moments_equals_fit_from_the_panel():
+    from didmem.inference.moments import CohortMoments
+
+    frame, data = _panel("sim1")
+    wide = frame.pivot(index="i", columns="t", values="y")
+    g = frame.groupby("i")["g"].first().loc[wide.index].to_numpy(dtype=float)
+    moments = CohortMoments.from_paths(wide.columns.to_numpy(float), g, wide.to_numpy())
+    est = didmem.RandomTimingEstimator(n_draws=0)
+    a = est.fit(data).to_frame()
+    b = est.fit(moments).to_frame()
+    pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ParameterError, match="Fisher test permutes"):
+        est.with_params(n_fisher=10).fit(moments)

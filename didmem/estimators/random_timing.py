@@ -27,6 +27,9 @@ class RandomTimingEstimator(BaseEstimator):
     ``staggered_sa``); the default ``beta=None`` is the plug-in efficient
     ``beta* = Cov(X, theta_0) / Var(X)``, never less precise than either.
 
+    ``fit`` takes a :class:`~didmem.Panel` (balanced, no covariates) or per-cohort
+    :class:`~didmem.inference.moments.CohortMoments` without weights (then no Fisher test).
+
     Parameters
     ----------
     beta : float or None
@@ -83,11 +86,23 @@ class RandomTimingEstimator(BaseEstimator):
                          n_fisher=n_fisher, n_draws=n_draws, alpha=alpha, seed=seed,
                          outcome=outcome, lower_is_better=lower_is_better)
 
+    _input_hint = ("Build one with didmem.Panel(df, unit=..., time=..., cohort=..., "
+                   "outcome=...), or pass per-cohort CohortMoments.")
+
+    def _accepts(self, data) -> bool:
+        from ..inference.moments import CohortMoments
+        from ..panel import Panel
+
+        return isinstance(data, (Panel, CohortMoments))
+
     def _fit(self, panel, params):
+        from ..inference.moments import CohortMoments
         from ..inference.random_timing_fit import fit_random_timing
         from ..results.random_timing import RandomTimingResult
 
         name = type(self).__name__
+        if isinstance(panel, CohortMoments):
+            return self._fit_moments(panel, params)
         if panel.covariates:
             raise ParameterError(f"{name} takes no covariates; the panel has "
                                  f"{list(panel.covariates)}.")
@@ -126,5 +141,41 @@ class RandomTimingEstimator(BaseEstimator):
             alpha=params["alpha"], n_draws=params["n_draws"], n_fisher=params["n_fisher"],
             seed=params["seed"])
         return RandomTimingResult(estimator=name, params=params, outcome=outcome,
+                                  randomised=params["randomised"], design=design,
+                                  tables=tables)
+
+    def _fit_moments(self, moments, params):
+        """The fit from per-cohort moments (no Fisher test: it permutes the paths)."""
+        from ..inference.random_timing import TimingDesign
+        from ..inference.random_timing_fit import fit_random_timing
+        from ..results.random_timing import RandomTimingResult
+
+        name = type(self).__name__
+        if params["n_fisher"]:
+            raise ParameterError(f"{name}: the Fisher test permutes the instances' paths; fit "
+                                 "a didmem.Panel, or pass n_fisher=0 with moments.")
+        if params["lower_is_better"]:
+            moments = moments.negated()
+        single = moments.cohorts[moments.count == 1]
+        if single.size:
+            warnings.warn(f"{name}: cohorts {single.tolist()} have a single instance and are "
+                          "dropped (their covariance is undefined), as R staggered does.",
+                          DataDroppedWarning, stacklevel=3)
+            moments = moments.select(moments.count > 1)
+        if params["beta"] == 1:
+            early = moments.cohorts <= moments.times[0]
+            if early.any():
+                warnings.warn(f"{name}: {int(moments.count[early].sum())} instances of "
+                              "cohorts treated at or before the first checkpoint are dropped "
+                              "(beta=1 is not defined for them), as R staggered_cs/"
+                              "staggered_sa do.", DataDroppedWarning, stacklevel=3)
+                moments = moments.select(~early)
+        design, tables = fit_random_timing(
+            None, None, None, beta=params["beta"],
+            last_treated=params["control_group"] == "last_treated", randomised=None,
+            alpha=params["alpha"], n_draws=params["n_draws"], n_fisher=0,
+            seed=params["seed"], design=TimingDesign.from_moments(moments))
+        return RandomTimingResult(estimator=name, params=params,
+                                  outcome=params["outcome"] or "",
                                   randomised=params["randomised"], design=design,
                                   tables=tables)

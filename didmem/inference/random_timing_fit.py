@@ -123,7 +123,8 @@ def _critical(draws, se, alpha):
 
 
 def fit_random_timing(times, cohorts, y, **options) -> tuple[TimingDesign, RandomTimingTables]:
-    """The whole fit on outcome paths ``y`` (units x times), see :func:`_fit`.
+    """The whole fit on outcome paths ``y`` (units x times), or on a given ``design=``
+    (per-cohort moments; then ``times``, ``cohorts``, ``y`` are None and no Fisher test).
 
     One BLAS thread: these are many small products, for which more threads were measured
     slower on the loaded 2-core machine (as in :mod:`~didmem.inference.moments`).
@@ -133,9 +134,12 @@ def fit_random_timing(times, cohorts, y, **options) -> tuple[TimingDesign, Rando
 
 
 def _fit(times, cohorts, y, *, beta, last_treated, randomised, alpha, n_draws, n_fisher,
-         seed):
+         seed, design=None):
     rng = np.random.default_rng(seed)
-    design = TimingDesign.from_paths(times, cohorts, y)
+    if design is None:
+        design = TimingDesign.from_paths(times, cohorts, y)
+    elif n_fisher > 0:
+        raise ValueError("Fisher permutations need the units' paths, not their moments.")
     projections = Projections(design)
     cells = cell_estimates(design, beta, last_treated, projections=projections)
     stack = aggregation_stack(design, last_treated)

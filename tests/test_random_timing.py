@@ -74,8 +74,8 @@ def test_vectorised_cells_equal_general_path(last_treated, beta):
     design, _, _ = _random_design(np.random.default_rng(3))
     cells = cell_estimates(design, beta, last_treated)
     assert cells.estimate.size > 10
-    for g, t, est, se, se_n in zip(cells.cohort_index, cells.time_index, cells.estimate,
-                                   cells.std_error, cells.std_error_neyman):
+    for g, t, est, se, se_n, df in zip(cells.cohort_index, cells.time_index, cells.estimate,
+                                       cells.std_error, cells.std_error_neyman, cells.df):
         a_theta = np.zeros((design.cohorts.size, design.n_times))
         a_0 = np.zeros_like(a_theta)
         w = weights.cell_weights(design.codes, design.count, g, t, last_treated)
@@ -85,6 +85,8 @@ def test_vectorised_cells_equal_general_path(last_treated, beta):
         np.testing.assert_allclose([est, se, se_n], [ref.estimate[0], ref.std_error[0],
                                                      ref.std_error_neyman[0]],
                                    rtol=1e-10, atol=1e-14)
+        if np.isfinite(ref.df[0]):
+            assert df == pytest.approx(ref.df[0], rel=1e-9)
 
 
 def test_generalised_inverse_matches_pinv_on_singular_and_regular():
@@ -203,3 +205,12 @@ def test_fit_from_moments_equals_fit_from_the_panel():
     pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-10, atol=1e-12)
     with pytest.raises(ParameterError, match="Fisher test permutes"):
         est.with_params(n_fisher=10).fit(moments)
+
+
+def test_welch_df_of_one_mean_is_n_minus_one():
+    rng = np.random.default_rng(8)
+    design, _, _ = _random_design(rng, size=12)
+    a_theta = np.zeros((design.cohorts.size, design.n_times))
+    a_theta[1, 3] = 1.0
+    got = linear_estimates(design, a_theta, np.zeros_like(a_theta), 0.0)
+    assert got.df[0] == pytest.approx(11.0)

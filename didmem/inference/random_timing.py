@@ -177,6 +177,14 @@ class LinearEstimates:
     beta: np.ndarray
     x_hat: np.ndarray
     theta0: np.ndarray
+    df: np.ndarray  # Welch-Satterthwaite degrees of freedom of the Neyman variance
+
+
+def _welch_df(per_cohort: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``(sum_k V_k)^2 / sum_k V_k^2 / (N_k - 1)`` of per-cohort variance parts (K, J)."""
+    total = per_cohort.sum(axis=0)
+    denom = (per_cohort ** 2 / (n - 1.0)[:, None]).sum(axis=0)
+    return np.where(denom > 0, total ** 2 / np.where(denom > 0, denom, 1.0), np.inf)
 
 
 def _first_cohort(a_theta: np.ndarray) -> np.ndarray:
@@ -258,9 +266,10 @@ def linear_estimates(design: TimingDesign, a_theta, a_0, beta=None, *,
     a0_k = np.ascontiguousarray(a_0.transpose(1, 0, 2))
     th_k = np.ascontiguousarray(a_theta.transpose(1, 0, 2))
     a0_s = a0_k @ design.cov
-    x_var = inv_n @ np.einsum("kjs,kjs->kj", a0_s, a0_k)
-    x_theta = inv_n @ np.einsum("kjs,kjs->kj", a0_s, th_k)
-    theta_var = inv_n @ np.einsum("kjs,kjs->kj", th_k @ design.cov, th_k)
+    x_var_k = inv_n[:, None] * np.einsum("kjs,kjs->kj", a0_s, a0_k)
+    x_theta_k = inv_n[:, None] * np.einsum("kjs,kjs->kj", a0_s, th_k)
+    theta_var_k = inv_n[:, None] * np.einsum("kjs,kjs->kj", th_k @ design.cov, th_k)
+    x_var, x_theta, theta_var = x_var_k.sum(0), x_theta_k.sum(0), theta_var_k.sum(0)
     if beta is None:
         # R solves (Xvar' Xvar) beta = Xvar' Xtheta by LDLT, which gives 0 for Xvar = 0
         tiny = x_var * x_var <= np.finfo(np.float64).tiny
@@ -270,6 +279,8 @@ def linear_estimates(design: TimingDesign, a_theta, a_0, beta=None, *,
     estimate = theta0 - x_hat * b
     var_neyman = theta_var + b * b * x_var - 2.0 * x_theta * b
     var_neyman = np.maximum(var_neyman, 0.0)
+    df = _welch_df(np.maximum(theta_var_k + b * b * x_var_k - 2.0 * x_theta_k * b, 0.0),
+                   design.count)
     firsts = (_first_cohort(a_theta) if first_cohort is None
               else np.full(theta0.size, int(first_cohort)))
     var = var_neyman.copy()
@@ -284,7 +295,7 @@ def linear_estimates(design: TimingDesign, a_theta, a_0, beta=None, *,
         var[rows] = np.maximum(var_neyman[rows] - adjust, 0.0)
     return LinearEstimates(estimate=estimate, std_error=np.sqrt(var),
                            std_error_neyman=np.sqrt(var_neyman), beta=b, x_hat=x_hat,
-                           theta0=theta0)
+                           theta0=theta0, df=df)
 
 
 def event_study_vcv(design: TimingDesign, a_theta, a_0, beta=None):
@@ -321,6 +332,7 @@ class CellEstimates:
     std_error_neyman: np.ndarray
     beta: np.ndarray
     control_start: np.ndarray  # first control cohort (K: none) of each cell
+    df: np.ndarray  # Welch-Satterthwaite degrees of freedom of the Neyman variance
 
 
 def cell_estimates(design: TimingDesign, beta=None, last_treated: bool = False,
@@ -383,12 +395,27 @@ def cell_estimates(design: TimingDesign, beta=None, last_treated: bool = False,
     estimate = theta0 - b * x_hat
     var_neyman = np.maximum(theta_var + b * b * x_var - 2.0 * b * x_theta, 0.0)
     var = var_neyman.copy()
+    # Welch-Satterthwaite: the treated cohort's part and each control cohort's
+    # (N_c / N_C)^2 q_c / N_c, whose squares over N_c - 1 sum to N_c^2 / (N_c - 1) q_c^2 / N_C^4
+    treated = np.maximum(cov[gi, ti, ti] - 2 * b * cov[gi, p, ti] + b * b * cov[gi, p, p],
+                         0.0) / n[gi]
+    wq = (n * n / np.maximum(n - 1.0, 1.0))
+    c4 = c2 * c2
+
+    tt, pt, pp = cov[:, ti, ti].T, cov[:, p, ti].T, cov[:, p, p].T  # (J, K)
+    q = tt - 2 * b[:, None] * pt + (b * b)[:, None] * pp  # each cohort's quadratic form
+    controls = np.arange(k)[None, :] >= start[:, None]
+    control_sq = (wq[None, :] * q * q * controls).sum(axis=1) * c4
+    control_var = np.maximum(var_neyman - treated, 0.0)
+    denom = treated ** 2 / (n[gi] - 1.0) + control_sq
+    df = np.where(denom > 0, (treated + control_var) ** 2 / np.where(denom > 0, denom, 1.0),
+                  np.inf)
     if refine:
         var = _refined_cell_variance(projections or Projections(design), gi, ti, start,
                                      nc_safe, var_neyman)
     return CellEstimates(cohort_index=gi, time_index=ti, estimate=estimate,
                          std_error=np.sqrt(var), std_error_neyman=np.sqrt(var_neyman), beta=b,
-                         control_start=start)
+                         control_start=start, df=df)
 
 
 def _refined_cell_variance(projections, gi, ti, start, nc, var_neyman):

@@ -113,6 +113,19 @@ def _cell_draws(design, cells, w):
     return (treated - control).T
 
 
+def _t_margins(critical, df):
+    """Each row's t quantile at the normal value's level, ``F^{-1}_{t, df}(Phi(c))``: the
+    Gaussian copula with t margins of :mod:`didmem.inference.small_sample` (Welch-
+    Satterthwaite degrees of freedom of each row's Neyman variance)."""
+    from scipy.special import ndtr, stdtrit
+
+    level = ndtr(critical)
+    finite = np.isfinite(df) & (df > 0) & np.isfinite(critical)
+    out = critical.copy()
+    out[finite] = stdtrit(df[finite], level[finite])
+    return out
+
+
 def _critical(draws, se, alpha):
     """Sup-t critical value of draws (B, J) scaled by ``se``."""
     keep = se > 0
@@ -193,6 +206,7 @@ def _fit(times, cohorts, y, *, beta, last_treated, randomised, alpha, n_draws, n
         std_error=np.r_[cells.std_error, agg.std_error],
         std_error_neyman=np.r_[cells.std_error_neyman, agg.std_error_neyman],
         beta=np.r_[cells.beta, agg.beta],
-        critical_value=np.r_[np.full(cells.estimate.size, cell_crit), agg_crit],
+        critical_value=np.r_[_t_margins(np.full(cells.estimate.size, cell_crit), cells.df),
+                         _t_margins(agg_crit, agg.df)],
         fisher_pvalue=p, fisher_pvalue_r=p_r, fisher_sup_pvalue=sup_p, n_fisher=int(n_fisher))
     return design, tables

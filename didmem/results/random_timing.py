@@ -50,7 +50,7 @@ class RandomTimingAggregate:
     ``to_frame()`` has ``estimate``, ``std_error`` (design-based), ``std_error_neyman``,
     ``beta`` (the coefficient on the pre-treatment difference), the band ``ci_lower`` /
     ``ci_upper`` (``estimate -/+ critical_value * std_error_neyman``, simultaneous over the
-    keys) and, with Fisher tests, ``fisher_pvalue`` (exact) and ``fisher_pvalue_r``.
+    keys, each key's value at its Welch-Satterthwaite t margin) and, with Fisher tests, ``fisher_pvalue`` (exact) and ``fisher_pvalue_r``.
     """
 
     aggregation: str

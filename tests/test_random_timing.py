@@ -214,3 +214,11 @@ def test_welch_df_of_one_mean_is_n_minus_one():
     a_theta[1, 3] = 1.0
     got = linear_estimates(design, a_theta, np.zeros_like(a_theta), 0.0)
     assert got.df[0] == pytest.approx(11.0)
+
+
+def test_result_balance_test_frame():
+    _, data = _panel("sim1")
+    frame = didmem.RandomTimingEstimator(n_draws=0).fit(data).balance_test(event_times=(0, 1))
+    assert list(frame.estimand) == ["simple", "cohort", "calendar", "ES0", "ES1"]
+    assert frame.attrs["df"] == 5 and 0 <= frame.attrs["pvalue_wald"] <= 1
+    assert np.all((frame.pvalue > 0) & (frame.pvalue <= 1))

@@ -179,3 +179,20 @@ def test_fisher_pvalues_equal_r_on_r_permutations(panel, method, estimand):
         labels = labels[order[-1]]
     np.testing.assert_allclose(p_se, ref.fisher_pval.to_numpy(), atol=1e-12)
     np.testing.assert_allclose(p_neyman, ref.fisher_pval_se_neyman.to_numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("panel", ["sim1", "sim2"])
+@pytest.mark.parametrize("last_treated", [False, True])
+def test_balance_test_matches_r_balance_checks(panel, last_treated):
+    from didmem.inference.random_timing_balance import balance_test
+
+    ref = pd.read_csv(reference_file("rt_balance.csv"))
+    ref = ref[(ref.panel == panel) & (ref.last_treated == last_treated)]
+    got = balance_test(_design(panel, False), event_times=(0, 1, 2),
+                       last_treated=last_treated)
+    assert [f"all_{r}" for r in got.rows] == list(ref.estimand)
+    for mine, theirs in ((got.x_hat, "Xhat"), (got.std_error, "se_Xhat"), (got.t, "t_test"),
+                         (got.pvalue, "pvalue_t")):
+        np.testing.assert_allclose(mine, ref[theirs].to_numpy(), rtol=RTOL, atol=ATOL)
+    assert got.wald == pytest.approx(ref.Wald_test_Xhat.iloc[0], rel=RTOL)
+    assert got.pvalue_wald == pytest.approx(ref.pvalue_Wald.iloc[0], rel=RTOL)

@@ -127,6 +127,24 @@ class RandomTimingResult:
                                      overall_row=int(overall[0]) if overall.size else None,
                                      key_rows=keys)
 
+    def balance_test(self, event_times=(0,)) -> "pd.DataFrame":
+        """Balance of the pre-treatment outcomes across cohorts (R ``staggered``'s
+        ``balance_checks`` with ``estimand = "all"``): one row per estimand's pre-treatment
+        difference (``x_hat``, ``std_error``, ``t``, ``pvalue``) and the joint Wald test in
+        ``attrs`` (``wald``, ``df``, ``pvalue_wald``). Small p-values speak against random
+        timing (see the docs' *Random timing* page)."""
+        import pandas as pd
+
+        from ..inference.random_timing_balance import balance_test
+
+        test = balance_test(self.design, event_times=event_times,
+                            last_treated=self.params.get("control_group") == "last_treated")
+        frame = pd.DataFrame({"estimand": list(test.rows), "x_hat": test.x_hat,
+                              "std_error": test.std_error, "t": test.t,
+                              "pvalue": test.pvalue})
+        frame.attrs.update(wald=test.wald, df=test.df, pvalue_wald=test.pvalue_wald)
+        return frame
+
     def summary(self) -> str:
         """A short text summary naming the estimator and the randomisation assumption."""
         simple = self.aggregate("simple").overall

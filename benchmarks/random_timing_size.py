@@ -48,7 +48,7 @@ def statistic(design):
     cells = cell_estimates(design, None, False, refine=False)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.r_[agg.estimate / agg.std_error_neyman,
-                     np.max(np.abs(cells.estimate / cells.std_error_neyman))]
+                     np.nanmax(np.abs(cells.estimate / cells.std_error_neyman))]
 
 
 def main():

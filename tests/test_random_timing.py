@@ -222,3 +222,21 @@ def test_result_balance_test_frame():
     assert list(frame.estimand) == ["simple", "cohort", "calendar", "ES0", "ES1"]
     assert frame.attrs["df"] == 5 and 0 <= frame.attrs["pvalue_wald"] <= 1
     assert np.all((frame.pvalue > 0) & (frame.pvalue <= 1))
+
+
+def test_checkpoint_steps_are_positions_on_the_grid():
+    """Times in training steps (1000, 2000, ...; a gap) give the same numbers as positions."""
+    frame, data = _panel("sim1")
+    steps = {t: s for t, s in zip(range(1, 9), (1000, 2000, 3000, 5000, 8000, 9000, 9500,
+                                                12000))}
+    moved = frame.assign(t=frame.t.map(steps),
+                         g=frame.g.map(lambda g: steps.get(g, g)).astype(float))
+    other = didmem.Panel(moved, unit="i", time="t", cohort="g", outcome="y")
+    est = didmem.RandomTimingEstimator(n_draws=0)
+    a, b = est.fit(data), est.fit(other)
+    np.testing.assert_allclose(b.to_frame()["estimate"], a.to_frame()["estimate"], rtol=1e-12)
+    np.testing.assert_allclose(b.to_frame()["std_error"], a.to_frame()["std_error"],
+                               rtol=1e-10)
+    for name in ("simple", "group", "calendar", "dynamic"):
+        np.testing.assert_allclose(b.aggregate(name).to_frame()["estimate"],
+                                   a.aggregate(name).to_frame()["estimate"], rtol=1e-12)

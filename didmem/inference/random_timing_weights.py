@@ -188,23 +188,27 @@ def calendar_key_weights(codes, sizes, n_times: int, last_treated: bool):
 def event_time_weights(codes, sizes, n_times: int, event_time: int, last_treated: bool):
     """``A_theta``, ``A_0`` of ``eventstudy`` at ``event_time``, or None when no cohort
     has a comparison there (R stops, or skips the event time in a vector)."""
-    codes = np.asarray(codes)
+    codes = np.asarray(codes, dtype=np.float64)
+    sizes = np.asarray(sizes, dtype=np.float64)
     k = codes.size
     reach = np.maximum(codes + event_time, codes)
-    eligible = [gi for gi in range(k) if reach[gi] < codes.max() and reach[gi] <= n_times - 1]
-    at = [gi for gi in eligible if 0 <= codes[gi] + event_time <= n_times - 1
-          and float(codes[gi] + event_time).is_integer()]
-    if not eligible or not at:
+    eligible = np.flatnonzero((reach < codes.max()) & (reach <= n_times - 1))
+    t = codes[eligible] + event_time
+    has_column = (t >= 0) & (t <= n_times - 1) & (t == np.floor(t))
+    if not eligible.size or not has_column.any():
         return None
-    total = sum(sizes[gi] for gi in eligible)
+    table = _control_table(codes, sizes, last_treated)
+    if last_treated:
+        start = np.where(codes[-1] > t, k - 1, k)
+    else:
+        start = np.searchsorted(codes, np.maximum(codes[eligible], t), side="right")
+    w = table.vectors[start].copy()  # (E, K): each eligible cohort's cell weights
+    w[np.arange(eligible.size), eligible] += 1.0
+    w *= (sizes[eligible] / sizes[eligible].sum())[:, None]
     a_theta = np.zeros((k, n_times))
     a_0 = np.zeros((k, n_times))
-    for gi in eligible:
-        t = codes[gi] + event_time
-        w = sizes[gi] / total * cell_weights(codes, sizes, gi, t, last_treated)
-        if gi in at:
-            a_theta[:, int(t)] = w
-        p = _pre_period(codes[gi], n_times)
-        if p is not None:
-            a_0[:, p] = w
+    a_theta[:, t[has_column].astype(np.int64)] = w[has_column].T
+    p = codes[eligible] - 1
+    has_pre = (p >= 0) & (p <= n_times - 1) & (p == np.floor(p))
+    a_0[:, p[has_pre].astype(np.int64)] = w[has_pre].T
     return a_theta, a_0

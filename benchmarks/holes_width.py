@@ -22,7 +22,10 @@ critical value above 10 and the mean largest one, the share of post-treatment ce
 band excludes zero, and the width ratio: each cell's mean pointwise half-width with holes over
 what the balanced panel's implies, ``mean hw_balanced * sqrt(Var(tau_holes) / Var(tau_balanced))``
 (variances of the estimates over the replications); its mean over cells is ``width_ratio``
-(1 = exactly the width the variance ratio implies). Usage::
+(1 = exactly the width the variance ratio implies). ``pointwise_before_issue50`` is the
+pointwise coverage of the same fits' intervals under the rule before issue 50 (the plug-in
+parts of :meth:`~didmem.inference.holes.HolesInfluence.observation_groups` with their own
+units' counts). Usage::
 
     nice -n 15 python benchmarks/holes_width.py --dgp ar1 --pattern random --reps 200
 """
@@ -38,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 import didmem
-from didmem.inference.small_sample import t_critical_values
+from didmem.inference.small_sample import group_welch, t_critical_values
 from _provenance import write_rows
 from small_sample_coverage import simulate
 
@@ -108,7 +111,15 @@ def measures(res, truth):
     lo, hi = frame["ci_lower"].to_numpy(), frame["ci_upper"].to_numpy()
     band_ok = np.isfinite(lo)
     post = frame["post"].to_numpy() & band_ok
+    before = np.nan  # the pointwise coverage of the rule before issue 50 (same fit)
+    influence = res.inference.influence
+    if corr is not None and hasattr(influence, "observation_groups"):
+        var_old, df_old = group_welch(*influence.observation_groups())
+        half_old = t_critical_values(1 - res.alpha / 2, df_old) * np.sqrt(var_old)
+        ok = live & np.isfinite(half_old)
+        before = float(np.mean(np.abs(est - tau)[ok] <= half_old[ok]))
     return {
+        "before50": before,
         "est": np.where(live, est, np.nan), "half": np.where(live, half, np.nan),
         "pointwise": float(np.mean(np.abs(est - tau)[live] <= half[live])),
         "simultaneous": bool(np.all((lo[band_ok] <= tau[band_ok]) & (tau[band_ok] <= hi[band_ok]))),
@@ -156,6 +167,11 @@ def study(dgp, pattern, units, missing, reps, draws, seed):
             "mean_max_crit": round(float(np.mean([m["max_crit"] for m in values])), 2),
             "post_excludes_zero": round(float(np.mean([m["excludes_zero"] for m in values])), 4),
         })
+        before = np.array([m["before50"] for m in values])
+        if np.isfinite(before).all():
+            rows[-1].update({"pointwise_before_issue50": round(float(before.mean()), 4),
+                             "pointwise_before_issue50_mc_se":
+                                 round(float(before.std(ddof=1) / np.sqrt(reps)), 4)})
     rows[-1].update({"width_ratio": round(float(ratio.mean()), 4),
                      "width_ratio_median": round(float(np.median(ratio)), 4)})
     return rows

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 import didmem
-from didmem.inference.small_sample import group_welch, t_critical_values
+from didmem.inference.small_sample import block_welch, t_critical_values
 from _provenance import write_rows
 from small_sample_coverage import simulate
 
@@ -114,7 +114,7 @@ def measures(res, truth):
     before = np.nan  # the pointwise coverage of the rule before issue 50 (same fit)
     influence = res.inference.influence
     if corr is not None and hasattr(influence, "observation_groups"):
-        var_old, df_old = group_welch(*influence.observation_groups())
+        var_old, df_old = block_welch(*influence.observation_groups())
         half_old = t_critical_values(1 - res.alpha / 2, df_old) * np.sqrt(var_old)
         ok = live & np.isfinite(half_old)
         before = float(np.mean(np.abs(est - tau)[ok] <= half_old[ok]))

@@ -10,7 +10,7 @@ import didmem
 from didmem.inference._prepared import did_cells, level_cells, prepare_panel
 from didmem.inference._prepared import HoleRows
 from didmem.inference.holes import HolesInfluence, hole_cells
-from didmem.inference.small_sample import group_welch
+from didmem.inference.small_sample import block_welch
 
 
 def _probe_frame(seed=0):
@@ -165,7 +165,7 @@ def test_without_holes_the_degrees_of_freedom_are_the_balanced_panels(not_yet):
     design = prepare_panel(panel, None, need_never_treated=not not_yet, anticipation=0,
                             lower_is_better=False, owner="test")
     inf, cells = _holes_influence(design, not_yet)
-    var, dof = group_welch(*inf.welch_groups())
+    var, dof = block_welch(*inf.welch_groups())
     live = cells.ref == 0
     np.testing.assert_allclose(var[live], res.inference.correction.variance[live], rtol=1e-9)
     np.testing.assert_allclose(dof[live], res.inference.correction.df[live], rtol=1e-9)
@@ -254,7 +254,7 @@ def test_welch_parts_are_unbiased_for_the_variance_of_the_difference_of_means():
         other = HolesInfluence.build(new, design.w, design.starts, cells,
                                      design.times.size, coefficients)
         parts, n = other.welch_groups()
-        return group_welch(parts[:3, [c]], n[:3, [c]])[0][0]
+        return block_welch(parts[:3, [c]], n[:3, [c]])[0][0]
 
     m = len(keys)
     basis = np.eye(m)

@@ -14,7 +14,7 @@ variance that the runs' spread estimates when ``B = 0``.
 
 At ``B = 0``, ``S = V_d X`` with ``X ~ chi2_{R-1} / (R - 1)`` and the floor makes
 ``E[max(S, V_d)] = V_d E[max(X, 1)]``: ``1 + 1/e = 1.368`` with three runs (``X`` is then
-exponential), 1.21 with five, so the variance is ``0.368 share`` too large in expectation
+exponential), 1.27 with five, so the variance is ``0.368 share`` too large in expectation
 (10-14% where ``share`` is 0.27-0.38). Usage::
 
     python benchmarks/runs_floor.py --reps 4000 --draws 2000

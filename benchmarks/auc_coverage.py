@@ -13,7 +13,12 @@ Four 95% intervals of the AUC of ``m`` member against ``n`` non-member scores:
   z\\,\\widehat{se} / (\\hat\\theta(1 - \\hat\\theta))`, mapped back (no interval, counted as
   a miss, when :math:`\\hat\\theta` is 0 or 1);
 * ``newcombe``: Newcombe's (2006) Method 5 score interval
-  (:func:`didmem.estimators._auc.auc_interval`, the estimator's interval since issue 50);
+  (:func:`didmem.estimators._auc.auc_interval` without ``variance``);
+* ``newcombe_delong``: the same, widened by the ratio of DeLong's variance to the one it
+  inverts where DeLong's is the larger;
+* ``newcombe_delong_t``: the same with DeLong's variance scaled by the squared ratio of the t
+  quantile at its Welch-Satterthwaite degrees of freedom to z (the estimator's interval
+  since issue 50);
 * ``bootstrap``: the percentile interval of a bootstrap stratified by split (``--boot``
   resamples; on the first ``--boot-reps`` replications only, for time).
 
@@ -45,13 +50,14 @@ from scipy.stats import cauchy, norm
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _provenance import provenance  # noqa: E402
 
-from didmem.estimators._auc import auc_interval, delong_auc  # noqa: E402
+from didmem.estimators._auc import auc_interval, delong_auc, delong_df  # noqa: E402
 
 SIZES = [(10, 30), (25, 25), (30, 100)]
 AUCS = [0.7, 0.9, 0.97]
 Z = float(norm.ppf(0.975))
 GRID = 0.5
-METHODS = ("delong_wald", "delong_logit", "newcombe", "newcombe_delong", "bootstrap")
+METHODS = ("delong_wald", "delong_logit", "bootstrap", "newcombe", "newcombe_delong",
+           "newcombe_delong_t")
 
 
 def _discrete_auc(d: float) -> float:
@@ -93,7 +99,7 @@ def bootstrap_interval(x, y, rng, n_boot):
     psi = (x[:, None] > y[None, :]) + 0.5 * (x[:, None] == y[None, :])
     cx = rng.multinomial(x.size, np.full(x.size, 1 / x.size), size=n_boot)
     cy = rng.multinomial(y.size, np.full(y.size, 1 / y.size), size=n_boot)
-    theta = np.einsum("bi,ij,bj->b", cx, psi, cy) / (x.size * y.size)
+    theta = ((cx @ psi) * cy).sum(axis=1) / (x.size * y.size)
     return np.quantile(theta, [0.025, 0.975])
 
 
@@ -123,6 +129,9 @@ def run_cell(dgp, m, n, target, reps, boot_reps, n_boot, seed):
         lo, hi = auc_interval(auc, m, n, Z, variance=var)
         hits["newcombe_delong"] += lo <= truth <= hi
         width["newcombe_delong"] += hi - lo
+        lo, hi = auc_interval(auc, m, n, Z, variance=var, df=delong_df(x, y))
+        hits["newcombe_delong_t"] += lo <= truth <= hi
+        width["newcombe_delong_t"] += hi - lo
         if r < boot_reps:
             lo, hi = bootstrap_interval(x, y, rng, n_boot)
             hits["bootstrap"] += lo <= truth <= hi

@@ -19,7 +19,7 @@ import pytest
 import didmem
 from didmem import (DifferenceEstimator, EstimationError, MembershipInferenceEstimator, Panel,
                     ParameterError)
-from didmem.estimators._auc import auc_interval, delong_auc, newcombe_variance
+from didmem.estimators._auc import auc_interval, delong_auc, delong_df, newcombe_variance
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "reference"
                         / "membership_auc_delong.json").read_text())
@@ -138,6 +138,21 @@ def test_auc_interval_properties():
     wide = auc_interval(auc, 10, 30, z, variance=4 * newcombe_variance(auc, 10, 30))
     assert wide[0] < base[0] and wide[1] > base[1]
     assert wide == pytest.approx(auc_interval(auc, 10, 30, 2 * z), abs=1e-9)
+    # with its degrees of freedom, DeLong's variance counts at the t quantile: (t/z)^2 more
+    from scipy.stats import t as student_t
+
+    df = delong_df(x, y)
+    assert 9 <= df <= 38
+    scale = (student_t.ppf(0.975, df) / z) ** 2
+    assert auc_interval(auc, 10, 30, z, variance=4 * newcombe_variance(auc, 10, 30), df=df) \
+        == pytest.approx(auc_interval(auc, 10, 30, z * np.sqrt(4 * scale)), abs=1e-9)
+    # Welch-Satterthwaite by hand from the placement values' two variances
+    m, n = 10, 30
+    v10 = np.array([np.mean((xi > y) + 0.5 * (xi == y)) for xi in x])
+    v01 = np.array([np.mean((x > yj) + 0.5 * (x == yj)) for yj in y])
+    a, b = v10.var(ddof=1) / m, v01.var(ddof=1) / n
+    assert a + b == pytest.approx(var, rel=1e-12)
+    assert df == pytest.approx((a + b) ** 2 / (a ** 2 / (m - 1) + b ** 2 / (n - 1)), rel=1e-12)
     assert np.isnan(auc_interval(float("nan"), 10, 30, z)).all()
 
 
@@ -155,7 +170,7 @@ def test_membership_interval_covers_with_few_instances_and_auc_near_one():
     for _ in range(reps):
         x, y = rng.normal(d, 1, 10), rng.normal(0, 1, 30)
         auc, var = delong_auc(x, y)
-        lower, upper = auc_interval(auc, 10, 30, z, variance=var)
+        lower, upper = auc_interval(auc, 10, 30, z, variance=var, df=delong_df(x, y))
         covered += lower <= 0.97 <= upper
         wald += abs(auc - 0.97) <= z * np.sqrt(var)
     assert covered / reps >= 0.93
@@ -201,8 +216,11 @@ def test_auc_per_checkpoint_uses_the_trained_members():
     assert ((lo >= 0) & (hi <= 1) & (lo <= auc["auc"].dropna())).all()
     for c in panel.times[1:]:
         row = auc.loc[c]
+        members = y[cohorts <= c, list(panel.times).index(c)]
+        outside = y[np.isinf(cohorts), list(panel.times).index(c)]
         want = auc_interval(row["auc"], int(row["n_members"]), int(row["n_nonmembers"]),
-                            1.959963984540054, variance=row["std_error"] ** 2)
+                            1.959963984540054, variance=row["std_error"] ** 2,
+                            df=delong_df(members, outside))
         assert (row["ci_lower"], row["ci_upper"]) == pytest.approx(want, rel=1e-9)
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 from ..errors import EstimationError
 from ..inference.bands import normal_quantile
 from ..results import CellResult
-from ._auc import auc_interval, delong_auc
+from ._auc import auc_interval, delong_auc, delong_df
 from .base import Alpha, BaseEstimator, Instance, OneOf
 
 __all__ = ["MembershipInferenceEstimator", "MEMBERSHIP_ASSUMPTION", "MEMBER_SETS"]
@@ -67,8 +67,10 @@ class MembershipInferenceEstimator(BaseEstimator):
     :math:`(\hat\theta - \theta)^2 \le z^2_{1-\alpha/2}\, r\, V(\theta)`, where
     :math:`V(\theta)` is Hanley & McNeil's variance at :math:`N^* = (m+n)/2 - 1` scores per
     sample (:func:`didmem.estimators._auc.newcombe_variance`) and
-    :math:`r = \max(1, \widehat{se}^2 / V(\hat\theta))` widens it where DeLong's variance
-    is the larger (heavy-tailed scores); see :func:`didmem.estimators._auc.auc_interval`.
+    :math:`r = \max(1, (t_{\nu}/z)^2\,\widehat{se}^2 / V(\hat\theta))` widens it where
+    DeLong's variance is the larger (heavy-tailed scores), with the t quantile at the
+    Welch-Satterthwaite degrees of freedom :math:`\nu` of its two parts; see
+    :func:`didmem.estimators._auc.auc_interval`.
     Unlike the Wald interval :math:`\hat\theta \pm z\,\widehat{se}` (whose standard
     error is 0 at an AUC of 1), it stays inside ``[0, 1]``, is never of zero width, and
     depends on the scores only through their ranks. Its coverage, by Monte Carlo on normal,
@@ -187,7 +189,8 @@ def _auc_row(time, members, nonmembers, z) -> dict:
     auc, var = delong_auc(members, nonmembers)
     m, n = int(np.size(members)), int(np.size(nonmembers))
     se = float(np.sqrt(var)) if np.isfinite(var) else float("nan")
-    lower, upper = auc_interval(auc, m, n, z, variance=var) if m > 1 and n > 1 \
+    lower, upper = auc_interval(auc, m, n, z, variance=var,
+                                df=delong_df(members, nonmembers)) if m > 1 and n > 1 \
         else (float("nan"), float("nan"))
     return {"auc": auc, "std_error": se, "ci_lower": lower, "ci_upper": upper,
             "n_members": m, "n_nonmembers": n}

@@ -24,7 +24,7 @@ import contextlib
 
 from ..errors import DidmemError, optional_import
 
-__all__ = ["ray_map", "ray_session"]
+__all__ = ["ray_map", "ray_session", "read_outcomes"]
 
 
 @contextlib.contextmanager
@@ -89,6 +89,14 @@ def _settle(ray, refs) -> None:
             ray.cancel(ref)
         except Exception:  # noqa: BLE001 - already finished, or Ray going down: nothing to stop
             pass
+    read_outcomes(ray, refs)
+
+
+def read_outcomes(ray, refs) -> None:
+    """Wait for ``refs`` to end (at most :data:`SETTLE_SECONDS`) and read each outcome,
+    ignoring it, so that no failed task is left unread for Ray to print at shutdown."""
+    if not refs:
+        return
     try:
         ray.wait(list(refs), num_returns=len(refs), timeout=SETTLE_SECONDS)
     except Exception:  # noqa: BLE001 - the outcomes below are read whatever this says

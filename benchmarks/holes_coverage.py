@@ -86,7 +86,7 @@ def pointwise_coverage(res, truth):
     units observed at either period (``contributing``), and two groups with every unit of
     the blocks (``all_units``, the count before issue 40's fix)."""
     from didmem.inference.influence import cell_counts
-    from didmem.inference.small_sample import group_welch, t_critical_values
+    from didmem.inference.small_sample import block_welch, t_critical_values
 
     frame = res.to_frame().merge(truth, on=["cohort", "time"], how="left")
     tau = np.where(frame["post"], frame["tau"], 0.0)
@@ -98,7 +98,7 @@ def pointwise_coverage(res, truth):
     for name, (p, n) in (("groups", (parts, counts)),
                          ("contributing", (two, influence.contributing_units())),
                          ("all_units", (two, np.stack(cell_counts(res.prepared, res.cells))))):
-        var, df = group_welch(p, n)
+        var, df = block_welch(p, n)
         half = t_critical_values(1 - res.alpha / 2, df) * np.sqrt(var)
         live = np.isfinite(half)
         out[name] = float(np.mean(np.abs(est - tau)[live] <= half[live]))

@@ -103,6 +103,43 @@ def test_a_singular_cohort_block_is_left_to_the_dense_check(monkeypatch):
                                          fit.inference.influence.z_gram) is None
 
 
+def test_a_block_whose_cholesky_fails_is_left_to_the_dense_check(monkeypatch):
+    """Five units per cohort (a singular block): in a fresh clone at load 10 the smallest
+    eigenvalue came out a hair above zero and ``cho_factor`` raised a LinAlgError out of
+    ``render_report`` (issue 50). Whatever rounding the machine's LAPACK gives, a block that
+    is singular to working precision, or that Cholesky refuses, goes to the dense route."""
+    from scipy import linalg
+
+    panel = _panel(n_cohorts=40, units=5, never=40)
+    fit = didmem.DiDEstimator(n_bootstrap=0).fit(panel)
+    which = np.flatnonzero((fit.cohorts > fit.times) & np.isfinite(fit.analytic_std_errors))
+    est = np.asarray(fit.estimates)[which]
+    gram = fit.inference.influence.z_gram
+    # the rounding of that machine, forced: every eigenvalue positive, Cholesky refusing
+    monkeypatch.setattr(pretrend_wald.linalg, "eigvalsh", lambda a: np.full(len(a), 1.0))
+
+    def refuse(*args, **kwargs):
+        raise linalg.LinAlgError("5-th leading minor of the array is not positive definite")
+
+    monkeypatch.setattr(pretrend_wald.linalg, "cho_factor", refuse)
+    assert pretrend_wald.structured_wald(fit.prepared, fit.cells, fit.stats, which, est,
+                                         gram) is None
+
+
+def test_a_nearly_singular_block_is_left_to_the_dense_check():
+    """The eigenvalue check is relative to the block's scale: a smallest eigenvalue at
+    rounding level (1e-17 of the largest) is no evidence that the block is positive definite."""
+    panel = _panel(n_cohorts=40, units=5, never=40)
+    fit = didmem.DiDEstimator(n_bootstrap=0).fit(panel)
+    which = np.flatnonzero((fit.cohorts > fit.times) & np.isfinite(fit.analytic_std_errors))
+    est = np.asarray(fit.estimates)[which]
+    assert pretrend_wald.structured_wald(fit.prepared, fit.cells, fit.stats, which, est,
+                                         fit.inference.influence.z_gram) is None
+    with pytest.warns(didmem.InferenceWarning, match="covariance is singular"):
+        pretest = fit.pretest  # the dense route's check, as R's: no statistic, a reason
+    assert not np.isfinite(pretest.statistic) and "singular" in pretest.note
+
+
 def _clustered(cluster_of_unit, n_cohorts=30):
     df, _ = didmem.datasets.simulate_panel(n_cohorts=n_cohorts, units_per_cohort=40,
                                            n_never_treated=120, seed=0)

@@ -185,31 +185,31 @@ def _run_runs(args) -> int:
 
 
 def _fit_folder(estimator, args):
-    """A folder of parquet files: read in bounded memory and fitted from moments."""
-    from ..estimators._moments_route import fit_dataset
-    from ..panel.scan import ParquetPaths
+    """A folder of parquet files: read in bounded memory (here or as tasks on Ray) and fitted
+    from moments by ``estimator.fit``."""
+    from ..panel import Panel
 
-    if args.estimator != "did" or args.exposure != 1 or args.balance != "error":
+    if args.exposure != 1 or args.balance != "error":
         raise ParameterError(
-            "A folder of parquet files is fitted from moments: --estimator did, one exposure "
-            "and a balanced panel only; read a single file for the rest.")
-    data = ParquetPaths(args.panel, unit=args.unit, time=args.time, cohort=args.cohort,
-                        outcome=args.outcome, never_treated=args.never_treated)
+            "A folder of parquet files is fitted from moments: one exposure and a balanced "
+            "panel only; read a single file for the rest.")
+    columns = dict(unit=args.unit, time=args.time, cohort=args.cohort, outcome=args.outcome,
+                   never_treated=args.never_treated)
     if args.runner == "ray":
         from ..runners.ray_tasks import ray_map, ray_session
 
         with ray_session(args.address) as ray:
-            return fit_dataset(estimator, data, map_items=ray_map(ray))
-    return fit_dataset(estimator, data)
+            return estimator.fit(Panel.scan(args.panel, **columns, map_items=ray_map(ray)))
+    return estimator.fit(Panel.scan(args.panel, **columns))
 
 
 def _fit_memorised(estimator, args):
     """A folder of memorised-index lists: the pattern counts of the binary panel, fitted."""
     from ..orders.memorised import read_memorised
 
-    if args.estimator != "did" or args.exposure != 1 or args.runner != "local":
-        raise ParameterError("--memorised is fitted from pattern counts: --estimator did, one "
-                             "exposure and the local runner only.")
+    if args.exposure != 1 or args.runner != "local":
+        raise ParameterError("--memorised is fitted from pattern counts: one exposure and the "
+                             "local runner only.")
     if args.outcome != "memorised":
         raise ParameterError(f"--memorised names its outcome 'memorised'; got --outcome "
                              f"{args.outcome!r}.")

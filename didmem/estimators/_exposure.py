@@ -26,13 +26,11 @@ import pandas as pd
 
 from .._messages import listing as _listing
 from ..errors import DataDroppedWarning, EstimationError, ParameterError
-from ..inference._prepared import _fmt, did_cells, prepare_panel
-from ..inference.cell_inference import CellInference
-from ..inference.exposure import exposure_influence
+from ..inference._prepared import _fmt, prepare_panel
 from ..panel.exposures import exposure_view, subset_units
 from ..results.exposure import ExposureResult
 
-__all__ = ["fit_exposure"]
+__all__ = ["prepare_exposure", "exposure_result"]
 
 
 def _history_label(cohorts) -> str:
@@ -79,20 +77,10 @@ def _warn_dropped(table, owner, k):
         DataDroppedWarning, stacklevel=5)
 
 
-def _check_matched(influence, prepared, cells):
-    """Refuse cells with a treated history without a control of the same history."""
-    missing = influence.missing
-    if missing.any():  # guarded by the dropping of histories; a layout error if reached
-        c = int(np.flatnonzero(missing)[0])
-        raise EstimationError(
-            f"{int((missing > 0).sum())} cells have a treated history without a control of "
-            f"the same history, e.g. cohort {_fmt(prepared.cohorts[cells.k[c]])} at time "
-            f"{_fmt(prepared.times[cells.t[c]])}.")
-
-
-def fit_exposure(panel, params, owner: str, *, not_yet: bool, settings) -> ExposureResult:
-    """Fit the ``params["exposure"]``-th exposure's cells (see the module notes), with the
-    control group and inference settings the group-time pipeline resolved."""
+def prepare_exposure(panel, params, owner: str, *, not_yet: bool):
+    """The exposure route's design (see the module notes): the prepared panel of the units
+    with ``k - 1`` earlier exposures whose history has controls, each unit's history code
+    with their number, and the table of histories (for the result)."""
     k = params["exposure"]
     if panel.covariates:
         raise ParameterError(
@@ -127,12 +115,13 @@ def fit_exposure(panel, params, owner: str, *, not_yet: bool, settings) -> Expos
     codes = pd.Index(np.asarray(panel.units)[rows]).get_indexer(prepared.unit_labels)
     _, hist = np.unique(view.history[keep][codes], return_inverse=True)
     hist = np.ascontiguousarray(hist.ravel(), dtype=np.int64)
-    cells = did_cells(prepared, base_period=params["base_period"], not_yet=not_yet,
-                      anticipation=params["anticipation"])
-    influence = exposure_influence(prepared, cells, hist, int(hist.max()) + 1)
-    _check_matched(influence, prepared, cells)
+    return prepared, (hist, int(hist.max()) + 1), table
+
+
+def exposure_result(inference, table, *, owner: str, params, outcome: str) -> ExposureResult:
+    """The k-th exposure's result: the group-time result with its histories."""
     return ExposureResult.from_inference(
-        CellInference.draw(influence, settings), estimator=owner, params=params,
-        outcome=panel.resolve_outcome(params["outcome"]),
-        lower_is_better=params["lower_is_better"], exposure=k, history=params["history"],
-        histories=table, matched_controls=influence.n_control)
+        inference, estimator=owner, params=params, outcome=outcome,
+        lower_is_better=params["lower_is_better"], exposure=params["exposure"],
+        history=params["history"], histories=table,
+        matched_controls=inference.influence.n_control)

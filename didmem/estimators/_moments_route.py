@@ -1,11 +1,13 @@
-"""The moments route of the group-time fit: a result from per-cohort moments alone.
+"""Fits from per-cohort moments: thin names over the one group-time fit driver.
 
-On a balanced panel without covariates, :class:`~didmem.DiDEstimator`'s cells, standard errors (analytic and
-Welch's), pre-tests and aggregations follow exactly from per-cohort moments of the outcome
-paths (:mod:`didmem.inference.moments`), and so does the multiplier bootstrap with Gaussian
-multipliers, drawn from its exact distribution given the data. This module fits from moments
-(of a panel in memory, or of a parquet folder read in bounded memory, locally or on Ray) and
-returns the same :class:`~didmem.results.cells.GroupTimeResult` as the in-memory route.
+On a balanced panel without covariates, a group-time estimator's cells, standard errors
+(analytic and Welch's), pre-tests and aggregations follow exactly from per-cohort moments of
+the outcome paths (:mod:`didmem.inference.moments`), and so does the multiplier bootstrap
+with Gaussian multipliers, drawn from its exact distribution given the data. ``estimator.fit``
+takes moments, a parquet folder (:meth:`didmem.Panel.scan`) and pattern counts itself (the
+moments route of :mod:`didmem.inference.routes`); the functions here name those fits for
+scripts: the moments of a panel in memory (:func:`panel_moments`), and a fit from moments
+with the outcome's name.
 
 What is exact this way: estimates, analytic and Welch standard errors, Welch degrees of
 freedom, the Wald pre-test, every aggregation's estimate and analytic standard error (to
@@ -17,85 +19,39 @@ Mammen multipliers (they need each unit).
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from ..errors import ParameterError
 
-__all__ = ["fit_moments", "fit_dataset", "fit_patterns", "moments_applies"]
-
-
-def moments_applies(params) -> str | None:
-    """Why the moments route cannot serve these (validated) parameters, or None."""
-    from ..inference.bootstrap import resolve_multiplier
-
-    if params.get("exposure", 1) > 1:
-        return "repeated exposures (exposure > 1) need each unit's history"
-    if params["n_bootstrap"] and resolve_multiplier(params["multiplier"],
-                                                    params["small_sample"]) != "normal":
-        return ("the multiplier bootstrap from moments has Gaussian multipliers only "
-                "(multiplier='normal', the default with small_sample=True)")
-    return None
+__all__ = ["fit_moments", "fit_dataset", "fit_patterns", "panel_moments"]
 
 
 def fit_moments(estimator, moments, *, outcome: str, never_treated_code=None):
-    """The result of a :class:`~didmem.DiDEstimator` from moments.
-
-    Parameters
-    ----------
-    estimator : GroupTimeEstimator
-        Its parameters are validated here, as :meth:`fit` does.
-    moments : didmem.inference.moments.CohortMoments
-    outcome : str
-        The outcome's name (for the result's labels).
-    never_treated_code : float, optional
-        The panel's never-treated code (only for the hint of an error message).
-    """
-    from ..inference.cell_inference import CellInference, InferenceSettings
-    from ..inference.moment_cells import MomentsInfluence, prepare_moments
-    from ..results.cells import GroupTimeResult
-
-    params = estimator._validated_params()
-    name = type(estimator).__name__
-    why = moments_applies(params)
-    if why is not None:
-        raise ParameterError(f"{name}: this fit cannot come from moments: {why}.")
-    not_yet = params.get("control_group") == "not_yet_treated"
-    prepared = prepare_moments(moments, need_never_treated=not not_yet,
-                             anticipation=params.get("anticipation", 0),
-                             lower_is_better=params["lower_is_better"], owner=name,
-                             never_treated_code=never_treated_code)
-    cells = estimator._cells(prepared, params, not_yet)
-    influence = MomentsInfluence.build(prepared, cells)
-    inference = CellInference.draw(influence, InferenceSettings.from_params(params, name))
-    return GroupTimeResult.from_inference(inference, estimator=name, params=params,
-                                          outcome=outcome,
-                                          lower_is_better=params["lower_is_better"])
+    """``estimator.fit(moments)`` with the outcome's name for the result's labels and the
+    panel's never-treated code (only for the hint of an error message): the group-time fit
+    driver (:meth:`~didmem.estimators._grouptime.GroupTimeEstimator._fit`) on
+    :class:`~didmem.inference.moments.CohortMoments`."""
+    return estimator._fit(moments, estimator._validated_params(), outcome=outcome,
+                          never_treated_code=never_treated_code)
 
 
 def fit_dataset(estimator, dataset, *, map_items=None):
-    """The result of ``estimator`` on a parquet dataset read as unit paths
-    (:class:`~didmem.panel.scan.ParquetPaths`), from its moments; ``map_items`` runs the
-    work items (:func:`didmem.runners.ray_tasks.ray_map` on Ray; without it the dataset is
-    read here, in one pass where its units allow, see
-    :func:`~didmem.inference.moments.dataset_moments`)."""
-    from ..inference.moments import dataset_moments
-
-    why = moments_applies(estimator._validated_params())
-    if why is not None:  # refused before the folder is read
-        raise ParameterError(f"{type(estimator).__name__}: a parquet folder is fitted from "
-                             f"moments, which cannot serve this fit: {why}.")
-    moments = dataset_moments(dataset, map_items=map_items)
-    return fit_moments(estimator, moments, outcome=dataset.outcome,
-                       never_treated_code=dataset.never_treated)
+    """``estimator.fit(dataset)`` on a parquet dataset read as unit paths
+    (:class:`~didmem.panel.scan.ParquetPaths`), its work items run by ``map_items``
+    (:func:`didmem.runners.ray_tasks.ray_map` on Ray) when given, instead of the dataset's
+    own (``Panel.scan(..., map_items=...)``)."""
+    if map_items is not None:
+        dataset = copy.copy(dataset)
+        dataset.map_items = map_items
+    return estimator.fit(dataset)
 
 
 def fit_patterns(estimator, panel):
-    """The result of ``estimator`` on a binary panel given by the counts of its paths
-    (:class:`~didmem.panel.patterns.PatternPanel`), from their moments."""
-    from ..inference.moments import pattern_moments
-
-    moments = pattern_moments(panel.times, panel.cohorts, panel.patterns, panel.counts)
-    return fit_moments(estimator, moments, outcome=panel.outcome)
+    """``estimator.fit(panel)`` on a binary panel given by the counts of its paths
+    (:class:`~didmem.panel.patterns.PatternPanel`)."""
+    return estimator.fit(panel)
 
 
 def panel_moments(panel, outcome: str | None = None):

@@ -82,7 +82,11 @@ class BaseEstimator:
         Parameters
         ----------
         data : Panel, SubsetModels or TrainedModel
-            The class's ``input_type``.
+            The class's ``input_type``. The group-time estimators (:class:`~didmem.DiDEstimator`,
+            :class:`~didmem.DifferenceEstimator`) also take a parquet folder read lazily
+            (:meth:`didmem.Panel.scan`), a binary panel's pattern counts
+            (:class:`~didmem.panel.patterns.PatternPanel`) and per-cohort moments
+            (:class:`~didmem.inference.moments.CohortMoments`), fitted from their moments.
 
         Raises
         ------
@@ -90,7 +94,7 @@ class BaseEstimator:
             When ``data`` is not an ``input_type``, or a parameter is invalid.
         """
         expected = self.input_type
-        if not isinstance(data, expected):
+        if not self._accepts(data):
             raise ParameterError(
                 f"{type(self).__name__}.fit needs a didmem.{expected.__name__}; got "
                 f"{type(data).__name__}. {self._input_hint}")
@@ -100,6 +104,11 @@ class BaseEstimator:
                 f"{data.run_column!r}). Fit didmem.RunsEstimator for each run's, the pooled "
                 "and the within-instance profiles, or one run's panel: panel.run_panel(run).")
         return self._fit(data, self._validated_params())
+
+    def _accepts(self, data) -> bool:
+        """Whether :meth:`fit` takes ``data``: an ``input_type`` (the group-time estimators
+        take its lazy forms too)."""
+        return isinstance(data, self.input_type)
 
     def _fit(self, data, params):  # pragma: no cover - interface
         raise NotImplementedError

@@ -137,28 +137,6 @@ class DiDEstimator(GroupTimeEstimator):
                          lower_is_better=lower_is_better, small_sample=small_sample,
                          exposure=exposure, history=history)
 
-    def fit(self, data):
-        """Estimate on ``data``: a :class:`~didmem.Panel`, or a parquet file or folder read
-        lazily (:meth:`didmem.Panel.scan`), which is read in bounded memory and fitted from
-        per-cohort moments (balanced, one exposure, Gaussian multipliers; see the
-        *Inference* page, "Sufficient statistics"), or a binary panel given by its patterns'
-        counts (:class:`~didmem.panel.patterns.PatternPanel`, such as
-        :func:`didmem.orders.read_memorised` reads), fitted from their moments too. Returns an
-        immutable result.
-        """
-        from ..panel.patterns import PatternPanel
-        from ..panel.scan import ParquetPaths
-
-        if isinstance(data, ParquetPaths):
-            from ._moments_route import fit_dataset
-
-            return fit_dataset(self, data)
-        if isinstance(data, PatternPanel):
-            from ._moments_route import fit_patterns
-
-            return fit_patterns(self, data)
-        return super().fit(data)
-
     def _cells(self, prepared, params, not_yet):
         from ..inference._prepared import did_cells
 

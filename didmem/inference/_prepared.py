@@ -4,7 +4,10 @@
 never treated; units treated by the first period plus anticipation are dropped; without
 never-treated units the not-yet-treated design drops the late periods) and sorts the units
 into blocks, one per treated cohort, the never-treated last. :func:`did_cells` and
-:func:`level_cells` lay out the (cohort, time) cells of the two estimators.
+:func:`level_cells` lay out the (cohort, time) cells of the two estimators. Its steps
+:func:`r_preprocessing` (R's rules on the units' cohorts) and :func:`cohort_blocks` (the
+blocks and their size checks) are shared with the moments' preparation
+(:func:`~didmem.inference.moment_cells.prepare_moments`).
 """
 
 from __future__ import annotations
@@ -157,7 +160,7 @@ def prepare_panel(
     """Apply R did's pre-processing and sort the units into cohort blocks.
 
     The one place of R ``did``'s pre-processing, for balanced panels, panels with holes and
-    repeated cross-sections alike (:func:`_r_preprocessing`); only the outcome's layout
+    repeated cross-sections alike (:func:`r_preprocessing`); only the outcome's layout
     differs: a dense units x times matrix (:func:`_dense_outcomes`) or the observed rows in
     long form (:func:`_observed_rows`, ``design.holes``). A cohort's size is its units, or
     for data with holes its rows per period, as R counts it there.
@@ -171,17 +174,17 @@ def prepare_panel(
     if panel.never_treated_code is None and np.any(cohorts == 0) and 0 <= times[0]:
         zero_hint = (" If 0 marks never-treated units (R did's convention), pass "
                      "never_treated=0 to Panel (CLI: --never-treated 0).")
-    cut, keep = _r_preprocessing(cohorts, times, need_never_treated=need_never_treated,
-                                 anticipation=anticipation, owner=owner, noun=noun,
-                                 zero_hint=zero_hint)
+    cut, keep = r_preprocessing(cohorts, times, need_never_treated=need_never_treated,
+                                anticipation=anticipation, owner=owner, noun=noun,
+                                zero_hint=zero_hint)
     layout = _observed_rows if holes else _dense_outcomes
     return layout(panel, name, cohorts, times, cut, keep, lower_is_better=lower_is_better,
                   need_never_treated=need_never_treated, owner=owner,
                   use_covariates=use_covariates)
 
 
-def _r_preprocessing(cohorts, times, *, need_never_treated: bool, anticipation: float,
-                     owner: str, noun: str, zero_hint: str):
+def r_preprocessing(cohorts, times, *, need_never_treated: bool, anticipation: float,
+                    owner: str, noun: str, zero_hint: str):
     """R ``did``'s pre-processing of the cohorts, each step with its warning or error.
 
     Cohorts after the last period become never-treated (``cohorts`` is changed in place);
@@ -245,8 +248,8 @@ def _r_preprocessing(cohorts, times, *, need_never_treated: bool, anticipation: 
     return cut, ~early
 
 
-def _cohort_blocks(cohorts, keep, sizes_of, *, need_never_treated: bool, owner: str,
-                   word: str):
+def cohort_blocks(cohorts, keep, sizes_of, *, need_never_treated: bool, owner: str,
+                  word: str):
     """Sort the kept units into blocks, one per treated cohort, the never-treated last, and
     check the blocks' sizes (``sizes_of(block, counts)``, from each unit's block and the
     kept units per block, gives each block's size in ``word``). Returns the treated cohorts, the kept units in block order, the blocks'
@@ -292,7 +295,7 @@ def _dense_outcomes(panel, name, cohorts, times, cut, keep, *, lower_is_better,
     if lower_is_better:
         y = -y
     x = panel.covariate_array() if use_covariates and panel.covariates else None
-    treated_cohorts, order, starts = _cohort_blocks(
+    treated_cohorts, order, starts = cohort_blocks(
         cohorts, keep, lambda block, counts: counts, need_never_treated=need_never_treated,
         owner=owner, word="units")
     y = y[np.ix_(order, cut)] if not cut.all() else y[order]
@@ -326,7 +329,7 @@ def _observed_rows(panel, name, cohorts, times, cut, keep, *, lower_is_better,
         unit, time, y, x = unit[rows], time[rows], y[rows], x[rows]
         keep = keep & (np.bincount(unit, minlength=cohorts.size) > 0)
     n_t = int(cut.sum())
-    treated_cohorts, order, starts = _cohort_blocks(
+    treated_cohorts, order, starts = cohort_blocks(
         cohorts, keep, lambda block, counts: np.bincount(
             block[unit][keep[unit]], minlength=counts.size) / n_t,
         need_never_treated=need_never_treated, owner=owner, word="rows per period")

@@ -35,11 +35,12 @@ import numpy as np
 from scipy import sparse
 
 from .._arrays import PicklableProxies
+from ..errors import EstimationError
 from .influence import CellInfluence, StoredInfluence, cell_layout, unit_weight_drawer
 from .exposure_kernel import exposure_cells_kernel
 
-__all__ = ["ExposureInfluence", "exposure_cells", "exposure_influence", "grouped_cells",
-           "history_sums", "never_only"]
+__all__ = ["ExposureInfluence", "check_matched", "exposure_cells", "exposure_influence",
+           "grouped_cells", "history_sums", "never_only"]
 
 
 def exposure_cells(prepared, cells, hist, n_hist, *, store: bool):
@@ -312,3 +313,16 @@ class ExposureInfluence(PicklableProxies, CellInfluence):
             out.total[row0:row0 + m] = u.sum(axis=1)
 
         return draw
+
+
+def check_matched(influence, prepared, cells) -> None:
+    """Refuse cells with a treated history without a control of the same history."""
+    from ._prepared import _fmt
+
+    missing = influence.missing
+    if missing.any():  # guarded by the dropping of histories; a layout error if reached
+        c = int(np.flatnonzero(missing)[0])
+        raise EstimationError(
+            f"{int((missing > 0).sum())} cells have a treated history without a control of "
+            f"the same history, e.g. cohort {_fmt(prepared.cohorts[cells.k[c]])} at time "
+            f"{_fmt(prepared.times[cells.t[c]])}.")

@@ -8,7 +8,7 @@ parts, covariances and aggregations follow from per-block moments of the paths
 (:class:`~didmem.inference.moment_cells.MomentsInfluence`, the same code that fits a
 parquet folder out of core, on Ray, or from pattern counts), and so does the Gaussian
 multiplier bootstrap, drawn from its exact law given the data. :class:`GroupedInfluence`
-is that route with the paths kept for what needs each unit: Rademacher and Mammen
+holds that route (:attr:`GroupedInfluence.by_moments`) with the paths for what needs each unit: Rademacher and Mammen
 multipliers and clustered variances (per-block sums of ``U_i w_i y_i`` and ``U_i w_i``, one
 matrix product per block and chunk of draws, :func:`~didmem.inference.kernels.cell_draws`),
 and the units x cells matrix. No units x cells matrix is formed otherwise.
@@ -16,9 +16,9 @@ and the units x cells matrix. No units x cells matrix is formed otherwise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -57,10 +57,11 @@ def bootstrap_cells(prepared, cells, stats, *, n_draws: int, multiplier: str, rn
 
 
 @dataclass(frozen=True, eq=False)
-class GroupedInfluence(MomentsInfluence):
-    """The cells' influence functions on a balanced design without covariates: the moments
-    route (:class:`~didmem.inference.moment_cells.MomentsInfluence`) with the prepared panel's paths
-    for what needs each unit (see the module notes).
+class GroupedInfluence(CellInfluence):
+    """The cells' influence functions on a balanced design without covariates: the units'
+    paths, and the same cells held as their blocks' moments (:attr:`by_moments`, a
+    :class:`~didmem.inference.moment_cells.MomentsInfluence`) for what follows from them
+    (see the module notes).
 
     Attributes
     ----------
@@ -75,39 +76,70 @@ class GroupedInfluence(MomentsInfluence):
         The blocks' moments (computed from the paths when not given).
     """
 
+    prepared: Any
+    cells: Any
+    stats: Mapping[str, np.ndarray]
+    att: np.ndarray | None = field(default=None, repr=False)
+    moments: CohortMoments | None = field(default=None, repr=False)
+
+    #: ``stats`` and :meth:`z_gram` give the structured Wald pre-test
+    #: (:mod:`~didmem.inference.pretrend_wald`)
     cohort_moments = True
 
-    def _block_moments(self) -> CohortMoments:
-        return prepared_moments(self.prepared)
-
     @cached_property
-    def centre(self) -> np.ndarray:
-        """Zero: ``stats`` are in the prepared panel's own (centred) outcome, as the per-unit
-        kernels read it."""
-        return np.zeros(self.prepared.times.size)
+    def by_moments(self) -> MomentsInfluence:
+        """The cells as their blocks' moments, about zero: ``stats`` are in the prepared
+        panel's own (centred) outcome, as the per-unit kernels read it."""
+        moments = prepared_moments(self.prepared) if self.moments is None else self.moments
+        return MomentsInfluence(self.prepared, self.cells, self.stats, att=self.att,
+                                moments=moments, centred_at=np.zeros(self.prepared.times.size))
+
+    @property
+    def n_cells(self) -> int:
+        return int(self.cells.size)
+
+    @property
+    def estimates(self) -> np.ndarray:
+        return self.att
+
+    @property
+    def gram(self) -> np.ndarray:
+        """Per-block Gram matrices of the features ``(w_i y_i, w_i, 1)``."""
+        return self.by_moments.gram
+
+    def z_gram(self, block: int) -> np.ndarray:
+        return self.by_moments.z_gram(block)
+
+    def treated_variance(self) -> np.ndarray:
+        return self.by_moments.treated_variance()
 
     def variance(self, clusters=None, n_clusters: int = 0) -> np.ndarray:
         """From the moments; of cluster sums, unit by unit."""
         if not n_clusters:
-            return super().variance()
+            return self.by_moments.variance()
         return kernels.cell_statistics(self.prepared.y, self.prepared.w, self.prepared.starts,
                                        *self.cells.kernel_args(), clusters, n_clusters)[1]
 
+    def covariance(self, which: np.ndarray) -> np.ndarray:
+        """``sum_i psi_ci psi_di`` of the cells ``which``, from the moments."""
+        return self.by_moments.covariance(which)
+
     def bootstrap(self, n_draws: int, multiplier: str, rng, clusters=None, n_clusters: int = 0,
                   *, multipliers=None):
-        """Gaussian multipliers without clusters: drawn from the moments' exact law
-        (:meth:`MomentsInfluence.bootstrap`); otherwise unit by unit, chunk by chunk
-        (:meth:`chunk_drawer`), as are draws whose ``multipliers`` are already drawn."""
+        """Gaussian multipliers without clusters: the block sums drawn from the moments'
+        exact law (:meth:`MomentsInfluence.multiplier_chunks`); otherwise unit by unit
+        (:meth:`chunk_drawer`), as are draws whose ``multipliers`` are already drawn. Both
+        run the one loop of :func:`~didmem.inference.bootstrap.multiplier_bootstrap`."""
         if multiplier == "normal" and not n_clusters and multipliers is None:
-            return super().bootstrap(n_draws, multiplier, rng)
-        return CellInfluence.bootstrap(self, n_draws, multiplier, rng, clusters, n_clusters,
-                                       multipliers=multipliers)
+            return self.by_moments.bootstrap(n_draws, multiplier, rng)
+        return super().bootstrap(n_draws, multiplier, rng, clusters, n_clusters,
+                                 multipliers=multipliers)
 
     def combination_moments(self, weights, omega, *, blocks: bool = True):
         """From the moments; of cluster sums, from the units' influence functions."""
         if self.prepared.clusters is None:
-            return super().combination_moments(weights, omega, blocks=blocks)
-        return CellInfluence.combination_moments(self, weights, omega, blocks=blocks)
+            return self.by_moments.combination_moments(weights, omega, blocks=blocks)
+        return super().combination_moments(weights, omega, blocks=blocks)
 
     # ------------------------------------------------------------------ bootstrap
     def chunk_drawer(self, multipliers, clusters, n_clusters: int) -> Callable:

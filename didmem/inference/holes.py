@@ -39,7 +39,7 @@ from numba import njit, prange
 
 from ..errors import EstimationError
 from ._prepared import HoleRows, _fmt
-from .bootstrap import MultiplierChunks
+from .bootstrap import _CHUNK_ELEMENTS, MultiplierChunks
 from .influence import CellInfluence
 
 __all__ = ["HoleRows", "HolesInfluence", "hole_cells", "check_hole_cells", "reference_psi"]
@@ -538,16 +538,17 @@ class HolesInfluence(CellInfluence):
         n_blocks, p = self.n_blocks, self.n_features
         n_weights = n_clusters or n
         mode = self._chunk_mode(multiplier, n_clusters)
-        chunk = max(1, min(n_draws, 2_000_000 // max(n_weights, 1),
-                           200_000_000 // (8 * n_blocks * p)))
+        # chunks in multiples of the one _CHUNK_ELEMENTS: multipliers, or grouped sums
+        chunk = max(1, min(n_draws, 2 * _CHUNK_ELEMENTS // max(n_weights, 1),
+                           25 * _CHUNK_ELEMENTS // (n_blocks * p)))
         source = None
         if mode == "gram_roots":
-            chunk = max(1, min(n_draws, 200_000_000 // (8 * n_blocks * p)))
+            chunk = max(1, min(n_draws, 25 * _CHUNK_ELEMENTS // (n_blocks * p)))
 
             def source(rng, m):
                 return rng.standard_normal((n_blocks, m, p))
         elif mode == "fused":  # 64 draws per pass; one buffer of grouped sums, reused
-            chunk = min(n_draws, max(64, 40_000_000 // (8 * n_blocks * p) // 64 * 64))
+            chunk = min(n_draws, max(64, 5 * _CHUNK_ELEMENTS // (n_blocks * p) // 64 * 64))
             words = (n + 63) // 64
 
             def source(rng, m):

@@ -128,14 +128,14 @@ def prepare_moments(moments: CohortMoments, *, need_never_treated: bool, anticip
                     lower_is_better: bool, owner: str,
                     never_treated_code: float | None = None) -> MomentsDesign:
     """R did's pre-processing on moments, by the in-memory route's own steps
-    (:func:`~didmem.inference._prepared._r_preprocessing` on the units' cohorts, then the
+    (:func:`~didmem.inference._prepared.r_preprocessing` on the units' cohorts, then the
     blocks' checks): the same errors and warnings.
 
     Cohorts after the last period count as never treated; without never-treated units the
     latest cohort becomes the comparison group and the periods from it on are dropped;
     cohorts treated by the first period plus anticipation are dropped.
     """
-    from ._prepared import _cohort_blocks, _r_preprocessing
+    from ._prepared import cohort_blocks, r_preprocessing
 
     m = moments.negated() if lower_is_better else moments
     times = m.times
@@ -145,9 +145,9 @@ def prepare_moments(moments: CohortMoments, *, need_never_treated: bool, anticip
                      "never_treated=0 to Panel (CLI: --never-treated 0).")
     per_unit = np.repeat(m.cohorts, m.count)  # the units' cohorts, for the messages' counts
     starts = np.concatenate([[0], np.cumsum(m.count)])
-    cut, keep = _r_preprocessing(per_unit, times, need_never_treated=need_never_treated,
-                                 anticipation=anticipation, owner=owner, noun="units",
-                                 zero_hint=zero_hint)
+    cut, keep = r_preprocessing(per_unit, times, need_never_treated=need_never_treated,
+                                anticipation=anticipation, owner=owner, noun="units",
+                                zero_hint=zero_hint)
     now = per_unit[starts[:-1]] if per_unit.size else per_unit  # each cohort's value after it
     kept = keep[starts[:-1]] if per_unit.size else keep
     del per_unit, keep
@@ -163,9 +163,9 @@ def prepare_moments(moments: CohortMoments, *, need_never_treated: bool, anticip
                               weight_sq=np.zeros(1), mean=np.zeros((1, m.times.size)),
                               lever=np.zeros((1, m.times.size)),
                               cross=np.zeros((1, m.times.size, m.times.size)))
-    _cohort_blocks(m.cohorts, np.ones(m.cohorts.size, dtype=bool),
-                   lambda block, counts: m.count.astype(float),
-                   need_never_treated=need_never_treated, owner=owner, word="units")
+    cohort_blocks(m.cohorts, np.ones(m.cohorts.size, dtype=bool),
+                  lambda block, counts: m.count.astype(float),
+                  need_never_treated=need_never_treated, owner=owner, word="units")
     starts = np.concatenate([[0], np.cumsum(m.count)]).astype(np.int64)
     return MomentsDesign(moments=m, cohorts=m.cohorts[:-1].copy(), starts=starts)
 
@@ -177,10 +177,11 @@ class MomentsInfluence(CellInfluence):
 
     ``prepared`` is a :class:`MomentsDesign` here (fits out of core, on Ray, from pattern
     counts); the balanced route in memory,
-    :class:`~didmem.inference.grouped.GroupedInfluence`, is this class with the units' paths
+    :class:`~didmem.inference.grouped.GroupedInfluence`, holds one with the units' paths
     beside the moments. Build it with :meth:`build`; ``att`` and ``stats`` are the cells'
     estimates and grouped statistics (in the centred outcome). The multiplier bootstrap is
-    Gaussian (:meth:`bootstrap`), drawn from its exact law given the data; no unit's
+    Gaussian, drawn from its exact law given the data (:meth:`multiplier_chunks`) through
+    the one loop of :func:`~didmem.inference.bootstrap.multiplier_bootstrap`; no unit's
     influence is held here (:meth:`dense`).
     """
 
@@ -189,6 +190,7 @@ class MomentsInfluence(CellInfluence):
     stats: Mapping[str, np.ndarray]
     att: np.ndarray | None = field(default=None, repr=False)
     moments: CohortMoments | None = field(default=None, repr=False)
+    centred_at: np.ndarray | None = field(default=None, repr=False)
 
     #: ``stats`` and :meth:`z_gram` give the structured Wald pre-test
     #: (:mod:`~didmem.inference.pretrend_wald`)
@@ -196,16 +198,14 @@ class MomentsInfluence(CellInfluence):
 
     def __post_init__(self):
         if self.moments is None:
-            object.__setattr__(self, "moments", self._block_moments())
-
-    def _block_moments(self) -> CohortMoments:
-        """The moments of the prepared panel's blocks (treated cohorts ascending, never-treated)."""
-        return self.prepared.moments
+            object.__setattr__(self, "moments", self.prepared.moments)
 
     @cached_property
     def centre(self) -> np.ndarray:
-        """The path the outcome is taken less of in ``stats`` (:func:`moments_centre`)."""
-        return moments_centre(self.moments)
+        """The path the outcome is taken less of in ``stats``: ``centred_at`` when given
+        (the balanced route's zero: its paths are centred already), else
+        :func:`moments_centre`."""
+        return moments_centre(self.moments) if self.centred_at is None else self.centred_at
 
     @cached_property
     def gram(self) -> np.ndarray:
@@ -225,10 +225,6 @@ class MomentsInfluence(CellInfluence):
     @property
     def estimates(self) -> np.ndarray:
         return self.att
-
-    def chunk_drawer(self, multipliers, clusters, n_clusters: int):
-        raise EstimationError("Moments draw each block's sums from their Gaussian law "
-                              "(bootstrap), not from per-unit multipliers.")
 
     def dense(self) -> np.ndarray:
         raise EstimationError("Moments hold no unit's influence function; fit the panel in "
@@ -357,44 +353,52 @@ class MomentsInfluence(CellInfluence):
             out[:, j, :] = rng.standard_normal((n_draws, p)) @ roots[j]
         return out
 
-    def bootstrap(self, n_draws: int, multiplier: str, rng, clusters=None, n_clusters: int = 0,
-                  *, multipliers=None):
-        """The Gaussian multiplier bootstrap of every cell (see the module notes).
-
-        Returns :class:`~didmem.inference.bootstrap.BootstrapDraws`. Only ``"normal"``
-        multipliers follow from moments; Rademacher and Mammen weights need each unit.
-        """
-        from threadpoolctl import threadpool_limits
-
-        from .bootstrap import BootstrapDraws
+    def multiplier_chunks(self, n_draws: int, multiplier: str, rng, n_clusters: int = 0):
+        """The bootstrap's chunks: each block's Gaussian sums ``sum_i U_i f_i`` drawn from their
+        exact law (:meth:`gaussian_sums`), about ``25 * _CHUNK_ELEMENTS`` numbers at a time
+        (the multipliers of :func:`~didmem.inference.bootstrap.multiplier_bootstrap`'s one
+        loop, in this route's form). Only ``"normal"`` multipliers without clusters follow
+        from moments; Rademacher and Mammen weights need each unit."""
+        from .bootstrap import _CHUNK_ELEMENTS, MultiplierChunks
 
         if multiplier != "normal" or n_clusters:
             raise EstimationError(
                 f"Moments give the multiplier bootstrap with Gaussian ('normal') multipliers "
                 f"without clusters only; got multiplier={multiplier!r}"
                 + (" with clusters" if n_clusters else "") + ". Fit the panel in memory.")
+        n_blocks, p, _ = self.gram.shape
+        roots = []  # each block's square root, taken in the loop (under its BLAS limit)
+
+        def source(rng, m):
+            if not roots:
+                roots.append(self.gaussian_roots())
+            return self.gaussian_sums(m, rng, roots[0])
+
+        return MultiplierChunks(rng, n_draws, n_blocks * p, "normal",
+                                chunk=max(1, min(n_draws, 25 * _CHUNK_ELEMENTS // (n_blocks * p))),
+                                source=source)
+
+    def chunk_drawer(self, multipliers, clusters, n_clusters: int):
+        """Per chunk of Gaussian block sums (draws x blocks x (T + 2), :meth:`multiplier_chunks`):
+        every cell's draw from them in the numba kernel (as the balanced route's per-unit
+        chunks, :meth:`~didmem.inference.grouped.GroupedInfluence.chunk_drawer`)."""
         c, s = self.cells, self.stats
         n_blocks, p, _ = self.gram.shape
         n_t = p - 2
-        out = np.empty((n_draws, c.size))
-        block_weights = np.empty((n_draws, n_blocks))
-        total = np.empty(n_draws)
-        chunk = max(1, min(n_draws, 25_000_000 // (n_blocks * p)))
         never_only = bool(np.all(c.cs == n_blocks - 1))
-        with threadpool_limits(limits=1, user_api="blas"):
-            roots = self.gaussian_roots()
-            for row0 in range(0, n_draws, chunk):
-                m = min(chunk, n_draws - row0)
-                sums = self.gaussian_sums(m, rng, roots)
-                if never_only:  # the controls are the never-treated block: no suffix sums
-                    suffix = sums
-                else:
-                    suffix = np.ascontiguousarray(np.cumsum(sums[:, ::-1], axis=1)[:, ::-1])
-                kernels.cell_draws(sums, suffix, *c.kernel_args(), s["mu1"], s["mu0"],
-                                   s["w1"], s["w0"], out, row0)
-                block_weights[row0:row0 + m] = sums[:, :, n_t]
-                total[row0:row0 + m] = sums[:, :, n_t + 1].sum(axis=1)
-        return BootstrapDraws(out, block_weights, total, "normal")
+
+        def draw(row0, sums, out):
+            m = sums.shape[0]
+            if never_only:  # the controls are the never-treated block: no suffix sums
+                suffix = sums
+            else:
+                suffix = np.ascontiguousarray(np.cumsum(sums[:, ::-1], axis=1)[:, ::-1])
+            kernels.cell_draws(sums, suffix, *c.kernel_args(), s["mu1"], s["mu0"],
+                               s["w1"], s["w0"], out.cells, row0)
+            out.block_weights[row0:row0 + m] = sums[:, :, n_t]
+            out.total[row0:row0 + m] = sums[:, :, n_t + 1].sum(axis=1)
+
+        return draw
 
 
 def _control_member(cells, n_blocks: int, live_only: bool = True) -> np.ndarray:

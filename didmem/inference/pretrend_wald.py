@@ -103,10 +103,16 @@ def structured_wald(prepared, cells, stats, which: np.ndarray, estimates: np.nda
         if not np.all(np.isfinite(block)):
             return None
         eig = linalg.eigvalsh(block)
-        if not eig[0] > 0:
+        # a block of a cohort with fewer units than tested cells is singular; rounding can
+        # leave its smallest eigenvalue a hair above zero, where Cholesky fails or does not
+        # depending on the machine's LAPACK: such a block goes to the dense route and its check
+        if not eig[0] > block.shape[0] * np.finfo(float).eps * eig[-1]:
             return None
         lam_min, lam_max = min(lam_min, eig[0]), max(lam_max, eig[-1])
-        factor = linalg.cho_factor(block, check_finite=False)
+        try:
+            factor = linalg.cho_factor(block, check_finite=False)
+        except linalg.LinAlgError:
+            return None
         d_inv_tau[lo:hi] = linalg.cho_solve(factor, tau[lo:hi], check_finite=False)
         d_inv_f[lo:hi] = linalg.cho_solve(factor, f[lo:hi], check_finite=False)
     f_norm2 = float(linalg.eigvalsh(f.T @ f)[-1]) if f.size else 0.0

@@ -27,7 +27,7 @@ from scipy.special import chdtrc, chdtri
 
 from ..errors import EstimationError
 from .bands import analytic_se, normal_quantile, simultaneous_band
-from .bootstrap import MultiplierChunks, multiplier_bootstrap
+from .bootstrap import _CHUNK_ELEMENTS, MultiplierChunks, multiplier_bootstrap
 from .small_sample import normal_level, t_critical_values
 
 __all__ = ["RunCells", "CellBand", "PooledCells", "WithinCells", "pooled_cells",
@@ -36,7 +36,6 @@ __all__ = ["RunCells", "CellBand", "PooledCells", "WithinCells", "pooled_cells",
 from ._choices import RUN_TRENDS  # noqa: E402  (declared where the estimator reads it cheaply)
 
 _DF_CAP = 1e6  # degrees of freedom beyond which a t quantile is the normal one
-_CHUNK_ELEMENTS = 1_000_000
 
 
 def _chi2_median(df: float) -> float:

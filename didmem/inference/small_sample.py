@@ -32,7 +32,7 @@ import numpy as np
 from scipy.special import ndtr, ndtri, stdtr, stdtrit
 
 __all__ = ["SmallSampleCorrection", "treated_variance", "welch_correction", "cluster_correction",
-           "block_welch", "group_welch", "t_critical_values", "t_to_normal", "small_sample_correction"]
+           "block_welch", "t_critical_values", "t_to_normal", "small_sample_correction"]
 
 
 @dataclass(frozen=True)
@@ -108,14 +108,16 @@ def welch_correction(treated: np.ndarray, control: np.ndarray, n_treated: np.nda
 
 
 def block_welch(parts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Welch's correction of a linear combination of block means, block by block.
+    """Welch's correction of a sum of independent means' variances, block by block: the one
+    Welch function of the cells (groups of units), the aggregations (blocks) and the holes.
 
     Parameters
     ----------
     parts : ndarray (n_blocks, n_rows)
         Each block's plug-in part ``sum_{i in b} psi_i**2`` of each row's variance.
-    counts : ndarray (n_blocks,)
-        Units per block.
+    counts : ndarray (n_blocks,) or (n_blocks, n_rows)
+        Units per block, the same for every row or per row (a block with no unit in a row
+        adds nothing to it).
 
     Returns
     -------
@@ -125,23 +127,9 @@ def block_welch(parts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.n
         single cell against the never-treated block it is :func:`welch_correction`.
     """
     parts = np.maximum(np.asarray(parts, dtype=np.float64), 0.0)
-    counts = np.asarray(counts, dtype=np.float64)[:, None]
-    a = parts * _factor(counts)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        denom = np.where(counts > 1, a**2 / np.maximum(counts - 1, 1), 0.0).sum(axis=0)
-        total = a.sum(axis=0)
-        df = np.where(denom > 0, total**2 / denom, np.nan)
-    return total, df
-
-
-def group_welch(parts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Welch's correction of a sum of independent means' variances, column by column.
-
-    Like :func:`block_welch` with counts that differ between columns: ``parts`` and
-    ``counts`` are groups x cells (a group with no rows contributes nothing).
-    """
-    parts = np.maximum(np.asarray(parts, dtype=np.float64), 0.0)
     counts = np.asarray(counts, dtype=np.float64)
+    if counts.ndim == 1:
+        counts = counts[:, None]
     a = parts * _factor(counts)
     with np.errstate(divide="ignore", invalid="ignore"):
         denom = np.where(counts > 1, a**2 / np.maximum(counts - 1, 1), 0.0).sum(axis=0)
@@ -207,7 +195,7 @@ def small_sample_correction(influence, variance) -> SmallSampleCorrection:
     if prepared.clusters is not None:
         corrected, df = cluster_correction(variance, prepared.n_clusters)
     else:
-        corrected, df = group_welch(*influence.welch_groups())
+        corrected, df = block_welch(*influence.welch_groups())
         corrected = np.where(np.isnan(variance), np.nan, corrected)
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = np.where(variance > 0, corrected / variance, 1.0)

@@ -634,18 +634,23 @@ class Panel:
 
     @staticmethod
     def scan(path, *, unit: str, time: str, cohort: str, outcome: str,
-             never_treated: float | None = None, memory_bytes: int | None = None):
+             never_treated: float | None = None, memory_bytes: int | None = None,
+             map_items=None):
         """A parquet file or folder read lazily, as unit paths in bounded memory.
 
         Returns a :class:`~didmem.panel.scan.ParquetPaths` (its footers read and checked now,
-        its rows when fitted): :meth:`didmem.DiDEstimator.fit` takes it
-        and fits from per-cohort moments. Columns as for :class:`Panel`; ``outcome`` is one
-        column; ``memory_bytes`` bounds the paths held at once (2 GiB by default).
+        its rows when fitted): the group-time estimators' ``fit``
+        (:class:`~didmem.DiDEstimator`, :class:`~didmem.DifferenceEstimator`) takes it and
+        fits from per-cohort moments. Columns as for :class:`Panel`; ``outcome`` is one
+        column; ``memory_bytes`` bounds the paths held at once (2 GiB by default);
+        ``map_items``, a ``map(function, items)``, runs the fit's work items elsewhere
+        (:func:`didmem.runners.ray_tasks.ray_map` on Ray; by default they are read here).
         """
         from .scan import ParquetPaths
 
         return ParquetPaths(path, unit=unit, time=time, cohort=cohort, outcome=outcome,
-                            never_treated=never_treated, memory_bytes=memory_bytes)
+                            never_treated=never_treated, memory_bytes=memory_bytes,
+                            map_items=map_items)
 
     def resolve_outcome(self, name: str | None) -> str:
         """Return the outcome name to use, checking that it exists."""

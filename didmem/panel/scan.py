@@ -414,6 +414,9 @@ class ParquetPaths:
         Budget of the paths held at once (9 bytes per unit and time; 2 GiB by default).
     chunk_rows : int, optional
         Rows read at once (row groups are not split).
+    map_items : callable, optional
+        A ``map(function, items)`` that runs the work items of a fit (such as
+        :func:`didmem.runners.ray_tasks.ray_map` on Ray); by default they are read here.
 
     Opening reads each file's footer, so that a file that is not parquet, a missing or
     non-numeric column, or units of another type are refused before any row is read. The
@@ -424,8 +427,9 @@ class ParquetPaths:
 
     def __init__(self, path, *, unit: str, time: str, cohort: str, outcome: str,
                  never_treated: float | None = None, memory_bytes: int | None = None,
-                 chunk_rows: int | None = None) -> None:
+                 chunk_rows: int | None = None, map_items=None) -> None:
         self.path = Path(path)
+        self.map_items = map_items
         self.unit, self.time, self.cohort, self.outcome = unit, time, cohort, outcome
         self.never_treated = never_treated
         self.memory_bytes = int(memory_bytes or MEMORY_BYTES)

@@ -9,13 +9,12 @@ only its moments (a few megabytes), so the sum is the local one. On a cluster ev
 see the files at the same path (shared storage: NFS, a mounted bucket); ``address`` joins it
 (``"auto"`` on a node of the cluster, ``"ray://head:10001"`` from outside)::
 
-    from didmem.estimators._moments_route import fit_dataset
-    from didmem.panel.scan import ParquetPaths
     from didmem.runners.ray_tasks import ray_map, ray_session
 
-    data = ParquetPaths("scores/", unit="unit", time="time", cohort="cohort", outcome="y")
     with ray_session(address="auto") as ray:
-        result = fit_dataset(didmem.DiDEstimator(), data, map_items=ray_map(ray))
+        data = didmem.Panel.scan("scores/", unit="unit", time="time", cohort="cohort",
+                                 outcome="y", map_items=ray_map(ray))
+        result = didmem.DiDEstimator().fit(data)
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """``didmem estimate DIR`` on a folder of parquet files equals ``didmem estimate FILE`` on the
-same rows in one file, cell for cell (1e-9), and refuses what moments cannot give."""
+same rows in one file, cell for cell (1e-9), for every group-time estimator, and refuses what
+moments cannot give."""
 
 import numpy as np
 import pandas as pd
@@ -23,25 +24,28 @@ def _estimate(source, out, *extra):
     return didmem.load_result(out).to_frame()
 
 
+@pytest.mark.parametrize("estimator", ["did", "difference"])
 @pytest.mark.parametrize("extra", [("--n-bootstrap", "0"), ("--n-bootstrap", "0", "--control",
                                                               "not_yet_treated"), ()])
-def test_folder_equals_file(tmp_path, frame, extra, capsys):
+def test_folder_equals_file(tmp_path, frame, extra, estimator, capsys):
+    extra = (*extra, "--estimator", estimator)
     folder = _write(tmp_path / "data", frame, n_files=8)
     one = tmp_path / "one.parquet"
     frame.to_parquet(one)
     got = _estimate(folder, tmp_path / "a.parquet", *extra)
     ref = _estimate(one, tmp_path / "b.parquet", *extra)
-    columns = ["estimate", "std_error"] + (["ci_lower", "ci_upper"] if extra else [])
+    columns = ["estimate", "std_error"] + (["ci_lower", "ci_upper"] if len(extra) > 2 else [])
     assert got[["cohort", "time"]].equals(ref[["cohort", "time"]])
     for col in columns:
         np.testing.assert_allclose(got[col], ref[col], rtol=1e-9, atol=1e-12, err_msg=col)
 
 
-def test_folder_refuses_other_estimators_and_a_file_refuses_ray(tmp_path, frame, capsys):
+def test_folder_refuses_what_moments_cannot_give_and_a_file_refuses_ray(tmp_path, frame,
+                                                                         capsys):
     folder = _write(tmp_path / "data", frame, n_files=2)
     out = str(tmp_path / "r.parquet")
     assert main(["estimate", str(folder), "--outcome", "y", "--out", out,
-                 "--estimator", "difference"]) == 2
+                 "--exposure", "2"]) == 2
     assert "fitted from moments" in capsys.readouterr().err
     one = tmp_path / "one.parquet"
     frame.to_parquet(one)

@@ -50,9 +50,10 @@ import pandas as pd
 
 from ..errors import ParameterError
 from .exposures import exposure_cohorts, exposure_frame
-from .neox_kernels import (gather_sizes, lookup_filter, map_bounds, mark_seen,
-                           positions_of_samples, sample_rows_bounds, sample_starts_chunk,
-                           span_hits)
+from .neox_checks import (check_map_values, check_sample_rows, check_within, checked_sizes,
+                          map_label, map_range, too_many_documents)
+from .neox_kernels import (gather_sizes, lookup_filter, positions_of_samples,
+                           sample_starts_chunk, span_hits)
 
 __all__ = ["IndexMaps", "index_map_files", "read_index_maps", "write_index_maps",
            "build_index_maps", "span_exposures", "run_exposures", "run_cohorts",
@@ -208,48 +209,12 @@ def sample_starts(maps: IndexMaps, doc_sizes) -> np.ndarray:
         its end), or ``sample_idx`` not within ``doc_idx`` or not in stream order (maps
         read with ``check_values=False``); the message names the array, the position and
         the value."""
-    sizes = _doc_sizes(maps, doc_sizes)
-    _check_sample_rows(maps.files, maps.sample_idx, maps.doc_idx.shape[0])
+    sizes = checked_sizes(maps, doc_sizes)
+    check_sample_rows(maps.files, maps.sample_idx, maps.doc_idx.shape[0])
     out = np.empty(maps.n_samples + 1, dtype=np.int64)
     for i0, starts in _sample_starts(maps, sizes):
         out[i0:i0 + starts.size] = starts
     return out
-
-
-def _doc_sizes(maps: IndexMaps, doc_sizes) -> np.ndarray:
-    """``doc_sizes`` as an array, checked to be the sizes of the documents ``maps`` names:
-    1-D, integer, non-negative, and covering every document of ``doc_idx`` (the compiled
-    passes gather ``sizes[doc_idx[p]]`` without a bounds check). One pass over ``doc_idx``."""
-    sizes = np.asarray(doc_sizes)
-    if sizes.ndim != 1 or sizes.dtype.kind not in "iu":
-        raise ParameterError("doc_sizes must be the indexed dataset's sizes, a 1-D array of "
-                             f"integers; got an array of {sizes.dtype} of shape {sizes.shape}.")
-    if sizes.size and int(sizes.min()) < 0:
-        at = int(np.argmin(sizes))
-        raise ParameterError(f"doc_sizes holds a negative size, {int(sizes[at])} at "
-                             f"document {at}.")
-    doc_idx = maps.doc_idx
-    if doc_idx.shape[0]:
-        low, high = _bounds(doc_idx)
-        if low < 0 or high >= sizes.size:
-            at, value = _first_outside(doc_idx, 0, sizes.size)
-            raise ParameterError(
-                f"doc_idx ({_name(maps.files, 'doc_idx')!r}) names document "
-                f"{value} at position {at}, but doc_sizes has {sizes.size} entries "
-                f"(documents 0 .. {sizes.size - 1}): the sizes are of another or a cut "
-                "indexed dataset.")
-    return sizes
-
-
-def _first_outside(values, low: int, high: int) -> tuple:
-    """``(position, value)`` of the first entry of a map outside ``low .. high - 1``."""
-    for lo in range(0, values.shape[0], _CHUNK):
-        chunk = np.asarray(values[lo:lo + _CHUNK])
-        bad = (chunk < low) | (chunk >= high)
-        if bad.any():
-            i = int(np.argmax(bad))
-            return lo + i, int(chunk[i])
-    raise AssertionError("no entry outside the range")  # pragma: no cover - callers check
 
 
 def _load(path: Path, map_name: str, ndim: int) -> np.ndarray:
@@ -321,115 +286,15 @@ def read_index_maps(path, seed: int | None = None, *, n_documents: int | None = 
             "samples: GPT-NeoX writes one shuffle entry per sample. The maps are of "
             "different runs or sizes.")
     if check_values and n_samples > 0:
-        _check_values(files, doc_idx, sample_idx, shuffle_idx, n_documents)
-    elif n_documents is not None and doc_idx.size and _bounds(doc_idx)[1] >= n_documents:
-        _too_many_documents(files, doc_idx, n_documents)
+        check_map_values(files, doc_idx, sample_idx, shuffle_idx, n_documents)
+    elif n_documents is not None and doc_idx.size and map_range(doc_idx)[1] >= n_documents:
+        too_many_documents(files, doc_idx, n_documents)
     match = _NAME.search(str(files["doc_idx"])[: -len("_doc_idx.npy")])
     return IndexMaps(doc_idx=doc_idx, sample_idx=sample_idx, shuffle_idx=shuffle_idx,
                      files=files,
                      seq_length=int(match["length"]) if match else None,
                      seed=int(match["seed"]) if match else None,
                      trained=min(int(match["samples"]), n_samples) if match else None)
-
-
-def _too_many_documents(files, doc_idx, n_documents) -> None:
-    raise ParameterError(
-        f"{str(files['doc_idx'])!r} names document {_bounds(doc_idx)[1]}, but the indexed "
-        f"dataset has {n_documents} documents: the maps belong to another dataset.")
-
-
-def _bounds(values) -> tuple:
-    """``(min, max)`` of a map, one compiled pass in chunks."""
-    low, high = None, None
-    for lo in range(0, values.shape[0], _CHUNK):
-        a, b = map_bounds(values[lo:lo + _CHUNK])
-        low, high = (a, b) if low is None else (min(low, a), max(high, b))
-    return int(low), int(high)
-
-
-def _check_values(files, doc_idx, sample_idx, shuffle_idx, n_documents) -> None:
-    n_samples = sample_idx.shape[0] - 1
-    low, high = _bounds(shuffle_idx)
-    if low < 0 or high >= n_samples:
-        at, bad = _first_outside(shuffle_idx, 0, n_samples)
-        raise ParameterError(f"{str(files['shuffle_idx'])!r} holds sample {bad} at position "
-                             f"{at}, outside the {n_samples} samples of "
-                             f"{str(files['sample_idx'])!r}.")
-    _check_permutation(files, shuffle_idx, n_samples)
-    if doc_idx.size:
-        low, high = _bounds(doc_idx)
-        if low < 0:
-            at, bad = _first_outside(doc_idx, 0, max(high + 1, 1))
-            raise ParameterError(f"{str(files['doc_idx'])!r} holds a negative document id, "
-                                 f"{bad} at position {at}.")
-        if n_documents is not None and high >= n_documents:
-            _too_many_documents(files, doc_idx, n_documents)
-    _check_sample_rows(files, sample_idx, doc_idx.shape[0])
-
-
-def _check_permutation(files, shuffle_idx, n_samples: int) -> None:
-    """``shuffle_idx`` (its entries within ``0 .. n_samples - 1``, one per sample) must be a
-    permutation: a repeated sample is trained twice and another never (its exposure lost).
-    One compiled pass with a bit set of the samples (``n_samples / 8`` bytes)."""
-    seen = np.zeros((n_samples + 7) // 8, dtype=np.uint8)
-    for lo in range(0, shuffle_idx.shape[0], _CHUNK):
-        repeat = mark_seen(shuffle_idx[lo:lo + _CHUNK], lo, seen)
-        if repeat >= 0:
-            value = int(shuffle_idx[repeat])
-            first = _first_equal(shuffle_idx, value)
-            missing = _first_unseen(shuffle_idx, n_samples)
-            raise ParameterError(
-                f"{_name(files, 'shuffle_idx')!r} is not a permutation of the {n_samples} "
-                f"samples: sample {value} is at positions {first} and {repeat}, and sample "
-                f"{missing} is at none (GPT-NeoX shuffles every sample once); the file is "
-                "corrupt or of another run.")
-
-
-def _first_equal(values, value: int) -> int:
-    """The first position of ``value`` in a map (which holds it)."""
-    for lo in range(0, values.shape[0], _CHUNK):
-        hit = np.flatnonzero(np.asarray(values[lo:lo + _CHUNK]) == value)
-        if hit.size:
-            return lo + int(hit[0])
-    raise AssertionError("value not in the map")  # pragma: no cover - callers check
-
-
-def _name(files, map_name: str) -> str:
-    """How messages name one map: its file, or its name for maps built in memory."""
-    return str(files.get(map_name, map_name))
-
-
-def _first_unseen(shuffle_idx, n_samples: int) -> int:
-    """The lowest sample that no entry of ``shuffle_idx`` holds."""
-    seen = np.zeros(n_samples, dtype=bool)
-    for lo in range(0, shuffle_idx.shape[0], _CHUNK):
-        seen[np.asarray(shuffle_idx[lo:lo + _CHUNK])] = True
-    return int(np.argmin(seen))
-
-
-def _check_sample_rows(files, sample_idx, n_positions: int) -> None:
-    """``sample_idx``'s rows within ``doc_idx`` (``n_positions`` entries), offsets
-    non-negative, positions in stream order; one compiled pass in chunks."""
-    previous = 0
-    for lo in range(0, sample_idx.shape[0], _CHUNK):
-        block = sample_idx[lo:lo + _CHUNK]
-        low_pos, high_pos, low_off, back = sample_rows_bounds(block, previous)
-        if high_pos >= n_positions or low_pos < 0:
-            column = np.asarray(block[:, 0])
-            i = int(np.argmax((column < 0) | (column >= n_positions)))
-            raise ParameterError(
-                f"{_name(files, 'sample_idx')!r} points at position {int(column[i])} of "
-                f"doc_idx at row {lo + i}, but doc_idx has {n_positions} entries: the maps "
-                "are of different runs or sizes.")
-        if low_off < 0:
-            column = np.asarray(block[:, 1])
-            i = int(np.argmax(column < 0))
-            raise ParameterError(f"{_name(files, 'sample_idx')!r} holds a negative offset, "
-                                 f"{int(column[i])} at row {lo + i}.")
-        if back >= 0:
-            raise ParameterError(f"{_name(files, 'sample_idx')!r} goes back in doc_idx at row "
-                                 f"{lo + back}: its rows must follow the token stream.")
-        previous = int(block[-1, 0])
 
 
 # ------------------------------------------------------------------ building (as GPT-NeoX)
@@ -571,19 +436,19 @@ def sequence_spans(maps: IndexMaps, doc_sizes, positions) -> pd.DataFrame:
         raise ParameterError("doc_sizes must be the indexed dataset's sizes, a 1-D array of "
                              f"integers; got an array of {sizes.dtype} of shape {sizes.shape}.")
     sample = np.asarray(maps.shuffle_idx[positions], dtype=np.int64)
-    _within(sample, maps.n_samples, positions, "shuffle_idx", maps,
+    check_within(sample, maps.n_samples, positions, "shuffle_idx", maps,
             "a sample of sample_idx")
     rows = np.asarray(maps.sample_idx[np.concatenate([sample, sample + 1])]).reshape(
         2, -1, 2).astype(np.int64)
     first, last = rows[0, :, 0], rows[1, :, 0]
-    _within(rows[:, :, 0].ravel(), maps.doc_idx.shape[0],
+    check_within(rows[:, :, 0].ravel(), maps.doc_idx.shape[0],
             np.concatenate([sample, sample + 1]), "sample_idx", maps,
             "a position of doc_idx", unit="row")
     back = (last < first) | (rows[:, :, 1] < 0).any(axis=0)
     if back.any():
         i = int(np.argmax(back))
         raise ParameterError(
-            f"sample_idx ({_name(maps.files, 'sample_idx')!r}) rows {int(sample[i])} and "
+            f"sample_idx ({map_label(maps.files, 'sample_idx')!r}) rows {int(sample[i])} and "
             f"{int(sample[i]) + 1} ({tuple(rows[0, i])}, {tuple(rows[1, i])}) go back in "
             "doc_idx or hold a negative offset: its rows must follow the token stream.")
     count = last - first + 1
@@ -591,7 +456,7 @@ def sequence_spans(maps: IndexMaps, doc_sizes, positions) -> pd.DataFrame:
     doc_pos = np.repeat(first, count) + (np.arange(count.sum()) - np.repeat(
         np.cumsum(count) - count, count))
     documents = np.asarray(maps.doc_idx[doc_pos], dtype=np.int64)
-    _within(documents, sizes.size, doc_pos, "doc_idx", maps,
+    check_within(documents, sizes.size, doc_pos, "doc_idx", maps,
             "a document of doc_sizes (the indexed dataset's sizes)")
     begin = np.where(doc_pos == first[which], rows[0, :, 1][which], 0)
     stop = np.where(doc_pos == last[which], rows[1, :, 1][which] + 1, sizes[documents])
@@ -599,19 +464,6 @@ def sequence_spans(maps: IndexMaps, doc_sizes, positions) -> pd.DataFrame:
                            "document": documents,
                            "start": begin.astype(np.int64), "end": stop.astype(np.int64)})
     return pieces[pieces["end"] > pieces["start"]].reset_index(drop=True)  # no empty documents
-
-
-def _within(values, n: int, where, map_name: str, maps: IndexMaps, what: str,
-            unit: str = "position") -> None:
-    """Refuse an entry of ``values`` (read from ``map_name`` at ``where``) outside
-    ``0 .. n - 1``, naming the map, the entry's place and its value."""
-    bad = (values < 0) | (values >= n)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ParameterError(
-            f"{map_name} ({_name(maps.files, map_name)!r}) holds {int(values[i])} at {unit} "
-            f"{int(np.asarray(where)[i])}, which is not {what} (0 .. {n - 1}): the maps "
-            "do not fit together or belong to another dataset.")
 
 
 def _spans(instances, doc_sizes) -> pd.DataFrame:
@@ -686,7 +538,7 @@ def span_exposures(maps: IndexMaps, doc_sizes, instances, batch_size: int,
         Instances outside the dataset, or ``doc_sizes`` that do not cover every document
         of ``doc_idx`` (the message names the first such position and document).
     """
-    sizes = _doc_sizes(maps, doc_sizes)
+    sizes = checked_sizes(maps, doc_sizes)
     spans = _spans(instances, sizes)
     unit, sample = _whole_spans(maps, sizes, spans)
     if positions is None:

@@ -271,3 +271,13 @@ def test_lists_of_another_type_are_named(lists):
     """Neither a folder nor a mapping: a ParameterError naming the argument, not a TypeError."""
     with pytest.raises(ParameterError, match="'lists' argument of read_memorised"):
         didmem.orders.read_memorised(lists)
+
+
+def test_a_uint64_index_beyond_int64_is_named_with_its_value(lists):
+    """2**64 - 1 was cast to int64 first and reported as "-1 at row 0"."""
+    bad = next((lists / "data").glob("deduped.70m.40-*"))
+    huge = np.array([np.iinfo(np.uint64).max, 3], dtype=np.uint64)
+    pq.write_table(pa.table({"index": huge}), bad)
+    with pytest.raises(PanelError, match=rf"{bad.name}: 1 indices lie outside the training "
+                                         r"order's 240 sequences.*18446744073709551615 at row 0"):
+        _read(lists)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import kernels
 
 __all__ = ["combination_variance", "combination_covariance", "combination_draws",
            "cell_covariance", "combination_block_variances", "combination_moments"]
@@ -60,6 +59,8 @@ def combination_block_variances(prepared, cells, stats, weights, omega, influenc
 
 def combination_draws(prepared, boot, weights, omega) -> np.ndarray:
     """Bootstrap draws (draws x rows) of each linear combination."""
+    from . import kernels  # numba, loaded when an aggregation is first asked for
+
     k = prepared.n_cohorts
     weights = weights.tocsr()
     draws = np.empty((boot.n_draws, weights.shape[0]))

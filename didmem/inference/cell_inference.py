@@ -193,8 +193,8 @@ class CellInference(PicklableProxies):
                 # the route's chunks, drawn ahead on the other core while the variances and
                 # the correction are computed (a caller's Generator is drawn from only by the
                 # bootstrap itself, as a fit that fails must leave it untouched)
-                multipliers = influence.multiplier_chunks(settings.n_draws, settings.multiplier,
-                                                          rng, prepared.n_clusters)
+                multipliers = influence.bootstrap_chunks(settings.n_draws, settings.multiplier,
+                                                         rng, prepared.n_clusters)
         try:
             variance = influence.variance(prepared.clusters, prepared.n_clusters)
             variance[influence.cells.ref == 1] = np.nan

@@ -136,12 +136,12 @@ class GroupedInfluence(CellInfluence):
         return super().bootstrap(n_draws, multiplier, rng, clusters, n_clusters,
                                  multipliers=multipliers)
 
-    def multiplier_chunks(self, n_draws: int, multiplier: str, rng, n_clusters: int = 0):
+    def bootstrap_chunks(self, n_draws: int, multiplier: str, rng, n_clusters: int = 0):
         """Gaussian multipliers without clusters: the moments' chunks of block sums
         (:meth:`MomentsInfluence.multiplier_chunks`); otherwise one weight per unit."""
         if self._by_moments_law(multiplier, n_clusters, None):
             return self.by_moments.multiplier_chunks(n_draws, multiplier, rng)
-        return super().multiplier_chunks(n_draws, multiplier, rng, n_clusters)
+        return self.multiplier_chunks(n_draws, multiplier, rng, n_clusters)
 
     @staticmethod
     def _by_moments_law(multiplier: str, n_clusters: int, multipliers) -> bool:

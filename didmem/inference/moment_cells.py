@@ -252,12 +252,14 @@ class MomentsInfluence(CellInfluence):
 
     def treated_variance(self) -> np.ndarray:
         """The treated cohort's part ``sum_{i in g} psi_i**2`` of every cell's variance."""
-        out = np.zeros(self.cells.size)
-        for k in range(self.prepared.n_cohorts):
-            sel = (self.cells.k == k) & (self.cells.ref == 0)
-            if sel.any():
-                quad, _, _ = self._quadratic(k)
-                out[sel] = quad[sel] / self.stats["w1"][sel] ** 2
+        cells, cross = self.cells, self.moments.cross
+        live = cells.ref == 0
+        k, t, b = cells.k[live], cells.t[live], cells.b[live]
+        base = b >= 0
+        bb = np.where(base, b, 0)
+        quad = cross[k, t, t] + np.where(base, cross[k, bb, bb] - 2 * cross[k, t, bb], 0.0)
+        out = np.zeros(cells.size)
+        out[live] = quad / self.stats["w1"][live] ** 2
         return out
 
     def variance(self, clusters=None, n_clusters: int = 0) -> np.ndarray:

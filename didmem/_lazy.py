@@ -48,6 +48,13 @@ _WHERE: dict[str, str] = {
     "SubsetModels": "estimators",
     "TrainedModel": "estimators",
     # results and the analyses that take them
+    # where memorisation differs
+    "compare_profiles": "contrasts",
+    "heterogeneity": "contrasts",
+    "moderator_slopes": "contrasts",
+    "ProfileDifference": "contrasts",
+    "Heterogeneity": "contrasts",
+    "ModeratorResult": "contrasts",
     "GroupTimeResult": "results",
     "CellResult": "results",
     "AggregateResult": "results",

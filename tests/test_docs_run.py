@@ -43,6 +43,7 @@ PAGES = {
     "docs/lab.rst": {"slow": "trains lab runs at the demo scale and over 10 seeds",
                      "demo": False},
     "docs/comparison.rst": {"slow": "trains a quick lab run with subset models", "demo": False},
+    "docs/heterogeneity.rst": {"slow": None, "demo": False},
     "docs/membership.rst": {"slow": None, "demo": False},
     "docs/power.rst": {"slow": "reads the demo's lab panel; simulates 200 studies per design",
                           "demo": True},

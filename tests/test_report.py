@@ -30,10 +30,12 @@ def test_report_is_self_contained(results):
     text = render_report(results, title="Two models")
     assert text.startswith("<!DOCTYPE html>") and "Two models" in text
     # every figure inline, nothing fetched from anywhere
-    assert len(re.findall(r"src='data:image/png;base64,", text)) == 2 * 5 + 1
+    # five per result, the correlation, the difference of the two (didmem.compare_profiles)
+    assert len(re.findall(r"src='data:image/png;base64,", text)) == 2 * 5 + 1 + 1
     assert not re.search(r"(src|href)=['\"](https?:)?//", text)
     for part in ("Pre-test", "Settings", "Instantaneous memorisation", "Persistent memorisation",
-                 "Residual memorisation", "Correlation of profiles", "never_treated"):
+                 "Residual memorisation", "Correlation of profiles", "never_treated",
+                 "Differences of profiles"):
         assert part in text
 
 

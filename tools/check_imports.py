@@ -80,8 +80,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
      "figures"),
     ("estimators", ("didmem.estimators",), ("results",),
      "what is estimated: one estimator per module, one small contract"),
-    ("analyses", ("didmem.honest", "didmem.power", "didmem.montecarlo"), ("estimators",),
-     "what takes results or runs estimators: sensitivity, power analysis, Monte Carlo"),
+    ("analyses", ("didmem.honest", "didmem.power", "didmem.montecarlo", "didmem.contrasts"),
+     ("estimators",),
+     "what takes results or runs estimators: sensitivity, power analysis, Monte Carlo, "
+     "contrasts of profiles (differences between models and subgroups, moderator slopes)"),
     ("report", ("didmem.report",), ("analyses",),
      "the HTML report of results, their figures and sensitivity"),
     # the scoring wing

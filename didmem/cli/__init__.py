@@ -34,7 +34,7 @@ import os
 import sys
 
 from ..errors import DidmemError
-from . import demo, estimate, lab, plot, power, report, run, score, sensitivity
+from . import compare, demo, estimate, lab, plot, power, report, run, score, sensitivity
 
 __all__ = ["main", "console_main", "build_parser", "SUBCOMMANDS"]
 
@@ -47,6 +47,7 @@ SUBCOMMANDS = {
     "score": score,
     "power": power,
     "sensitivity": sensitivity,
+    "compare": compare,
     "run": run,
 }
 """Subcommand name -> its module, in the order ``didmem --help`` lists them."""

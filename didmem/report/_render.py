@@ -16,6 +16,7 @@ from .._validation import Satisfies, validate_params
 from .._version import __version__
 from ..errors import DidmemError, ParameterError
 from ._cells import CELLS_SCRIPT, cells_table_html, heatmap_html
+from ._differences import differences_html
 from ._finding import checkpoint_step, exposure_of, finding_html
 from ._html import CSS, figure_block, figure_png, fmt, plural, table
 from ._pretest import pretest_html
@@ -360,6 +361,7 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
     out += _exposures_html(named)
     if len(named) >= 2:
         out.append(_correlation_html(named))
+        out.append(differences_html(named))
     out.append(CELLS_SCRIPT)
     out.append("</body></html>")
     return "\n".join(out)

@@ -31,6 +31,8 @@ __all__ = [
     "plot_sensitivity",
     "plot_dose_response",
     "plot_runs",
+    "plot_slopes",
+    "plot_difference",
     "plot_result",
     "PLOTS",
 ]
@@ -757,6 +759,92 @@ def plot_runs(result, *, event_time: float = 0.0, ax=None):
     ax.set_title(f"{n_runs} runs of {result.outcome}: event time {_fmt(event_time)}",
                  fontsize=10)
     ax.legend(fontsize=8)
+    return ax
+
+
+def _slope_frame(value) -> bool:
+    if hasattr(value, "aggregate") and hasattr(value, "moderator"):
+        return True
+    return isinstance(value, pd.DataFrame) and {"event_time", "slope", "ci_lower",
+                                                "ci_upper"} <= set(value.columns)
+
+
+@validate_params({"slopes": Satisfies(_slope_frame, "a ModeratorResult (didmem.moderator_slopes)"
+                                      " or its aggregate('dynamic') frame"),
+                  "ax": _AX, "color": _COLOR}, owner="plot_slopes")
+def plot_slopes(slopes, *, ax=None, color: str = BAND_COLOR):
+    """The slope of memorisation on a moderator by event time, with its band.
+
+    Parameters
+    ----------
+    slopes : ModeratorResult or pandas.DataFrame
+        From :func:`didmem.moderator_slopes`, or its ``aggregate("dynamic")`` table
+        (columns event_time, slope, ci_lower, ci_upper; an ``overall`` row is left out).
+    ax : matplotlib.axes.Axes, optional
+    color : str
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    name = getattr(slopes, "moderator", "the moderator")
+    t = slopes.aggregate("dynamic") if hasattr(slopes, "aggregate") else slopes
+    if "overall" in t.columns:
+        t = t[~t["overall"].astype(bool)]
+    ax = _axes(ax)
+    ax.axhline(0, color="0.5", linewidth=0.8)
+    ax.fill_between(t["event_time"], t["ci_lower"], t["ci_upper"], color=color, alpha=0.2,
+                    label="simultaneous band")
+    ax.plot(t["event_time"], t["slope"], "o-", color=color, markersize=4,
+            label=f"slope on {name}")
+    ax.set_xlabel("event time, c - g")
+    ax.set_ylabel(f"d tau / d {name}")
+    ax.legend(fontsize=8)
+    ax.set_title(f"Memorisation by {name}: slope by event time", fontsize=10)
+    return ax
+
+
+def _difference_like(value) -> bool:
+    return hasattr(value, "aggregate") and hasattr(value, "labels") and hasattr(value, "sentence")
+
+
+@validate_params({"difference": Satisfies(_difference_like, "a ProfileDifference "
+                                          "(didmem.compare_profiles)"),
+                  "aggregation": Satisfies(lambda v: isinstance(v, str), "an aggregation's name"),
+                  "ax": _AX, "color": _COLOR}, owner="plot_difference")
+def plot_difference(difference, aggregation: str = "instantaneous", *, ax=None,
+                    color: str = BAND_COLOR):
+    """The difference of two profiles' aggregation by key, with its simultaneous band.
+
+    Parameters
+    ----------
+    difference : ProfileDifference
+        From :func:`didmem.compare_profiles`.
+    aggregation : str
+        An aggregation with keys (``instantaneous``, ``persistent``, ``residual``, ...).
+    ax : matplotlib.axes.Axes, optional
+    color : str
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    agg = difference.aggregate(aggregation)
+    if agg.key_name is None:
+        raise ParameterError(f"plot_difference draws an aggregation with keys; "
+                             f"{aggregation!r} has none (use its overall value).")
+    t = agg.to_frame()
+    a, b = difference.labels
+    ax = _axes(ax)
+    ax.axhline(0, color="0.5", linewidth=0.8)
+    key = t[agg.key_name]
+    ax.fill_between(key, t["ci_lower"], t["ci_upper"], color=color, alpha=0.2,
+                    label="simultaneous band")
+    ax.plot(key, t["difference"], "o-", color=color, markersize=4, label=f"{a} - {b}")
+    ax.set_xlabel(agg.key_name.replace("_", " "))
+    ax.set_ylabel(f"difference of {agg.aggregation} tau")
+    ax.legend(fontsize=8)
+    ax.set_title(textwrap.fill(difference.sentence(aggregation), 70), fontsize=8)
     return ax
 
 

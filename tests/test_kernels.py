@@ -9,10 +9,11 @@ import didmem
 from didmem.results.aggregations import build_aggregation
 from didmem.inference._prepared import did_cells, level_cells, prepare_panel
 from didmem.inference import kernels, reference
-from didmem.inference.bands import sup_t_statistics, type1_quantile
+from didmem.inference.bands import sup_t_statistics, type1_quantile, type1_quantiles
 from didmem.inference.bootstrap import draw_multipliers
 from didmem.inference.grouped import bootstrap_cells
-from didmem.inference.linear import cell_covariance, combination_draws, combination_variance
+from didmem.inference.linear import (aggregate_coefficients, cell_covariance, combination_draws,
+                                     combination_variance, combine_draws)
 from didmem.inference.moment_cells import CellDrawMap
 
 from .conftest import staggered_frame
@@ -147,6 +148,39 @@ def test_type1_quantile_of_a_vector_matches_the_kernel_and_numpy(n):
             q = type1_quantile(values, p)
             assert q == kernels.type1_quantiles(values[:, None], np.array([p]))[0, 0]
             assert q == reference.type1_quantiles(values[:, None], np.array([p]))[0, 0]
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 100, 1001])
+def test_numpy_type1_quantiles_equal_the_kernel(n):
+    x = np.random.default_rng(n).normal(size=(n, 6))
+    x[:, 5] = np.round(x[:, 5])  # ties
+    probs = np.array([0.0, 0.25, 0.5, 0.75, 0.95, 1.0])
+    np.testing.assert_array_equal(type1_quantiles(x, probs), kernels.type1_quantiles(x, probs))
+
+
+@pytest.mark.parametrize("design", DESIGNS, ids=["-".join(map(str, d)) for d in DESIGNS])
+def test_numpy_aggregation_kernels_equal_the_numba_ones(design):
+    """linear.aggregate_coefficients makes the numba kernel's additions in its order (bit for
+    bit); linear.combine_draws sums each key's entries in their order (to rounding)."""
+    from scipy import sparse
+
+    prepared, cells = build(*design)
+    _, _, stats = statistics(prepared, cells)
+    rng = np.random.default_rng(6)
+    n_keys = 7
+    dense = rng.normal(size=(n_keys, cells.size)) * (rng.random((n_keys, cells.size)) < 0.4)
+    csc = sparse.csc_matrix(dense)
+    args = (*cells.kernel_args(), stats["mu1"], stats["mu0"], stats["w1"], stats["w0"],
+            csc.indptr.astype(np.int64), csc.indices.astype(np.int64), csc.data, n_keys,
+            prepared.starts.size - 1, prepared.times.size)
+    for fast, slow in zip(aggregate_coefficients(*args), kernels.aggregate_coefficients(*args)):
+        np.testing.assert_array_equal(fast, slow)
+    draws = rng.normal(size=(300, cells.size))
+    csr = csc.tocsr()
+    want = np.empty((300, n_keys))
+    kernels.combine_draws(draws, csr.indptr.astype(np.int64), csr.indices.astype(np.int64),
+                          csr.data, want)
+    np.testing.assert_allclose(combine_draws(draws, csc), want, rtol=1e-13, atol=1e-13)
 
 
 @pytest.mark.parametrize("control_group", ["never_treated", "not_yet_treated"])

@@ -16,7 +16,8 @@ import numpy as np
 from ..errors import InferenceWarning
 
 __all__ = ["DEGENERATE", "IQR_NORMAL", "bootstrap_se", "sup_t_critical_value", "analytic_se",
-           "simultaneous_band", "normal_quantile", "sup_t_statistics", "type1_quantile"]
+           "simultaneous_band", "normal_quantile", "sup_t_statistics", "type1_quantile",
+           "type1_quantiles"]
 
 DEGENERATE = 10.0 * np.sqrt(np.finfo(float).eps)  # R: sqrt(.Machine$double.eps) * 10
 IQR_NORMAL = NormalDist().inv_cdf(0.75) - NormalDist().inv_cdf(0.25)
@@ -40,9 +41,7 @@ def bootstrap_se(draws: np.ndarray, bres_scale: float) -> np.ndarray:
     ``bres_scale`` converts draws to R's ``bres`` scale (``n / sqrt(n_clusters)``), on which
     R decides that a column is degenerate (its sum of squares at or below the threshold).
     """
-    from . import kernels  # numba: R's rule only (a quantile of every column)
-
-    q = kernels.type1_quantiles(draws, np.array([0.25, 0.75]))
+    q = type1_quantiles(draws, np.array([0.25, 0.75]))
     se = (q[1] - q[0]) / IQR_NORMAL
     degenerate = ~(np.einsum("ij,ij->j", draws, draws) * bres_scale**2 > DEGENERATE)
     se[degenerate] = np.nan
@@ -90,17 +89,28 @@ def sup_t_statistics(draws: np.ndarray, sigma: np.ndarray, keep: np.ndarray) -> 
     return out
 
 
+def type1_quantiles(draws: np.ndarray, probs) -> np.ndarray:
+    """Column-wise quantiles of type 1 (R's ``quantile(type = 1)``, the inverse of the
+    empirical distribution function): ``probs x columns``, by one partial sort of the
+    columns at the needed order statistics (the numbers of
+    :func:`~didmem.inference.kernels.type1_quantiles`, exactly)."""
+    draws = np.asarray(draws, dtype=np.float64)
+    index = [_type1_index(draws.shape[0], float(p)) for p in np.atleast_1d(probs)]
+    return np.partition(draws, sorted(set(index)), axis=0)[index]
+
+
 def type1_quantile(values: np.ndarray, p: float) -> float:
-    """R's ``quantile(values, p, type = 1)`` (the inverse of the empirical distribution
-    function) of a vector, by one partial sort (the same order statistic as
-    :func:`~didmem.inference.kernels.type1_quantiles`)."""
+    """:func:`type1_quantiles` of a vector at one probability."""
     values = np.asarray(values, dtype=np.float64).ravel()
-    n = values.size
+    return float(type1_quantiles(values[:, None], [p])[0, 0])
+
+
+def _type1_index(n: int, p: float) -> int:
+    """0-based order statistic of R's ``quantile(type = 1)`` at probability ``p``."""
     nppm = n * p
     j = np.floor(nppm + 4.0 * np.finfo(float).eps)
     k = min(max(j + 1.0 if nppm > j else j, 1.0), float(n))
-    index = int(k) - 1
-    return float(np.partition(values, index)[index])
+    return int(k) - 1
 
 
 def simultaneous_band(draws, se, alpha: float, bres_scale: float, *, at_least_normal: bool):

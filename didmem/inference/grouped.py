@@ -201,9 +201,9 @@ class GroupedInfluence(CellInfluence):
         csc = weights.tocsc()
         n, n_time = prepared.y.shape
         n_keys, k = csc.shape[0], prepared.n_cohorts
-        from . import kernels
+        from .linear import aggregate_coefficients
 
-        coef, beta = kernels.aggregate_coefficients(
+        coef, beta = aggregate_coefficients(
             *cells.kernel_args(), stats["mu1"], stats["mu0"], stats["w1"], stats["w0"],
             csc.indptr.astype(np.int64), csc.indices.astype(np.int64), csc.data, n_keys,
             prepared.starts.size - 1, n_time,

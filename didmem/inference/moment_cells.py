@@ -305,13 +305,13 @@ class MomentsInfluence(CellInfluence):
         ``(omega[row, g(i)] w_i - Omega[row]) / n``."""
         from scipy import sparse
 
-        from . import kernels
+        from .linear import aggregate_coefficients
 
         csc = sparse.csc_matrix(weights)
         d, c, s = self.prepared, self.cells, self.stats
         n_t, n_keys = d.times.size, csc.shape[0]
         n_blocks = d.starts.size - 1
-        a, beta = kernels.aggregate_coefficients(
+        a, beta = aggregate_coefficients(
             *c.kernel_args(), s["mu1"], s["mu0"], s["w1"], s["w0"],
             csc.indptr.astype(np.int64), csc.indices.astype(np.int64),
             csc.data.astype(np.float64), n_keys, n_blocks, n_t)

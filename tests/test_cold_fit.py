@@ -59,7 +59,9 @@ def test_gaussian_draws_have_the_cells_covariance(control_group):
 
 def test_a_gaussian_balanced_fit_loads_no_numba():
     """The default fit of a balanced panel (Gaussian multipliers, small-sample correction,
-    band) and its table: numba is neither imported nor a kernel loaded."""
+    band), its table and aggregations: numba is neither imported nor a kernel loaded. (The
+    summary's Wald pre-test takes the dense covariance kernel on a panel this small; at the
+    paper's scale its structured form needs none, and ``didmem estimate`` loads no kernel.)"""
     code = textwrap.dedent("""
         import sys
         import didmem
@@ -69,6 +71,8 @@ def test_a_gaussian_balanced_fit_loads_no_numba():
         panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
         res = didmem.DiDEstimator(n_bootstrap=200, seed=0).fit(panel)
         res.to_frame()
+        for kind in ("simple", "dynamic", "group", "calendar"):
+            res.aggregate(kind)
         assert res.inference.multiplier == "normal"
         loaded = sorted(m for m in sys.modules if m == "numba" or m.startswith("numba."))
         print("numba modules:", len(loaded))

@@ -12,8 +12,8 @@ from didmem.inference import kernels, reference
 from didmem.inference.bands import sup_t_statistics, type1_quantile, type1_quantiles
 from didmem.inference.bootstrap import draw_multipliers
 from didmem.inference.grouped import bootstrap_cells
-from didmem.inference.linear import (aggregate_coefficients, cell_covariance, combination_draws,
-                                     combination_variance, combine_draws)
+from didmem.inference.combination_sums import aggregate_coefficients, combine_draws
+from didmem.inference.linear import cell_covariance, combination_draws, combination_variance
 from didmem.inference.moment_cells import CellDrawMap
 
 from .conftest import staggered_frame
@@ -160,8 +160,8 @@ def test_numpy_type1_quantiles_equal_the_kernel(n):
 
 @pytest.mark.parametrize("design", DESIGNS, ids=["-".join(map(str, d)) for d in DESIGNS])
 def test_numpy_aggregation_kernels_equal_the_numba_ones(design):
-    """linear.aggregate_coefficients makes the numba kernel's additions in its order (bit for
-    bit); linear.combine_draws sums each key's entries in their order (to rounding)."""
+    """combination_sums.aggregate_coefficients makes the numba kernel's additions in its order (bit for
+    bit); combination_sums.combine_draws sums each key's entries in their order (to rounding)."""
     from scipy import sparse
 
     prepared, cells = build(*design)

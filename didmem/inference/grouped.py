@@ -201,7 +201,7 @@ class GroupedInfluence(CellInfluence):
         csc = weights.tocsc()
         n, n_time = prepared.y.shape
         n_keys, k = csc.shape[0], prepared.n_cohorts
-        from .linear import aggregate_coefficients
+        from .combination_sums import aggregate_coefficients
 
         coef, beta = aggregate_coefficients(
             *cells.kernel_args(), stats["mu1"], stats["mu0"], stats["w1"], stats["w0"],

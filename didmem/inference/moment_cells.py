@@ -305,7 +305,7 @@ class MomentsInfluence(CellInfluence):
         ``(omega[row, g(i)] w_i - Omega[row]) / n``."""
         from scipy import sparse
 
-        from .linear import aggregate_coefficients
+        from .combination_sums import aggregate_coefficients
 
         csc = sparse.csc_matrix(weights)
         d, c, s = self.prepared, self.cells, self.stats

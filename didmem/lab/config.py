@@ -23,9 +23,9 @@ EXACT_CHOICES = ("all", "auto")
 DEFAULT_METRICS = ("mean_token_loglik", "sequence_loglik", "token_accuracy")
 
 
-_SEVERAL_RUNS = ("runs", "vary_init")
-"""The settings of several runs: left out of :meth:`LabConfig.to_dict` at their defaults (one
-run), so that a single run's manifest (and so its reuse) is as before they existed."""
+_SEVERAL_RUNS = ("runs", "vary_init", "track")
+"""The settings of several runs (and ``track``): left out of :meth:`LabConfig.to_dict` at
+their defaults, so that a single run's manifest (and so its reuse) is as before they existed."""
 
 
 def _fail(name: str, rule: str, value) -> None:
@@ -165,6 +165,11 @@ class LabConfig:
         With ``runs > 1``: draw a new initialisation for every run after the first
         (weight-seed runs, as some PolyPythias seeds); by default every run starts from run
         0's initialisation, so that the runs differ only in their data order.
+    track : bool
+        Score the main run with :class:`didmem.track.MemorisationTracker` while it trains
+        (at step 0 and every checkpoint, in ``track/`` of the run's directory) instead of
+        scoring its saved checkpoints afterwards; the panel is the same (the same forward
+        pass on the same weights). Not with the metric ``reference_ratio``.
     """
 
     seed: int = 0
@@ -218,6 +223,7 @@ class LabConfig:
     # several runs
     runs: int = 1
     vary_init: bool = False
+    track: bool = False
 
     _constraints: ClassVar[dict] = {
         **{name: Integral(1) for name in (
@@ -243,6 +249,7 @@ class LabConfig:
         "placement": OneOf(*PLACEMENTS),
         "repeat_gap": OneOf(*REPEAT_GAPS),
         "vary_init": Boolean(),
+        "track": Boolean(),
     }
 
     def __post_init__(self):
@@ -271,6 +278,9 @@ class LabConfig:
                                  "available with text_files.")
         if not self.metrics:
             _fail("metrics", "a non-empty sequence of metric names", self.metrics)
+        if self.track and "reference_ratio" in self.metrics:
+            raise ParameterError("track=True scores the main run while it trains, without a "
+                                 "reference model: drop 'reference_ratio' from the metrics.")
         self._check_design()
 
     def _check_design(self) -> None:

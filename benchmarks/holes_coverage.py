@@ -93,7 +93,8 @@ def pointwise_coverage(res, truth):
     est = frame["estimate"].to_numpy()
     influence = res.inference.influence
     parts, counts = influence.welch_groups()
-    two = np.stack([parts[:3].sum(axis=0), parts[3:].sum(axis=0)])
+    plug_in = influence.observation_groups()[0]
+    two = np.stack([plug_in[:3].sum(axis=0), plug_in[3:].sum(axis=0)])
     out = {}
     for name, (p, n) in (("groups", (parts, counts)),
                          ("contributing", (two, influence.contributing_units())),

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 API = Path(__file__).resolve().parents[1] / "docs" / "api.rst"
-MODULES = [("didmem", ""), ("didmem.backends", ""), ("didmem.lab", ""), ("didmem.results.plotting", ""),
+MODULES = [("didmem", ""), ("didmem.backends", ""), ("didmem.track", ""), ("didmem.lab", ""), ("didmem.results.plotting", ""),
            ("didmem.report", ""), ("didmem.orders", ""), ("didmem.orders.pythia", "pythia."),
            ("didmem.cohorts", ""),
            ("didmem.study", ""), ("didmem.study.designs", "")]

@@ -37,6 +37,8 @@ PAGES = {
     "docs/runs.rst": {"slow": None, "demo": False},
     "docs/memorised.rst": {"slow": None, "demo": False},
     "docs/backends.rst": {"slow": None, "demo": False},
+    "docs/tracking.rst": {"slow": "trains a tiny model with transformers.Trainer",
+                          "demo": False},
     "docs/ray.rst": {"slow": None, "demo": False},
     "docs/study.rst": {"slow": "scores the demo's lab model again as a study", "demo": True},
     "docs/suites.rst": {"slow": None, "demo": False},

@@ -35,6 +35,7 @@ QUICK = {
     "ArchitecturalEstimator": dict(),
     "InfluenceEstimator": dict(solver="direct", damping=1.0),
     "RunsEstimator": dict(outcome="y", n_bootstrap=0),
+    "RandomTimingEstimator": dict(outcome="y", n_draws=0),
 }
 
 

@@ -8,7 +8,9 @@ import pytest
 
 import didmem
 from didmem.inference._prepared import did_cells, level_cells, prepare_panel
+from didmem.inference._prepared import HoleRows
 from didmem.inference.holes import HolesInfluence, hole_cells
+from didmem.inference.small_sample import block_welch
 
 
 def _probe_frame(seed=0):
@@ -116,7 +118,7 @@ def test_observation_groups_split_each_cells_variance():
                                     design.times.size)
     inf = HolesInfluence.build(design.holes, design.w, design.starts, cells,
                                design.times.size, coefficients)
-    parts, n = inf.welch_groups()
+    parts, n = inf.observation_groups()
     live = cells.ref == 0
     np.testing.assert_allclose(parts.sum(axis=0)[live], inf.variance()[live], rtol=1e-9)
     psi = inf.dense()
@@ -134,3 +136,141 @@ def test_observation_groups_split_each_cells_variance():
                 assert n[side + g, c] == mine.sum()
                 assert parts[side + g, c] == pytest.approx((psi[mine, c] ** 2).sum(),
                                                            rel=1e-9, abs=1e-15)
+
+
+def _holes_influence(design, not_yet=False):
+    """The holes route's influence of a prepared design (the rows of ``design.holes``, or
+    every cell of a balanced design's outcome matrix)."""
+    rows = design.holes
+    if rows is None:  # a balanced design, read as a panel with holes and no hole
+        n, n_t = design.y.shape
+        rows = HoleRows(unit=np.repeat(np.arange(n), n_t), time=np.tile(np.arange(n_t), n),
+                        y=np.ascontiguousarray(design.y.ravel()),
+                        unit_start=np.arange(n + 1) * n_t)
+    cells = did_cells(design, base_period="varying", not_yet=not_yet, anticipation=0)
+    _, coefficients, _ = hole_cells(rows, design.w, design.starts, cells, design.times.size)
+    return HolesInfluence.build(rows, design.w, design.starts, cells, design.times.size,
+                                coefficients), cells
+
+
+@pytest.mark.parametrize("not_yet", [False, True])
+def test_without_holes_the_degrees_of_freedom_are_the_balanced_panels(not_yet):
+    """Issue 50: read through the holes route, a panel with no missing row gets the
+    balanced panel's Welch variance and degrees of freedom in every cell."""
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=3, units_per_cohort=6,
+                                           n_never_treated=9, seed=4)
+    panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
+    control = "not_yet_treated" if not_yet else "never_treated"
+    res = didmem.DiDEstimator(n_bootstrap=0, control_group=control).fit(panel)
+    design = prepare_panel(panel, None, need_never_treated=not not_yet, anticipation=0,
+                            lower_is_better=False, owner="test")
+    inf, cells = _holes_influence(design, not_yet)
+    var, dof = block_welch(*inf.welch_groups())
+    live = cells.ref == 0
+    np.testing.assert_allclose(var[live], res.inference.correction.variance[live], rtol=1e-9)
+    np.testing.assert_allclose(dof[live], res.inference.correction.df[live], rtol=1e-9)
+
+
+def _one_cohort_with_holes():
+    """Cohort 3: units 0-5 observed at 1 and 2, units 6-7 only at 2, unit 8 only at 1 (and
+    all at 3); 12 never-treated units observed throughout."""
+    rng = np.random.default_rng(11)
+    rows = []
+    for u in range(21):
+        level = 3.0 * rng.normal()  # instance difficulty: large next to the changes
+        for t in (1, 2, 3):
+            if u < 9 and ((u in (6, 7) and t == 1) or (u == 8 and t == 2)):
+                continue
+            rows.append((u, t, 3.0 if u < 9 else np.inf, level + 0.5 * rng.normal()))
+    return pd.DataFrame(rows, columns=["unit", "time", "cohort", "y"])
+
+
+def test_a_cells_welch_parts_by_hand():
+    """Issue 50: the cell (3, 2) (base 1) by hand. The cohort's mean at 2 has units 0-7,
+    at 1 units 0-5 and 8. The variance of the difference of means is that of
+    ``sum_B (y_2 / 8 - y_1 / 7) + sum_{6,7} y_2 / 8 - y_81 / 7``: the six complete units'
+    ``z`` about their own mean (5 degrees of freedom), and the level variances at 2 and at
+    1 estimated from all 8 and 7 units observed there (7 and 6 degrees of freedom), not
+    from the two units and the one unit that carry them."""
+    df = _one_cohort_with_holes()
+    panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
+                         balance="keep")
+    res = didmem.DiDEstimator(n_bootstrap=0).fit(panel)
+    frame = res.to_frame()
+    c = int(np.flatnonzero((frame["time"] == 2).to_numpy())[0])
+    assert frame.loc[c, "base_time"] == 1
+    wide = df.pivot(index="unit", columns="time", values="y")
+    y2, y1 = wide.loc[:8, 2].to_numpy(), wide.loc[:8, 1].to_numpy()
+    both = np.arange(9) < 6
+    n_t, n_b = 8, 7
+    z = y2[both] / n_t - y1[both] / n_b
+    a_both = ((z - z.mean()) ** 2).sum() * 6 / 5
+    s2 = np.nanvar(y2, ddof=1)  # units 0-7
+    s1 = np.nanvar(y1, ddof=1)  # units 0-5 and 8
+    a_t, a_b = 2 * s2 / n_t**2, 1 * s1 / n_b**2
+    d0 = (wide.loc[9:, 2] - wide.loc[9:, 1]).to_numpy()
+    a_ctrl = d0.var(ddof=1) / d0.size
+    corr = res.inference.correction
+    parts = np.array([a_both, a_t, a_b, a_ctrl])
+    assert corr.variance[c] == pytest.approx(parts.sum(), rel=1e-9)
+    dof = parts.sum() ** 2 / (parts**2 / np.array([5, n_t - 1, n_b - 1, d0.size - 1])).sum()
+    assert corr.df[c] == pytest.approx(dof, rel=1e-9)
+    # before issue 50: unit 8's part had one unit (no degrees of freedom) and units 6-7's
+    # part n / (n - 1) = 2 with one degree of freedom
+    assert corr.df[c] > 6
+
+
+def test_welch_parts_are_unbiased_for_the_variance_of_the_difference_of_means():
+    """Issue 50: unweighted, the corrected parts of one side add up to an unbiased variance
+    of ``m_t - m_b`` whatever the observation pattern: checked exactly, as a quadratic form,
+    for i.i.d. rows with covariance ``S`` (expectation ``tr(Q S)``, a property of the
+    coefficients that holds for every draw)."""
+    df = _one_cohort_with_holes()
+    panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
+                         balance="keep")
+    design = prepare_panel(panel, None, need_never_treated=True, anticipation=0,
+                           lower_is_better=False, owner="test")
+    inf, cells = _holes_influence(design)
+    c = int(np.flatnonzero((design.times[cells.t] == 2) & (cells.ref == 0))[0])
+    # the treated part as a function of the cohort's 9 x 2 outcomes (times 2 and 1):
+    # a quadratic form x' Q x in x = (y_2 of units 0-8, y_1 of units 0-8); recover Q by
+    # polarisation from the implementation, replacing the rows' outcomes
+    rows = design.holes
+    cohort_rows = np.flatnonzero(rows.unit < 9)
+    sel = [(rows.unit[r], rows.time[r]) for r in cohort_rows]
+    t_idx = {int(np.flatnonzero(design.times == 2)[0]): 0,
+             int(np.flatnonzero(design.times == 1)[0]): 1}
+    keys = [(int(u), t_idx[int(t)]) for u, t in sel if int(t) in t_idx]
+
+    def treated_part(x):
+        y = rows.y.copy()
+        for (u, j), v in zip(keys, x):
+            r = cohort_rows[[k for k, (uu, tt) in enumerate(sel)
+                             if uu == u and t_idx.get(int(tt)) == j][0]]
+            y[r] = v
+        new = HoleRows(unit=rows.unit, time=rows.time, y=y, unit_start=rows.unit_start)
+        _, coefficients, _ = hole_cells(new, design.w, design.starts, cells,
+                                        design.times.size)
+        other = HolesInfluence.build(new, design.w, design.starts, cells,
+                                     design.times.size, coefficients)
+        parts, n = other.welch_groups()
+        return block_welch(parts[:3, [c]], n[:3, [c]])[0][0]
+
+    m = len(keys)
+    basis = np.eye(m)
+    q = np.empty((m, m))
+    f0 = treated_part(np.zeros(m))
+    single = [treated_part(basis[i]) for i in range(m)]
+    for i in range(m):
+        for j in range(m):
+            q[i, j] = (treated_part(basis[i] + basis[j]) - single[i] - single[j] + f0) / 2
+    # the estimator's weights a: m_2 - m_1
+    a = np.array([1 / 8 if j == 0 else -1 / 7 for _, j in keys])
+    for s_tt, s_bb, s_tb in ((1.0, 1.0, 0.0), (1.0, 2.0, 0.9), (4.0, 1.0, 1.9)):
+        cov = np.zeros((m, m))
+        for i, (u, j) in enumerate(keys):
+            for k, (v, l) in enumerate(keys):
+                if u == v:
+                    cov[i, k] = (s_tt, s_bb)[j] if j == l else s_tb
+        # E[x' Q x] for x with mean mu (any common mean per time: Q annihilates it)
+        assert np.trace(q @ cov) == pytest.approx(a @ cov @ a, rel=1e-8)

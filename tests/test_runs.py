@@ -401,6 +401,9 @@ def test_summary_states_the_spread_and_the_within_pretest(fitted):
     assert "Memorisation varies between runs with a standard deviation" in text \
         or "does not measurably depend on the run" in text
     assert "pre-test (Wald" in text and "Within-instance" in text
+    # issue 50: what the within-instance band covers is stated (these runs' pairs)
+    assert "averaged over these runs' (run, instance) pairs" in text
+    assert "not the mean over a population of runs" in text
     spread = res.between_runs()
     assert spread["n_cells"] > 0 and 0 <= spread["run_share"] <= 1
 
@@ -436,6 +439,7 @@ def test_report_and_plots_of_a_runs_result(fitted):
     page = didmem.report.render_report({"seeds": res}, figures=["profile"])
     assert "seeds: 3 runs compared" in page and "seeds: run 2" in page
     assert res.spread_words().split(" (")[0].replace("'", "&#x27;") in page
+    assert "averaged over these runs&#x27; (run, instance) pairs" in page
     ax = res.plot()
     assert len(ax.get_legend().get_texts()) == 3
     assert res.pooled.plot().images

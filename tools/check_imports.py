@@ -94,9 +94,15 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
     ("runners", ("didmem.runners",), ("backends",),
      "execution of a scoring plan: local and Ray"),
     # where the wings meet
+    # the tracker scores through the backends' forward pass and gives the profile so far
+    # (DiDEstimator on the folder), so it builds on both wings, as study does
+    ("track", ("didmem.track",), ("estimators", "backends"),
+     "memorisation measured while the model trains: the tracker of any training loop and "
+     "the transformers Trainer callback (the live model scored through the backends' "
+     "forward pass; the profile so far fitted by the estimators)"),
     ("study", ("didmem.study",), ("report", "orders", "runners"),
      "the one owner of a study: its configuration, designs, score -> estimate -> report"),
-    ("lab", ("didmem.lab",), ("study",),
+    ("lab", ("didmem.lab",), ("study", "track"),
      "tiny language models trained here, with their counterfactual truth"),
     ("faces", ("didmem.cli", "didmem"), ("lab",),
      "the command line (one module per subcommand) and the public names of didmem"),

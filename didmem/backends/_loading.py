@@ -9,7 +9,7 @@ from ..errors import optional_import
 from ._instances import CheckpointError, InstanceBatch
 from ._lm_metrics import batch_metrics, compressed_lengths, head_logits
 
-__all__ = ["load_model", "check_head", "forward_metrics", "is_out_of_memory"]
+__all__ = ["load_model", "check_head", "forward_metrics", "model_metrics", "is_out_of_memory"]
 
 _CHUNK_BYTES = 256 << 20
 
@@ -137,8 +137,24 @@ def forward_metrics(backend, batch: InstanceBatch, metrics: tuple) -> dict:
         out = forward_metrics(backend, batch, own + (() if name in own else (name,)))
         out["reference_ratio"] = out[name] - backend.reference_scores(batch)
         return {m: out[m] for m in metrics}
-    model = backend._model
-    device = backend.device
+    return model_metrics(
+        backend._model, batch, metrics, device=backend.device, chunk_tokens=backend.chunk_tokens,
+        eos_token_ids=backend._eos_tokens(), prefix_length=backend.prefix_length,
+        suffix_length=backend.suffix_length, min_k=backend.min_k,
+        tokenizer=backend.load_tokenizer() if "zlib_ratio" in metrics else None)
+
+
+@torch.inference_mode()
+def model_metrics(model, batch: InstanceBatch, metrics: tuple, *, device, chunk_tokens=None,
+                  eos_token_ids: tuple = (), prefix_length: int = 32, suffix_length: int = 32,
+                  min_k: float = 0.2, tokenizer=None) -> dict:
+    """The metrics of one right-padded batch under ``model``: one forward pass of the base
+    model, then the output head a chunk of positions at a time (:func:`batch_metrics`).
+
+    The one forward-pass code of :class:`~didmem.backends.TransformersBackend` (a loaded
+    checkpoint) and of :mod:`didmem.track` (the live model during training). ``model`` is a
+    causal LM in eval mode; ``chunk_tokens`` defaults to about 256 MiB of fp32 logits.
+    """
     lengths = batch.lengths
     padded = np.zeros((len(batch), int(lengths.max())), dtype=np.int64)
     for row, tokens in enumerate(batch.token_ids):
@@ -146,7 +162,7 @@ def forward_metrics(backend, batch: InstanceBatch, metrics: tuple) -> dict:
     ids = torch.from_numpy(padded).to(device)
     hidden = model.base_model(input_ids=ids[:, :-1], use_cache=False)[0]
     head = model.get_output_embeddings()
-    chunk = backend.chunk_tokens or max(1, _CHUNK_BYTES // (4 * head.weight.shape[0]))
+    chunk = chunk_tokens or max(1, _CHUNK_BYTES // (4 * head.weight.shape[0]))
     return batch_metrics(
         hidden,
         ids[:, 1:],
@@ -154,11 +170,11 @@ def forward_metrics(backend, batch: InstanceBatch, metrics: tuple) -> dict:
         head,
         metrics,
         chunk_tokens=chunk,
-        eos_token_ids=backend._eos_tokens(),
-        prefix_length=backend.prefix_length,
-        suffix_length=backend.suffix_length,
+        eos_token_ids=tuple(eos_token_ids),
+        prefix_length=prefix_length,
+        suffix_length=suffix_length,
         softcap=_softcap(model),
-        min_k=backend.min_k,
-        zlib_bytes=(compressed_lengths(batch.token_ids, backend.load_tokenizer())
+        min_k=min_k,
+        zlib_bytes=(compressed_lengths(batch.token_ids, tokenizer)
                     if "zlib_ratio" in metrics else None),
     )

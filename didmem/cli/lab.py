@@ -54,6 +54,7 @@ SPECIAL = {
     "validation_mix": {"help": "Implies --domains 2 unless given."},
     "vary_init": {"action": "store_const", "const": True,
                   "help": "A flag (with --runs 2 or more)."},
+    "track": {"action": "store_const", "const": True, "help": "A flag."},
 }
 
 

@@ -18,6 +18,7 @@ _WHERE = {
     "TrainedModel": "inputs",
     "TWFEEstimator": "twfe",
     "RunsEstimator": "runs",
+    "RandomTimingEstimator": "random_timing",
     "dose_response": "dose",
 }
 """Public name -> the module of this package that defines it."""

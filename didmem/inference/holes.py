@@ -673,21 +673,73 @@ class HolesInfluence(CellInfluence):
         return parts, n
 
     def welch_groups(self) -> tuple[np.ndarray, np.ndarray]:
-        """The independent groups of every cell's variance and their contributing units.
+        """The independent parts of every cell's variance and the units that estimate each.
 
         Cross-sections: the four means (cohort and controls, at ``t`` and at ``b``;
-        :meth:`welch_parts`). A panel with holes: the cohort's and the controls' units,
-        each split by what is observed of them: at both ``t`` and ``b``, at ``t`` only, at
-        ``b`` only (six groups; a level comparison has only ``t``). A unit observed at
-        neither enters no mean of the cell and is not counted (issue 40: counting every
-        unit of the blocks overstated the degrees of freedom).
+        :meth:`welch_parts`). A panel with holes: for the cohort and for the controls,
+        three parts (:meth:`observation_welch_groups`, issue 50).
         """
         split = self.welch_parts()
         if split is not None:
             return split
-        return self._observation_groups()
+        return self.observation_welch_groups()
 
-    def _observation_groups(self):
+    def observation_welch_groups(self) -> tuple[np.ndarray, np.ndarray]:
+        """Welch parts of a panel with holes: per side (cohort, controls) of each cell, the
+        units observed at both periods, at ``t`` only and at ``b`` only, each part paired
+        with the count of units whose deviations estimate it (groups x cells, six groups).
+
+        A side's difference of means ``m_t - m_b`` is, unit by unit, a sum over the three
+        independent groups ``B`` (both), ``T`` (``t`` only) and ``O`` (``b`` only):
+        ``sum_B w_i z_i + sum_T w_i y_it / W_t - sum_O w_i y_ib / W_b`` with
+        ``z_i = y_it / W_t - y_ib / W_b``, so its variance is
+        ``sum_B w_i**2 var(z) + sum_T w_i**2 var(y_t) / W_t**2 + sum_O w_i**2 var(y_b) / W_b**2``.
+
+        * ``B``: the plug-in sum of squares of ``w_i z_i`` about the group's own
+          (``w**2``-weighted) mean, with ``n_B`` units (so ``n_B / (n_B - 1)`` and
+          ``n_B - 1`` degrees of freedom);
+        * ``T``: ``var(y_t)`` is the same for every unit observed at ``t`` (rows missing at
+          random), so it is estimated from all ``n_t`` of them about the mean ``m_t`` that
+          the cell itself estimates from them: the group's part is its share
+          ``sum_T w**2 / sum_t w**2`` of the plug-in ``sum_{i obs. at t} w_i**2
+          (y_it - m_t)**2 / W_t**2``, with ``n_t`` units (``n_t - 1`` degrees of freedom);
+        * ``O``: likewise at ``b`` with ``n_b``.
+
+        Unweighted, the corrected parts add up to an unbiased variance, and without holes
+        ``T`` and ``O`` are empty and ``B`` is the balanced panel's Welch part. The
+        Satterthwaite degrees of freedom treat the three estimates as independent; they
+        share the units of ``B`` (see docs/inference.rst for the Monte Carlo). Before issue
+        50, ``T`` and ``O`` were taken about the whole side's means with their own few units
+        (often two: ``n / (n - 1) = 2`` and one degree of freedom).
+        """
+        sides, _ = self._pattern_sums()
+        parts, n = [], []
+        for side in sides:
+            share_t = np.divide(side["w2_only_t"], side["w2_t"],
+                                out=np.zeros_like(side["w2_t"]), where=side["w2_t"] > 0)
+            share_b = np.divide(side["w2_only_b"], side["w2_b"],
+                                out=np.zeros_like(side["w2_b"]), where=side["w2_b"] > 0)
+            parts += [side["centred_both"], side["level_t"] * share_t,
+                      side["level_b"] * share_b]
+            n += [side["n_both"], np.where(side["n_only_t"] > 0, side["n_t"], 0),
+                  np.where(side["n_only_b"] > 0, side["n_b"], 0)]
+        live = self.ref == 0
+        return (np.where(live, np.stack(parts), 0.0),
+                np.where(live, np.stack(n), 0))
+
+    def observation_groups(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each cell's plug-in variance ``sum_i psi_i**2`` split by side and observation
+        pattern (cohort and controls; at both periods, at ``t`` only, at ``b`` only) and the
+        units of each group (groups x cells, six groups; they add up to the variance)."""
+        sides, live = self._pattern_sums()
+        parts = [p for side in sides for p in (side["part_both"], side["part_t"],
+                                                 side["part_b"])]
+        n = [c for side in sides for c in (side["n_both"], side["n_only_t"], side["n_only_b"])]
+        return np.where(live, np.stack(parts), 0.0), np.where(live, np.stack(n), 0)
+
+    def _pattern_sums(self):
+        """Per side of every cell (cohort, controls): the sums of squares and counts of its
+        units by observation pattern at the cell's two periods."""
         counts, both = _co_observed(self.rows.unit_start, self.rows.time,
                                     self.w[self.rows.unit] * self.rows.y, self.w,
                                     self._block(), self.n_blocks, self.n_times)
@@ -707,7 +759,7 @@ class HolesInfluence(CellInfluence):
         at_b = np.stack([self.gram[:, b, b], self.gram[:, b, n_t + b],
                          self.gram[:, n_t + b, n_t + b]], axis=-1)
         cells = np.arange(self.n_cells)
-        parts, n = [], []
+        sides = []
         for coef, block_of in ((self.tau, None), (self.kappa, "controls")):
             def total(a):  # a: blocks x cells x ... -> the cell's treated block or controls
                 mine = a[self.k, cells]
@@ -729,16 +781,28 @@ class HolesInfluence(CellInfluence):
             only_b = np.where(based[:, None], s_b - s_both[:, [1, 4, 5]], 0.0)
             part_t = a0**2 * only_t[:, 0] + 2 * a0 * a2 * only_t[:, 1] + a2**2 * only_t[:, 2]
             part_b = a1**2 * only_b[:, 0] + 2 * a1 * a3 * only_b[:, 1] + a3**2 * only_b[:, 2]
-            parts += [part_both, part_t, part_b]
-            n += [c_both, c_t - c_both, np.where(based, c_b - c_both, 0)]
-        live = self.ref == 0
-        parts = np.where(live, np.stack(parts), 0.0)
-        return parts, np.where(live, np.stack(n), 0)
+            # B's w z about its own w**2-weighted mean: sum (w z)**2 - (sum w (w z))**2 / sum w**2
+            zz = a0**2 * s_both[:, 0] + a1**2 * s_both[:, 1] + 2 * a0 * a1 * s_both[:, 2]
+            zw = a0 * s_both[:, 3] + a1 * s_both[:, 4]
+            centred = zz - np.divide(zw**2, s_both[:, 5], out=np.zeros_like(zw),
+                                     where=s_both[:, 5] > 0)
+            level_t = a0**2 * s_t[:, 0] + 2 * a0 * a2 * s_t[:, 1] + a2**2 * s_t[:, 2]
+            level_b = np.where(based, a1**2 * s_b[:, 0] + 2 * a1 * a3 * s_b[:, 1]
+                               + a3**2 * s_b[:, 2], 0.0)
+            sides.append({
+                "part_both": part_both, "part_t": part_t, "part_b": part_b,
+                "n_both": c_both, "n_only_t": c_t - c_both,
+                "n_only_b": np.where(based, c_b - c_both, 0),
+                "centred_both": np.maximum(centred, 0.0), "level_t": level_t,
+                "level_b": level_b, "n_t": c_t, "n_b": np.where(based, c_b, 0),
+                "w2_t": s_t[:, 2], "w2_only_t": only_t[:, 2],
+                "w2_b": np.where(based, s_b[:, 2], 0.0), "w2_only_b": only_b[:, 2]})
+        return sides, (self.ref == 0)
 
     def contributing_units(self) -> np.ndarray:
         """``(n_treated, n_control)`` (2 x cells): the units of the cell's cohort and of its
         controls observed at its time or its base period."""
-        n = self._observation_groups()[1]
+        n = self.observation_groups()[1]
         return np.stack([n[:3].sum(axis=0), n[3:].sum(axis=0)])
 
     def treated_variance(self) -> np.ndarray:

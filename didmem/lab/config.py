@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from .._validation import Boolean, Integral, Interval, OneOf, check_all
+from .._validation import Boolean, Integral, Interval, OneOf, check_all, check_fits_memory
 from ..errors import ParameterError
 
 __all__ = ["LabConfig", "demo_config", "quick_config", "PLACEMENTS", "REPEAT_GAPS",
@@ -23,9 +23,9 @@ EXACT_CHOICES = ("all", "auto")
 DEFAULT_METRICS = ("mean_token_loglik", "sequence_loglik", "token_accuracy")
 
 
-_SEVERAL_RUNS = ("runs", "vary_init")
-"""The settings of several runs: left out of :meth:`LabConfig.to_dict` at their defaults (one
-run), so that a single run's manifest (and so its reuse) is as before they existed."""
+_SEVERAL_RUNS = ("runs", "vary_init", "track")
+"""The settings of several runs (and ``track``): left out of :meth:`LabConfig.to_dict` at
+their defaults, so that a single run's manifest (and so its reuse) is as before they existed."""
 
 
 def _fail(name: str, rule: str, value) -> None:
@@ -165,6 +165,11 @@ class LabConfig:
         With ``runs > 1``: draw a new initialisation for every run after the first
         (weight-seed runs, as some PolyPythias seeds); by default every run starts from run
         0's initialisation, so that the runs differ only in their data order.
+    track : bool
+        Score the main run with :class:`didmem.track.MemorisationTracker` while it trains
+        (at step 0 and every checkpoint, in ``track/`` of the run's directory) instead of
+        scoring its saved checkpoints afterwards; the panel is the same (the same forward
+        pass on the same weights). Not with the metric ``reference_ratio``.
     """
 
     seed: int = 0
@@ -218,6 +223,7 @@ class LabConfig:
     # several runs
     runs: int = 1
     vary_init: bool = False
+    track: bool = False
 
     _constraints: ClassVar[dict] = {
         **{name: Integral(1) for name in (
@@ -243,6 +249,7 @@ class LabConfig:
         "placement": OneOf(*PLACEMENTS),
         "repeat_gap": OneOf(*REPEAT_GAPS),
         "vary_init": Boolean(),
+        "track": Boolean(),
     }
 
     def __post_init__(self):
@@ -271,9 +278,46 @@ class LabConfig:
                                  "available with text_files.")
         if not self.metrics:
             _fail("metrics", "a non-empty sequence of metric names", self.metrics)
+        if self.track and "reference_ratio" in self.metrics:
+            raise ParameterError("track=True scores the main run while it trains, without a "
+                                 "reference model: drop 'reference_ratio' from the metrics.")
         self._check_design()
 
+    def _check_memory(self) -> None:
+        """Refuse sizes whose arrays cannot fit in this machine's memory, naming the largest
+        part's parameter, before torch or numpy fail with their own messages: the model with
+        its gradients and Adam's two moments (16 bytes a parameter; the vocabulary about
+        ``n_words + n_names`` tokens; rotary caches of ``max_positions`` rows), the corpus's
+        token ids, and the truth's draws of replacements."""
+        hidden, vocab = self.hidden_size, self.n_words + self.n_names + 16
+        parts = {
+            "hidden_size": 16.0 * (2 * vocab * hidden + self.n_layers * (
+                4 * hidden ** 2 + 2 * hidden * self.intermediate_size)),
+            "max_positions": 8.0 * self.max_positions * hidden,
+            "n_validation": 16.0 * (self.batch_size * self.n_steps + self.n_validation)
+            * self.seq_len,
+            "truth_draws": 8.0 * self.truth_draws * self.n_analysed * max(
+                self.n_steps // self.checkpoint_every, 1),
+        }
+        biggest = max(parts, key=parts.get)
+        name = biggest
+        if biggest == "hidden_size":  # the model: name its largest factor
+            name = max(("hidden_size", "n_words", "intermediate_size", "n_layers"),
+                       key=lambda n: {"hidden_size": hidden * hidden * self.n_layers,
+                                      "n_words": vocab * hidden,
+                                      "intermediate_size": hidden * self.intermediate_size
+                                      * self.n_layers,
+                                      "n_layers": 0}[n])
+        elif biggest == "n_validation" and self.batch_size * self.n_steps > self.n_validation:
+            name = "batch_size"
+        what = {"hidden_size": "the model, its gradients and optimiser state",
+                "max_positions": "the model's position caches",
+                "n_validation": "the corpus's token ids",
+                "truth_draws": "the truth's draws of replacements"}[biggest]
+        check_fits_memory("LabConfig", name, getattr(self, name), sum(parts.values()), what)
+
     def _check_design(self) -> None:
+        self._check_memory()
         k, T = self.checkpoint_every, self.n_steps
         if T % k:
             raise ParameterError(

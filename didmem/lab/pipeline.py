@@ -26,7 +26,7 @@ from .config import LabConfig, demo_config, quick_config
 from .design import STREAMS, build_design
 from .outputs import FORMAT_VERSION, LabDirectory
 from .runs import run_design, run_directory, stack_runs
-from .scoring import REFERENCE_METRIC, backend_settings, reference_checkpoint
+from .scoring import REFERENCE_METRIC, backend_settings, reference_checkpoint, tracking
 from .scoring import score_run as _score_run
 from .study_files import study_tables, study_toml
 from .truth import (cohort_truth, combine_effects, direct_effects, draw_noise, exact_check,
@@ -473,11 +473,14 @@ def _train_main(cfg, design, root: Path, lap) -> dict:
 
     k = cfg.checkpoint_every
     design.corpus.tokenizer.save(root / "checkpoints" / "tokenizer.json")
+    on_step, tracked = tracking(cfg, design, root / "track") if cfg.track else (None, None)
     main = train(cfg, design.tokens[design.order],
                  init_model(cfg, len(design.corpus.tokenizer), design.init_seed),
                  root / "checkpoints", cfg.checkpoints,
                  snapshot_steps=[g - k for g in cfg.exact_cohort_steps]
-                 + [g - k for _, g in _exposure_runs(design)])
+                 + [g - k for _, g in _exposure_runs(design)], on_step=on_step)
+    if tracked is not None:
+        main["tracked"] = tracked()  # the main run's scores, measured while it trained
     lap("train")
     return {"main": main}
 
@@ -551,7 +554,8 @@ def _score_all(cfg, design, runs, reference=None) -> dict:
     units = np.concatenate([analysed, validation])
     score_run = functools.partial(_score_run, reference=reference)  # one for every run
     scores = {
-        "main": score_run(runs["main"]["checkpoints"], tokens[units], units, cfg),
+        "main": runs["main"]["tracked"] if "tracked" in runs["main"]
+        else score_run(runs["main"]["checkpoints"], tokens[units], units, cfg),
         "twin": score_run(runs["twin"]["checkpoints"], tokens[units], units, cfg),
     }
     for g in cfg.exact_cohort_steps:  # the cohort, its never- and not-yet-treated controls

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["score_run", "backend_settings", "reference_checkpoint"]
+__all__ = ["score_run", "backend_settings", "reference_checkpoint", "tracking"]
 
 #: The metric that needs a reference model.
 REFERENCE_METRIC = "reference_ratio"
@@ -83,3 +83,46 @@ def score_run(checkpoints: dict, token_ids: np.ndarray, unit_ids: np.ndarray, co
     frame["unit"] = frame["unit"].astype(np.int64)
     frame["time"] = frame["time"].astype(np.int64)
     return frame.sort_values(["unit", "time"], kind="stable").reset_index(drop=True)
+
+
+def tracking(config, design, folder):
+    """The main run scored while it trains (``track=True``): an ``on_step`` hook of
+    :func:`didmem.lab.trainer.train` that observes each step's instances and scores the
+    analysed and validation instances at step 0 and every checkpoint with
+    :class:`didmem.track.MemorisationTracker` (the backend's settings of
+    :func:`backend_settings`), and a function that returns the scores as :func:`score_run`
+    does."""
+    import shutil
+    from pathlib import Path
+
+    from ..track import MemorisationTracker
+
+    analysed, validation = design.analysed_ids, design.validation_ids
+    units = np.concatenate([analysed, validation]).astype(np.int64)
+    settings = backend_settings(config)
+    folder = Path(folder)
+    if folder.exists():  # a run being redone in its own directory: start the panel afresh
+        shutil.rmtree(folder)
+    tracker = MemorisationTracker(
+        folder, [np.asarray(t, dtype=np.int64) for t in design.tokens[units]], unit_ids=units,
+        sample_ids=np.concatenate([analysed, np.full(len(validation), -1)]).astype(np.int64),
+        metrics=list(config.metrics), batch_size=settings["batch_size"],
+        prefix_length=settings["prefix_length"], suffix_length=settings["suffix_length"])
+    checkpoints = {int(c) for c in config.checkpoints}
+    frames = []
+
+    def on_step(model, step, positions):
+        if step > 0:
+            tracker.observe(step, design.order[positions])
+        if step in checkpoints:
+            frames.append(tracker.score(model, step))
+
+    def scores() -> pd.DataFrame:
+        frame = pd.concat(frames, ignore_index=True)
+        for m in config.metrics:
+            frame[m] = frame[m].astype(np.float64)
+        frame["unit"] = frame["unit"].astype(np.int64)
+        frame["time"] = frame["time"].astype(np.int64)
+        return frame.sort_values(["unit", "time"], kind="stable").reset_index(drop=True)
+
+    return on_step, scores

@@ -150,6 +150,7 @@ def train(
     checkpoint_dir,
     save_steps,
     snapshot_steps=(),
+    on_step=None,
 ):
     """Train on ``order_tokens`` from state ``start`` to step ``n_steps``.
 
@@ -168,6 +169,10 @@ def train(
         Steps whose checkpoint is saved (``0`` saves the starting model when starting at 0).
     snapshot_steps : iterable of int
         Steps after which a :class:`TrainState` is kept in memory.
+    on_step : callable, optional
+        ``on_step(model, step, positions)`` after the starting state (``positions`` empty)
+        and after each step (the order's positions the step trained on), such as a
+        :class:`didmem.track.MemorisationTracker`'s ``observe`` and ``score``.
 
     Returns
     -------
@@ -206,6 +211,8 @@ def train(
             )
 
     keep(step0)
+    if on_step is not None:
+        on_step(model, step0, np.arange(0))
     data = torch.from_numpy(np.ascontiguousarray(order_tokens, dtype=np.int64))
     losses = np.zeros(T - step0)
     model.train()
@@ -221,6 +228,8 @@ def train(
         optimizer.zero_grad(set_to_none=True)
         losses[step - step0 - 1] = float(loss.detach())
         keep(step)
+        if on_step is not None:
+            on_step(model, step, np.arange((step - 1) * B, step * B))
     model.eval()
     return {"checkpoints": checkpoints, "snapshots": snapshots, "losses": losses}
 

@@ -63,7 +63,7 @@ def _auc_finding(res) -> str:
     above = rated[rated["ci_lower"] > 0.5]
     words = (f"<li>At the last checkpoint ({fmt(last['time'], 12)}) the score tells members "
              f"from non-members with AUC <b>{last['auc']:.3f}</b> ({level} CI "
-             f"[{last['ci_lower']:.3f}, {last['ci_upper']:.3f}], DeLong; "
+             f"[{last['ci_lower']:.3f}, {last['ci_upper']:.3f}]; "
              f"{int(last['n_members'])} members, {int(last['n_nonmembers'])} non-members); "
              "0.5 is chance.</li>"
              f"<li>The interval lies above chance at {len(above)} of {len(rated)} "
@@ -105,8 +105,8 @@ def cell_result_html(key: str, name: str, res, truth=None) -> list:
     if membership:
         figures.append(figure_block(
             figure_png(plotting.plot_membership_auc(res)), "membership AUC",
-            f"<b>Membership AUC</b> at each checkpoint with its pointwise {level} interval "
-            "(DeLong): how well the score tells the instances trained on by then from the "
+            f"<b>Membership AUC</b> at each checkpoint with its pointwise {level} interval: "
+            "how well the score tells the instances trained on by then from the "
             "validation instances. The dashed line is chance."))
         figures.append(figure_block(
             figure_png(plotting.plot_profile(res)), "implied profile",

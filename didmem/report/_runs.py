@@ -8,6 +8,7 @@ import html
 
 import numpy as np
 
+from ..results.runs import WITHIN_TARGET
 from ._html import figure_block, figure_png, fmt, table
 
 __all__ = ["is_runs", "expand_runs", "runs_html"]
@@ -104,6 +105,7 @@ def runs_html(name: str, res, truth=None) -> list:
     out.append(table(pooled[pooled["post"]][cols]))
     within = res.within.to_frame()
     out.append(f"<h3>Within-instance comparison</h3><p>{html.escape(res.within.assumption)}; "
+               f"{html.escape(WITHIN_TARGET)}; "
                f"{res.within.band} band. Cells without a run that has not trained the cohort's "
                "instances by then have no estimate.</p>")
     out.append(table(within[["cohort", "time", "base_time", "estimate", "std_error",

@@ -37,6 +37,11 @@ ESTIMANDS = {
 }
 """The ``estimand`` values of a runs table and what each one is, in words."""
 
+WITHIN_TARGET = ("its target is the effect averaged over these runs' (run, instance) pairs, "
+                 "with the runs held fixed: not the mean over a population of runs (the "
+                 "pooled profile's), from which it differs when the runs' effects differ")
+"""What the within-instance band covers (issue 50), stated in the summary and the report."""
+
 
 @dataclass(frozen=True, eq=False)
 class RunsProfile(CellTable, PicklableProxies):
@@ -259,6 +264,7 @@ class RunsResult(TableFile, PicklableProxies):
                      + ("" if not np.isfinite(ratio) else
                         f"; median standard error {ratio:.2f} x the pooled DiD's with runs "
                         "held fixed"))
+        lines.append("  " + WITHIN_TARGET)
         stat, df, p = self.within.pretest if self.within.pretest else (math.nan, 0, math.nan)
         lines.append("  pre-test (Wald, runs exchangeable given the instance): "
                      + (f"chi2({df}) = {stat:.3f}, p = {p:.3g}" if df else

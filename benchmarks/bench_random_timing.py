@@ -1,0 +1,78 @@
+"""Speed of RandomTimingEstimator at the paper's scale (issue 47).
+
+95 cohorts x 150 instances + 2,000 never-treated, 96 checkpoints (AR(1) paths with instance
+effects). Times, each the best of ``--repeats``:
+
+* ``fit``: the whole fit with the analytic (design-based and Neyman) standard errors of every
+  cell and aggregation and the simultaneous bands (1,000 draws), no Fisher test;
+* ``fisher``: ``--fisher`` permutations (cells, the sup-t and every aggregation row),
+  reported also per 1,000 permutations.
+
+Writes the panel as csv for R with ``--csv PATH`` (to time R ``staggered`` on the same data).
+
+    python benchmarks/bench_random_timing.py [--repeats 3] [--fisher 100] [--csv /tmp/p.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import numpy as np
+import pandas as pd
+
+import didmem
+
+
+def paper_panel(seed=0, n_cohorts=95, per_cohort=150, never=2000, n_times=96):
+    rng = np.random.default_rng(seed)
+    g = np.r_[np.repeat(np.arange(2.0, n_cohorts + 2.0), per_cohort), np.full(never, np.inf)]
+    n = g.size
+    y = np.empty((n, n_times))
+    u = rng.standard_normal(n)
+    alpha = rng.standard_normal(n)
+    for t in range(n_times):
+        u = 0.6 * u + rng.standard_normal(n)
+        y[:, t] = alpha + 0.01 * t + u + np.where(t + 1 >= g, 0.2, 0.0)
+    frame = pd.DataFrame({"i": np.repeat(np.arange(n), n_times),
+                          "t": np.tile(np.arange(1.0, n_times + 1), n),
+                          "g": np.repeat(g, n_times), "y": y.ravel()})
+    return frame
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--fisher", type=int, default=100)
+    parser.add_argument("--csv", default=None)
+    args = parser.parse_args()
+    frame = paper_panel()
+    if args.csv:
+        frame.to_csv(args.csv, index=False)
+    panel = didmem.Panel(frame, unit="i", time="t", cohort="g", outcome="y")
+    est = didmem.RandomTimingEstimator(seed=1)
+    est.fit(panel)  # warm-up (imports)
+    fit = []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        result = est.fit(panel)
+        fit.append(time.perf_counter() - t0)
+    out = {"machine": platform.processor() or platform.machine(), "units": panel.n_units,
+           "times": panel.n_times, "cells": int(len(result.to_frame())),
+           "fit_s": min(fit), "fit_all_s": fit}
+    if args.fisher:
+        t0 = time.perf_counter()
+        didmem.RandomTimingEstimator(seed=1, n_draws=0).fit(panel)
+        plain = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        didmem.RandomTimingEstimator(seed=1, n_fisher=args.fisher, n_draws=0).fit(panel)
+        spent = time.perf_counter() - t0
+        out.update(fit_without_band_s=plain, fisher_permutations=args.fisher,
+                   fisher_s=spent, fisher_per_1000_s=(spent - plain) / args.fisher * 1000)
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

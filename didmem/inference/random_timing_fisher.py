@@ -1,0 +1,147 @@
+r"""Fisher randomisation tests under random timing, and draws for the simultaneous band.
+
+Under the sharp null of no effect on any unit at any time the outcome paths do not depend on
+the cohorts, so re-drawing the cohorts as the design drew them (a permutation of the labels
+among the units whose assignment was random, cohort sizes fixed) and recomputing a statistic
+gives its exact null distribution. The statistics are studentised (Roth & Sant'Anna 2023,
+Section 5; Wu & Ding 2021), so the test also has asymptotic size under the weak null of zero
+average effects. A permutation is a gather of the units' paths into cohort means and
+covariances (one product per cohort), after which the statistics of every cell and
+aggregation follow from :mod:`~didmem.inference.random_timing`.
+
+p-values: ``pvalue`` is ``(1 + #{|t*| >= |t|}) / (1 + B)`` over ``B`` random permutations,
+exact (valid in finite samples) for the sharp null; ``pvalue_r`` is R ``staggered``'s
+``mean(|t| < |t*|)``, reported for comparison.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from .random_timing import TimingDesign, cohort_codes
+
+__all__ = ["FisherTest", "fisher_test", "permuted_design", "band_draws"]
+
+
+@dataclass(frozen=True, eq=False)
+class FisherTest:
+    """Observed and permuted statistics (absolute values) with their p-values.
+
+    Attributes
+    ----------
+    observed : ndarray (J,)
+    permuted : ndarray (B, J)
+    pvalue : ndarray (J,)
+        ``(1 + #{permuted >= observed}) / (1 + B)``.
+    pvalue_r : ndarray (J,)
+        ``mean(permuted > observed)`` (R ``staggered``'s).
+    """
+
+    observed: np.ndarray
+    permuted: np.ndarray
+
+    @property
+    def n_permutations(self) -> int:
+        return int(self.permuted.shape[0])
+
+    @property
+    def pvalue(self) -> np.ndarray:
+        b = self.permuted.shape[0]
+        return (1.0 + (self.permuted >= self.observed).sum(axis=0)) / (1.0 + b)
+
+    @property
+    def pvalue_r(self) -> np.ndarray:
+        return (self.permuted > self.observed).mean(axis=0)
+
+
+def permuted_design(times, codes, cohorts, y_sorted_by, labels) -> TimingDesign:
+    """The design of the paths ``y`` with cohort indices ``labels`` (one per unit).
+
+    ``cohorts``/``codes`` are the design's cohorts (every label in ``0 .. K-1`` occurs).
+    """
+    y = y_sorted_by
+    k = cohorts.size
+    order = np.argsort(labels, kind="stable")
+    count = np.bincount(labels, minlength=k)
+    ys = y[order]
+    starts = np.r_[0, np.cumsum(count)]
+    mean = np.add.reduceat(ys, starts[:-1], axis=0) / count[:, None]
+    cov = np.empty((k, y.shape[1], y.shape[1]))
+    for g in range(k):
+        block = ys[starts[g]:starts[g + 1]] - mean[g]
+        cov[g] = block.T @ block / (count[g] - 1.0)
+    return TimingDesign(times=times, cohorts=cohorts, codes=codes,
+                        count=count.astype(np.float64), mean=mean, cov=cov)
+
+
+def fisher_test(times, cohorts, y, statistic: Callable[[TimingDesign], np.ndarray], *,
+                n_permutations: int = 1000, randomised=None, seed=None,
+                permutations=None) -> FisherTest:
+    """Fisher randomisation test of ``statistic`` (absolute values are taken).
+
+    Parameters
+    ----------
+    times : array (T,)
+    cohorts : array (n,)
+        Each unit's cohort (``inf`` for never-treated).
+    y : array (n, T)
+        Outcome paths.
+    statistic : callable
+        ``TimingDesign -> array (J,)`` of studentised statistics; NaN counts as 0 (and
+        ``inf``, a non-zero estimate over a zero standard error, as larger than any other).
+    n_permutations : int
+    randomised : array (n,) of bool, optional
+        The units whose cohorts were assigned at random (default: all); the labels are
+        permuted among them, the others keep theirs.
+    seed : int or Generator, optional
+    permutations : array (B, n_randomised) of int, optional
+        Given permutations (0-based): the ``r``-th randomised unit gets the cohort of the
+        ``permutations[b, r]``-th (R ``staggered``'s draws, for parity); overrides
+        ``n_permutations`` and ``seed``.
+    """
+    times = np.asarray(times, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    cohorts = np.asarray(cohorts, dtype=np.float64).copy()
+    cohorts[np.isnan(cohorts)] = np.inf
+    values, labels = np.unique(cohorts, return_inverse=True)
+    codes = cohort_codes(times, values)
+    idx = np.arange(cohorts.size) if randomised is None else np.flatnonzero(randomised)
+    with threadpool_limits(limits=1, user_api="blas"):
+        observed = _absolute(statistic(permuted_design(times, codes, values, y, labels)))
+        if permutations is None:
+            rng = np.random.default_rng(seed)
+            permutations = np.stack([rng.permutation(idx.size) for _ in range(n_permutations)])
+        permuted = np.empty((len(permutations), observed.size))
+        new = labels.copy()
+        for b, perm in enumerate(permutations):
+            new[idx] = labels[idx][perm]
+            permuted[b] = _absolute(statistic(permuted_design(times, codes, values, y, new)))
+    return FisherTest(observed=observed, permuted=permuted)
+
+
+def _absolute(values) -> np.ndarray:
+    out = np.abs(np.asarray(values, dtype=np.float64).ravel())
+    out[np.isnan(out)] = 0.0  # 0 / 0; an estimate over a zero standard error stays inf
+    return out
+
+
+def band_draws(design: TimingDesign, combined: Callable[[np.ndarray], np.ndarray],
+               n_draws: int, seed=None) -> np.ndarray:
+    """Gaussian draws with the Neyman covariance ``sum_g C_g S_g C_g' / N_g`` of estimands.
+
+    ``combined(w)`` maps per-cohort draws ``w`` (K, T, B), ``w_g = S_g^{1/2} xi_g /
+    sqrt(N_g)``, to the estimands' draws (B, J) (linear in ``w``: ``sum_g C_g w_g``).
+    """
+    rng = np.random.default_rng(seed)
+    try:  # any root R R' = S_g will do; Cholesky where every S_g is positive definite
+        root = np.linalg.cholesky(design.cov)
+    except np.linalg.LinAlgError:
+        vals, vecs = np.linalg.eigh(design.cov)
+        root = vecs * np.sqrt(np.maximum(vals, 0.0))[:, None, :]
+    xi = rng.standard_normal((design.cohorts.size, design.n_times, n_draws))
+    w = root @ xi / np.sqrt(design.count)[:, None, None]
+    return combined(w)

@@ -50,7 +50,7 @@ class MembershipResult(CellResult, TableFile):
         normal interval.
     extra : Mapping
         ``"auc"``: the membership AUC at each checkpoint (``time`` and the columns of
-        :data:`AUC_COLUMNS`: DeLong's standard error and its interval, the numbers of
+        :data:`AUC_COLUMNS`: DeLong's standard error, the interval of the estimator (see its Notes), the numbers of
         members and non-members); ``"cell_auc"``: the same per cohort (``cohort, time, ...``).
     units : pandas.DataFrame or None
         Each member's score minus the non-members' mean (a fitted result; a result read from

@@ -90,3 +90,23 @@ def test_prepared_rows_equal_plain_arrays():
     for name in ("estimate", "std_error", "std_error_neyman", "beta", "df"):
         np.testing.assert_allclose(getattr(prepared, name), getattr(plain, name),
                                    rtol=1e-12, atol=1e-14)
+
+
+def test_result_save_is_refused_in_one_line_naming_the_alternative(tmp_path):
+    import didmem
+    import pandas as pd
+    from didmem.errors import ParameterError
+
+    rng = np.random.default_rng(15)
+    times, g, y = _paths(rng, 0.0)
+    frame = pd.DataFrame({"i": np.repeat(np.arange(g.size), times.size),
+                          "t": np.tile(times, g.size), "g": np.repeat(g, times.size),
+                          "y": y.ravel()})
+    panel = didmem.Panel(frame, unit="i", time="t", cohort="g", outcome="y")
+    result = didmem.RandomTimingEstimator(n_draws=0).fit(panel)
+    target = tmp_path / "rt.parquet"
+    with pytest.raises(ParameterError) as caught:
+        result.save(target)
+    message = str(caught.value)
+    assert "\n" not in message and "to_frame().to_parquet" in message
+    assert "rt.parquet" in message and not target.exists()

@@ -129,10 +129,13 @@ def fisher_test(times, cohorts, y, statistic: Callable[[TimingDesign], np.ndarra
     with threadpool_limits(limits=1, user_api="blas"):
         observed = _absolute(statistic(permuted_design(times, codes, values, z, labels,
                                                        centre=centre)))
-        if permutations is None:
-            rng = np.random.default_rng(seed)
-            permutations = np.stack([rng.permutation(idx.size) for _ in range(n_permutations)])
-        permuted = np.empty((len(permutations), observed.size))
+        if permutations is None:  # drawn one at a time (the same stream as drawn at once;
+            rng = np.random.default_rng(seed)  # B x n indices would be 130 MB at 1,000 x 16k)
+            permutations = (rng.permutation(idx.size) for _ in range(n_permutations))
+            n_rows = n_permutations
+        else:
+            n_rows = len(permutations)
+        permuted = np.empty((n_rows, observed.size))
         new = labels.copy()
         for b, perm in enumerate(permutations):
             new[idx] = labels[idx][perm]

@@ -80,16 +80,32 @@ def test_cells_without_degrees_of_freedom_keep_every_other_number():
     assert not np.isnan(full.df).any() and np.isnan(bare.df).all()
 
 
-def test_prepared_rows_equal_plain_arrays():
+def _naive_neyman(design, a_theta, a_0):
+    """The plug-in beta*, the estimate and the Neyman SE of each row, from the full
+    ``(J, K, T)`` arrays by plain einsum (the formulas of the module docstring)."""
+    inv_n = 1.0 / design.count
+    form = lambda a, b: np.einsum("jks,kst,jkt,k->j", a, design.cov, b, inv_n)  # noqa: E731
+    x_var, x_theta = form(a_0, a_0), form(a_0, a_theta)
+    beta = np.where(x_var > 0, x_theta / np.where(x_var > 0, x_var, 1.0), 0.0)
+    comb = a_theta - beta[:, None, None] * a_0
+    estimate = np.einsum("jkt,kt->j", comb, design.mean)
+    return beta, estimate, np.sqrt(np.maximum(form(comb, comb), 0.0))
+
+
+@pytest.mark.parametrize("block_rows", [1, 3, 16, 10_000])
+@pytest.mark.parametrize("last_treated", [False, True])
+def test_blocked_rows_equal_naive_quadratic_forms(block_rows, last_treated):
     rng = np.random.default_rng(14)
     times, g, y = _paths(rng, 0.0)
     design = TimingDesign.from_paths(times, g, y)
-    stack = aggregation_stack(design, False)
-    plain = linear_estimates(design, stack.a_theta, stack.a_0)
-    prepared = linear_estimates(design, EstimandRows.of(stack.a_theta, stack.a_0))
-    for name in ("estimate", "std_error", "std_error_neyman", "beta", "df"):
-        np.testing.assert_allclose(getattr(prepared, name), getattr(plain, name),
-                                   rtol=1e-12, atol=1e-14)
+    stack = aggregation_stack(design, last_treated)
+    got = linear_estimates(design, EstimandRows.of(stack.a_theta, stack.a_0, block_rows),
+                           refine=False)
+    beta, estimate, se = _naive_neyman(design, stack.a_theta, stack.a_0)
+    assert np.ptp(beta) > 0.1  # rows of different beta*: the forms are not all alike
+    np.testing.assert_allclose(got.beta, beta, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got.estimate, estimate, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got.std_error_neyman, se, rtol=1e-10, atol=1e-12)
 
 
 def test_result_save_is_refused_in_one_line_naming_the_alternative(tmp_path):

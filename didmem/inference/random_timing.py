@@ -238,18 +238,55 @@ class EstimandRows:
 
     a_theta: np.ndarray
     a_0: np.ndarray
-    theta_by_cohort: np.ndarray
-    a0_by_cohort: np.ndarray
+    blocks: tuple  # (rows, (a0 lo, hi), (theta lo, hi), A_0 block, A_theta block)
 
     @classmethod
-    def of(cls, a_theta, a_0) -> "EstimandRows":
+    def of(cls, a_theta, a_0, block_rows: int = 16) -> "EstimandRows":
+        """Rows sorted by where their non-zero times lie, in blocks of ``block_rows``, each
+        block cut to the times any of its rows uses (an event time's rows use about half of
+        them), so that the quadratic forms cost ``|block| x |times|^2`` per cohort."""
         a_theta = np.asarray(a_theta, dtype=np.float64)
         a_0 = np.asarray(a_0, dtype=np.float64)
         if a_theta.ndim == 2:
             a_theta, a_0 = a_theta[None], a_0[None]
-        return cls(a_theta=a_theta, a_0=a_0,
-                   theta_by_cohort=np.ascontiguousarray(a_theta.transpose(1, 0, 2)),
-                   a0_by_cohort=np.ascontiguousarray(a_0.transpose(1, 0, 2)))
+        a_lo, a_hi = _time_range(a_0)
+        t_lo, t_hi = _time_range(a_theta)
+        order = np.lexsort((a_lo, t_lo))
+        blocks = []
+        for start in range(0, order.size, block_rows):
+            rows = np.sort(order[start:start + block_rows])
+            a = (int(a_lo[rows].min()), int(a_hi[rows].max()))
+            t = (int(t_lo[rows].min()), int(t_hi[rows].max()))
+            blocks.append((rows, a, t,
+                           np.ascontiguousarray(a_0[rows][:, :, a[0]:a[1]].transpose(1, 0, 2)),
+                           np.ascontiguousarray(
+                               a_theta[rows][:, :, t[0]:t[1]].transpose(1, 0, 2))))
+        return cls(a_theta=a_theta, a_0=a_0, blocks=tuple(blocks))
+
+    def quadratic_forms(self, cov: np.ndarray):
+        """Per cohort and row, ``A_0 S A_0'``, ``A_0 S A_theta'`` and ``A_theta S A_theta'``
+        (each (K, J); ``cov`` (K, T, T) the cohorts' ``S``)."""
+        k, n_rows = cov.shape[0], self.a_theta.shape[0]
+        x_var, x_theta, theta_var = (np.zeros((k, n_rows)) for _ in range(3))
+        for rows, (alo, ahi), (tlo, thi), a0, th in self.blocks:
+            if ahi > alo:
+                x_var[:, rows] = np.einsum("kjs,kjs->kj", a0 @ cov[:, alo:ahi, alo:ahi], a0)
+            if thi > tlo:
+                lo, hi = min(alo, tlo) if ahi > alo else tlo, max(ahi, thi)
+                th_s = th @ cov[:, tlo:thi, lo:hi]
+                theta_var[:, rows] = np.einsum("kjs,kjs->kj", th_s[:, :, tlo - lo:thi - lo], th)
+                if ahi > alo:
+                    x_theta[:, rows] = np.einsum("kjs,kjs->kj",
+                                                 th_s[:, :, alo - lo:ahi - lo], a0)
+        return x_var, x_theta, theta_var
+
+
+def _time_range(a: np.ndarray):
+    """Each row's first and one-past-last time with a non-zero weight (0, 0 when none)."""
+    used = np.abs(a).max(axis=1) != 0  # (J, T)
+    lo = np.where(used.any(axis=1), used.argmax(axis=1), 0)
+    hi = np.where(used.any(axis=1), a.shape[-1] - used[:, ::-1].argmax(axis=1), 0)
+    return lo, hi
 
 
 def linear_estimates(design: TimingDesign, a_theta, a_0=None, beta=None, *,
@@ -284,12 +321,10 @@ def linear_estimates(design: TimingDesign, a_theta, a_0=None, beta=None, *,
     mean = design.mean.ravel()
     theta0 = a_theta.reshape(n_rows, -1) @ mean
     x_hat = a_0.reshape(n_rows, -1) @ mean
-    # per cohort, (J x T) @ (T x T) products (batched BLAS), then row-wise dots
-    a0_k, th_k = rows.a0_by_cohort, rows.theta_by_cohort
-    a0_s = a0_k @ design.cov
-    x_var_k = inv_n[:, None] * np.einsum("kjs,kjs->kj", a0_s, a0_k)
-    x_theta_k = inv_n[:, None] * np.einsum("kjs,kjs->kj", a0_s, th_k)
-    theta_var_k = inv_n[:, None] * np.einsum("kjs,kjs->kj", th_k @ design.cov, th_k)
+    # per cohort, (J x T) @ (T x T) products (batched BLAS) on blocks of rows cut to the
+    # times they use, then row-wise dots
+    x_var_k, x_theta_k, theta_var_k = (inv_n[:, None] * f
+                                       for f in rows.quadratic_forms(design.cov))
     x_var, x_theta, theta_var = x_var_k.sum(0), x_theta_k.sum(0), theta_var_k.sum(0)
     if beta is None:
         # R solves (Xvar' Xvar) beta = Xvar' Xtheta by LDLT, which gives 0 for Xvar = 0

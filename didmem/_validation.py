@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import numbers
+import os
 import sys
 from typing import Any, Callable, Mapping
 
@@ -27,7 +28,7 @@ from .errors import ParameterError
 __all__ = [
     "Constraint", "OneOf", "Interval", "Integral", "Instance", "Boolean",
     "Seed", "Satisfies", "check", "check_all", "constraints_of", "defaults_of", "add_option",
-    "validate_params", "choices_of",
+    "validate_params", "choices_of", "Count", "MAX_COUNT", "check_fits_memory",
 ]
 
 
@@ -97,6 +98,39 @@ class Interval(Constraint):
 def Integral(low=None, high=None, *, allow_none=False) -> Interval:
     """An integer in [low, high]."""
     return Interval(low, high, integer=True, allow_none=allow_none)
+
+
+MAX_COUNT = 1_000_000
+"""The most things computed one by one that a parameter may ask for: simulated studies and
+Monte Carlo replications (each a whole fit, so a million already takes weeks), draws of a
+least-favourable critical value, grid points of a test inversion. A larger count is a slip
+of the keyboard, refused by name before numpy is asked for the arrays
+(``n_simulations=10**12`` asked for 7 TiB)."""
+
+
+def Count(low: int = 1) -> Interval:
+    """A count of things computed one by one: an integer in [low, :data:`MAX_COUNT`]."""
+    return Integral(low, MAX_COUNT)
+
+
+def machine_memory() -> int | None:
+    """This machine's physical memory in bytes (None where the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):  # not a POSIX system
+        return None
+
+
+def check_fits_memory(owner: str, name: str, value, need_bytes: float, what: str) -> None:
+    """Refuse a parameter whose value makes an array larger than this machine's memory, in
+    the one message shape, before numpy fails with its own message (or, where memory is
+    overcommitted, exhausts the machine): ``what`` says what the value sizes."""
+    have = machine_memory()
+    if have is not None and need_bytes > have:
+        raise ParameterError(
+            f"The {name!r} parameter of {owner} must leave room for {what}: about "
+            f"{need_bytes / 2**30:,.3g} GiB, more than this machine's {have / 2**30:,.1f} GiB "
+            f"of memory. Got {value!r}.")
 
 
 SMALLEST_ALPHA = 1e-12

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 
 from . import datasets
-from ._validation import defaults_of
+from ._validation import Count, defaults_of, validate_params
 from .errors import SmallCohortWarning
 from .estimators import DiDEstimator
 from .inference.bands import normal_quantile
@@ -18,6 +18,7 @@ __all__ = ["band_coverage"]
 _ESTIMATOR = defaults_of(DiDEstimator)  # the estimator's defaults, not written again here
 
 
+@validate_params({"reps": Count(1)}, owner="band_coverage")
 def band_coverage(reps: int = 300, *, units_per_cohort: int = 200, n_cohorts: int = 4,
                   n_never_treated: int | None = None, n_times: int = 6,
                   n_bootstrap: int = _ESTIMATOR["n_bootstrap"],
@@ -35,7 +36,7 @@ def band_coverage(reps: int = 300, *, units_per_cohort: int = 200, n_cohorts: in
     Parameters
     ----------
     reps : int
-        Replications.
+        Count.
     units_per_cohort, n_cohorts, n_never_treated, n_times, noise_sd, effect_sd
         The simulated design (``n_never_treated`` defaults to twice ``units_per_cohort``).
     n_bootstrap, multiplier, control_group, alpha, small_sample

@@ -9,9 +9,12 @@ import didmem
 from didmem.results.aggregations import build_aggregation
 from didmem.inference._prepared import did_cells, level_cells, prepare_panel
 from didmem.inference import kernels, reference
+from didmem.inference.bands import sup_t_statistics, type1_quantile, type1_quantiles
 from didmem.inference.bootstrap import draw_multipliers
 from didmem.inference.grouped import bootstrap_cells
+from didmem.inference.combination_sums import aggregate_coefficients, combine_draws
 from didmem.inference.linear import cell_covariance, combination_draws, combination_variance
+from didmem.inference.moment_cells import CellDrawMap
 
 from .conftest import staggered_frame
 
@@ -124,14 +127,86 @@ def test_type1_quantiles_match_numpy_inverted_cdf(n):
                                   reference.type1_quantiles(x, probs))
 
 
-def test_sup_t_statistics_match_numpy():
+@pytest.mark.parametrize("n_draws", [1, 127, 128, 129, 300])
+def test_sup_t_statistics_match_numpy(n_draws):
+    """The blocked numpy maximum (bands.sup_t_statistics) equals its plain twin exactly."""
     rng = np.random.default_rng(4)
-    d = rng.normal(size=(200, 9))
+    d = rng.normal(size=(n_draws, 9))
     sigma = rng.uniform(0.5, 2, 9)
-    keep = rng.random(9) < 0.7
-    keep[0] = True
-    np.testing.assert_allclose(kernels.sup_t_statistics(d, sigma, keep),
-                               reference.sup_t_statistics(d, sigma, keep), rtol=1e-15)
+    for keep in (rng.random(9) < 0.7, np.ones(9, dtype=bool)):
+        keep[0] = True
+        np.testing.assert_array_equal(sup_t_statistics(d, sigma, keep),
+                                      reference.sup_t_statistics(d, sigma, keep))
+    assert np.all(sup_t_statistics(d, sigma, np.zeros(9, dtype=bool)) == -np.inf)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 40, 100, 1000, 1001])
+def test_type1_quantile_of_a_vector_matches_the_kernel_and_numpy(n):
+    x = np.random.default_rng(n).normal(size=n)
+    for values in (x, np.round(x)):  # and ties
+        for p in (0.0, 0.05, 0.25, 0.5, 0.95, 0.999, 1.0):
+            q = type1_quantile(values, p)
+            assert q == kernels.type1_quantiles(values[:, None], np.array([p]))[0, 0]
+            assert q == reference.type1_quantiles(values[:, None], np.array([p]))[0, 0]
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 100, 1001])
+def test_numpy_type1_quantiles_equal_the_kernel(n):
+    x = np.random.default_rng(n).normal(size=(n, 6))
+    x[:, 5] = np.round(x[:, 5])  # ties
+    probs = np.array([0.0, 0.25, 0.5, 0.75, 0.95, 1.0])
+    np.testing.assert_array_equal(type1_quantiles(x, probs), kernels.type1_quantiles(x, probs))
+
+
+@pytest.mark.parametrize("design", DESIGNS, ids=["-".join(map(str, d)) for d in DESIGNS])
+def test_numpy_aggregation_kernels_equal_the_numba_ones(design):
+    """combination_sums.aggregate_coefficients makes the numba kernel's additions in its order (bit for
+    bit); combination_sums.combine_draws sums each key's entries in their order (to rounding)."""
+    from scipy import sparse
+
+    prepared, cells = build(*design)
+    _, _, stats = statistics(prepared, cells)
+    rng = np.random.default_rng(6)
+    n_keys = 7
+    dense = rng.normal(size=(n_keys, cells.size)) * (rng.random((n_keys, cells.size)) < 0.4)
+    csc = sparse.csc_matrix(dense)
+    args = (*cells.kernel_args(), stats["mu1"], stats["mu0"], stats["w1"], stats["w0"],
+            csc.indptr.astype(np.int64), csc.indices.astype(np.int64), csc.data, n_keys,
+            prepared.starts.size - 1, prepared.times.size)
+    for fast, slow in zip(aggregate_coefficients(*args), kernels.aggregate_coefficients(*args)):
+        np.testing.assert_array_equal(fast, slow)
+    draws = rng.normal(size=(300, cells.size))
+    csr = csc.tocsr()
+    want = np.empty((300, n_keys))
+    kernels.combine_draws(draws, csr.indptr.astype(np.int64), csr.indices.astype(np.int64),
+                          csr.data, want)
+    np.testing.assert_allclose(combine_draws(draws, csc), want, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("control_group", ["never_treated", "not_yet_treated"])
+@pytest.mark.parametrize("base", ["varying", "universal", "levels"])
+def test_cell_draw_map_equals_the_cell_draws_kernel_and_the_dense_influence(base, control_group):
+    """The BLAS form of the cells' draws (moment_cells.CellDrawMap) equals the numba kernel
+    and, with per-unit multipliers, ``U @ psi`` of the dense influence functions (the oracle);
+    the products sum in another order: equal to rounding (1e-12), not bitwise."""
+    prepared, cells = build(base, control_group, 0, base != "levels", None)
+    _, _, stats = statistics(prepared, cells)
+    psi, _ = dense_psi(prepared, cells)
+    n, n_t = prepared.y.shape
+    n_blocks = prepared.starts.size - 1
+    features = np.column_stack([prepared.y * prepared.w[:, None], prepared.w, np.ones(n)])
+    u = np.random.default_rng(9).normal(size=(23, n))
+    sums = np.stack([u[:, lo:hi] @ features[lo:hi] for lo, hi in
+                     zip(prepared.starts[:-1], prepared.starts[1:])], axis=1)
+    suffix = np.ascontiguousarray(np.cumsum(sums[:, ::-1], axis=1)[:, ::-1])
+    kernel = np.full((23, cells.size), np.nan)
+    kernels.cell_draws(sums, suffix, *cells.kernel_args(), stats["mu1"], stats["mu0"],
+                       stats["w1"], stats["w0"], kernel, 0)
+    out = np.full((23, cells.size), np.nan)
+    CellDrawMap.build(cells, stats, n_blocks, n_t + 2).apply(sums, out)
+    scale = np.abs(kernel).max()
+    np.testing.assert_allclose(out, kernel, rtol=1e-12, atol=1e-12 * scale)
+    np.testing.assert_allclose(out, u @ psi, rtol=1e-11, atol=1e-12 * scale)
 
 
 def r_wif(prepared, cells, keepers, att):

@@ -65,9 +65,9 @@ def test_the_moments_source_draws_in_chunks(monkeypatch):
     _, res = _fit(n_bootstrap=0)
     inf = res.inference.influence.by_moments
     n_blocks, p, _ = inf.gram.shape
-    monkeypatch.setattr(bootstrap, "_CHUNK_ELEMENTS", 3 * n_blocks * p // 25 + 1)
-    chunks = inf.multiplier_chunks(10, "normal", np.random.default_rng(0))
-    assert chunks.chunk == 3 and len(chunks._sizes) == 4
+    monkeypatch.setattr(bootstrap, "_CHUNK_ELEMENTS", 3 * n_blocks * p + 1)
+    with inf.multiplier_chunks(10, "normal", np.random.default_rng(0)) as chunks:
+        assert chunks.chunk == 3 and len(chunks._sizes) == 4
     draws = inf.bootstrap(10, "normal", np.random.default_rng(0))
     ref = _own_loop(inf, 10, np.random.default_rng(0), chunk=3)
     np.testing.assert_allclose(draws.cells, ref, rtol=1e-12, atol=1e-14)

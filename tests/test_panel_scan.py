@@ -414,3 +414,70 @@ def test_distinct_units_equal_numpy_unique(ids):
         got = _distinct_values(column)
         assert got.dtype == np.int64
         np.testing.assert_array_equal(np.sort(got), expect)  # the hash path keeps row order
+
+
+# ------------------------------------------------------------------ issue 50: ids across files
+def _moments_equal_the_panels(folder, frame):
+    got = dataset_moments(ParquetPaths(folder, **COLUMNS, memory_bytes=1000))
+    panel = didmem.Panel(frame, **COLUMNS)
+    ref = CohortMoments.from_paths(panel.times, panel.cohorts, panel.outcome_matrix("y"))
+    np.testing.assert_array_equal(got.count, ref.count)
+    np.testing.assert_allclose(got.cross, ref.cross, rtol=1e-10, atol=1e-10)
+
+
+def test_float_and_integer_ids_of_the_same_units_are_one_unit(tmp_path, frame, no_leftovers):
+    """Before: ids 3.0 in one file and 3 in another were two units; the same rows written
+    twice were counted twice (smaller standard errors) instead of refused as duplicates,
+    and a unit's times split across the two files were refused as "unbalanced"."""
+    early, late = frame[frame["time"] <= 2], frame[frame["time"] > 2]
+    folder = tmp_path / "by_time"
+    folder.mkdir()
+    early.to_parquet(folder / "a.parquet", index=False)
+    late.assign(unit=late["unit"].astype(float)).to_parquet(folder / "b.parquet", index=False)
+    data = ParquetPaths(folder, **COLUMNS)
+    assert data.units.dtype == np.int64 and data.units.size == frame["unit"].nunique()
+    _moments_equal_the_panels(folder, frame)
+    twice = tmp_path / "twice"
+    twice.mkdir()
+    frame.to_parquet(twice / "a.parquet", index=False)
+    frame.assign(unit=frame["unit"].astype(float)).to_parquet(twice / "b.parquet", index=False)
+    _expect(twice, r"Duplicate \(unit, time\) rows.*a\.parquet.*b\.parquet")
+    # floats alone stay floats: 2.5 is a unit of its own
+    floats = tmp_path / "floats"
+    floats.mkdir()
+    shifted = frame.assign(unit=frame["unit"] + 0.5)
+    shifted[shifted["time"] <= 2].to_parquet(floats / "a.parquet", index=False)
+    shifted[shifted["time"] > 2].to_parquet(floats / "b.parquet", index=False)
+    assert ParquetPaths(floats, **COLUMNS).units.dtype == np.float64
+    _moments_equal_the_panels(floats, shifted)
+
+
+def test_fractional_ids_beside_integer_ids_are_named(tmp_path, frame, no_leftovers):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    frame[frame["time"] <= 2].to_parquet(folder / "a.parquet", index=False)
+    late = frame[frame["time"] > 2].reset_index(drop=True)
+    late = late.assign(unit=late["unit"].astype(float))
+    late.loc[7, "unit"] += 0.25
+    late.to_parquet(folder / "b.parquet", index=False)
+    _expect(folder, rf"Column 'unit' \(unit\) holds {float(late.loc[7, 'unit'])!r} at row 7 of file "
+                    r".*b\.parquet', not a whole number, while file .*a\.parquet' holds integer")
+
+
+def test_dictionary_encoded_string_ids_are_read_as_their_strings(tmp_path, frame, no_leftovers):
+    """Before: a folder whose string ids were dictionary-encoded in one file and plain in
+    another was refused ("one unit type for the whole dataset")."""
+    df = frame.assign(unit="instance-" + frame["unit"].astype(str))
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for name, part, encode in (("a", df[df["time"] <= 2], True),
+                               ("b", df[df["time"] > 2], False)):
+        table = pa.Table.from_pandas(part, preserve_index=False)
+        if encode:
+            index = table.schema.get_field_index("unit")
+            table = table.set_column(index, "unit", table.column("unit").dictionary_encode())
+        pq.write_table(table, folder / f"{name}.parquet")
+    assert pa.types.is_dictionary(pq.read_schema(folder / "a.parquet").field("unit").type)
+    data = ParquetPaths(folder, **COLUMNS)
+    assert data.units.size == frame["unit"].nunique()
+    _moments_equal_the_panels(folder, frame)

@@ -20,7 +20,19 @@ import pandas as pd
 
 from ..errors import OutputFileError, ParameterError
 
-__all__ = ["WorkItem", "PartStore", "time_label"]
+__all__ = ["WorkItem", "PartStore", "time_label", "write_parquet_atomic"]
+
+
+def write_parquet_atomic(frame: pd.DataFrame, final: Path) -> None:
+    """Write ``frame`` to ``final`` as parquet, atomically: a temporary file beside it, then a
+    rename, so that a reader (or a run killed meanwhile) never sees a half-written part."""
+    tmp = final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    try:
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, final)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 _MANIFEST = "manifest.json"
 _FORMAT = 1
@@ -134,14 +146,7 @@ class PartStore:
 
     def write(self, item: WorkItem, frame: pd.DataFrame) -> None:
         """Write the part of ``item`` atomically (temporary file, then rename)."""
-        final = self.path(item)
-        tmp = final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-        try:
-            frame.to_parquet(tmp, index=False)
-            os.replace(tmp, final)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        write_parquet_atomic(frame, self.path(item))
 
     def read(self, item: WorkItem) -> pd.DataFrame:
         """Read the part of ``item``.

@@ -8,7 +8,7 @@ import pandas as pd
 from ..errors import EstimationError
 from ..inference.bands import normal_quantile
 from ..results import CellResult
-from ._auc import delong_auc
+from ._auc import auc_interval, delong_auc, delong_df
 from .base import Alpha, BaseEstimator, Instance, OneOf
 
 __all__ = ["MembershipInferenceEstimator", "MEMBERSHIP_ASSUMPTION", "MEMBER_SETS"]
@@ -31,8 +31,9 @@ class MembershipInferenceEstimator(BaseEstimator):
     and calls the high scorers members. At each checkpoint ``c`` this estimator reports
 
     - the attack's **membership AUC**: training (member) against validation (never-treated)
-      instances, with DeLong's standard error and a normal confidence interval
-      (``extra["auc"]``; per cohort in ``extra["cell_auc"]``);
+      instances, with DeLong's standard error and a score interval that keeps its coverage
+      with few instances and AUCs near 1 (``extra["auc"]``; per cohort in
+      ``extra["cell_auc"]``);
     - the score's **implied profile** on the (cohort, checkpoint) grid, the gap the attack
       thresholds: the mean score of cohort ``g`` minus that of the non-members,
 
@@ -59,10 +60,28 @@ class MembershipInferenceEstimator(BaseEstimator):
     Notes
     -----
     **AUC.** With ``m`` member and ``n`` non-member scores, :math:`\hat\theta` is the
-    Mann-Whitney statistic (ties count one half) and its variance DeLong's
-    :math:`S_{10}/m + S_{01}/n` of the placement values (see
-    :func:`didmem.estimators._auc.delong_auc`); the interval is
-    :math:`\hat\theta \pm z_{1-\alpha/2} \widehat{se}`, cut to ``[0, 1]``. An AUC of 0.5 is
+    Mann-Whitney statistic (ties count one half) and ``std_error`` DeLong's
+    :math:`\sqrt{S_{10}/m + S_{01}/n}` of the placement values (see
+    :func:`didmem.estimators._auc.delong_auc`). The interval (``ci_lower``, ``ci_upper``)
+    is Newcombe's (2006) score interval, the :math:`\theta` with
+    :math:`(\hat\theta - \theta)^2 \le z^2_{1-\alpha/2}\, r\, V(\theta)`, where
+    :math:`V(\theta)` is Hanley & McNeil's variance at :math:`N^* = (m+n)/2 - 1` scores per
+    sample (:func:`didmem.estimators._auc.newcombe_variance`) and
+    :math:`r = \max(1, (t_{\nu}/z)^2\,\widehat{se}^2 / V(\hat\theta))` widens it where
+    DeLong's variance is the larger (heavy-tailed scores), with the t quantile at the
+    Welch-Satterthwaite degrees of freedom :math:`\nu` of its two parts; see
+    :func:`didmem.estimators._auc.auc_interval`.
+    Unlike the Wald interval :math:`\hat\theta \pm z\,\widehat{se}` (whose standard
+    error is 0 at an AUC of 1), it stays inside ``[0, 1]``, is never of zero width, and
+    depends on the scores only through their ranks. Its coverage, by Monte Carlo on normal,
+    Cauchy (heavy-tailed) and discrete (tied) scores with 10 v 30, 25 v 25 and 30 v 100
+    instances at AUCs of 0.7, 0.9 and 0.97, is in ``benchmarks/RESULTS.md``
+    (``benchmarks/auc_coverage.py``): 0.96-0.98 at an AUC of 0.97 on all three, at least
+    0.95 at 0.7 and 0.9 on normal and discrete scores. Limits: on Cauchy scores at an AUC
+    of 0.9 with 25 v 25 instances it covers about 0.92 (every interval compared
+    under-covers there); with fewer than two scores in a split the interval is NaN; with
+    few instances and many ties it is conservative (wider than it needs to be); the
+    interval is pointwise, for one checkpoint at a time. An AUC of 0.5 is
     chance: the score does not tell members apart.
 
     **Profile.** Its assumption (``result.assumption``) is the difference estimator's: had
@@ -85,6 +104,8 @@ class MembershipInferenceEstimator(BaseEstimator):
     Zhang, J. et al. (2024). Min-K%++: improved baseline for detecting pre-training data
     from large language models. arXiv:2404.02936.
     DeLong, E. R., DeLong, D. M. & Clarke-Pearson, D. L. (1988). Biometrics 44, 837-845.
+    Newcombe, R. G. (2006). Confidence intervals for an effect size measure based on the
+    Mann-Whitney statistic. Part 2. Statistics in Medicine 25, 559-573.
 
     Examples
     --------
@@ -169,8 +190,10 @@ _AUC_COLUMNS = ["auc", "std_error", "ci_lower", "ci_upper", "n_members", "n_nonm
 
 def _auc_row(time, members, nonmembers, z) -> dict:
     auc, var = delong_auc(members, nonmembers)
+    m, n = int(np.size(members)), int(np.size(nonmembers))
     se = float(np.sqrt(var)) if np.isfinite(var) else float("nan")
-    return {"auc": auc, "std_error": se,
-            "ci_lower": max(0.0, auc - z * se) if np.isfinite(se) else float("nan"),
-            "ci_upper": min(1.0, auc + z * se) if np.isfinite(se) else float("nan"),
-            "n_members": int(np.size(members)), "n_nonmembers": int(np.size(nonmembers))}
+    lower, upper = auc_interval(auc, m, n, z, variance=var,
+                                df=delong_df(members, nonmembers)) if m > 1 and n > 1 \
+        else (float("nan"), float("nan"))
+    return {"auc": auc, "std_error": se, "ci_lower": lower, "ci_upper": upper,
+            "n_members": m, "n_nonmembers": n}

@@ -11,7 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .._validation import (Alpha, Integral, OneOf, Satisfies, finite_number,
+from .._validation import (Alpha, Count, Integral, OneOf, Satisfies, finite_number,
                            validate_params)
 from ._choices import BIAS, METHODS, MONOTONICITY, RESTRICTIONS
 from .result import SensitivityResult
@@ -55,8 +55,8 @@ _CONSTRAINTS = {
                             "zero"),
     "alpha": Alpha(allow_none=True),
     "method": OneOf(*METHODS),
-    "grid_points": Integral(10),
-    "simulations": Integral(10),
+    "grid_points": Count(10),
+    "simulations": Count(10),
     "seed": Integral(0),
     "bias": OneOf(None, *BIAS),
     "monotonicity": OneOf(None, *MONOTONICITY),
@@ -102,11 +102,11 @@ def sensitivity(data, restriction: str = "smoothness", m=(0.0,), event_time=0, *
         conditional-least-favourable hybrid of Andrews, Roth & Pakes (``kappa = alpha / 10``;
         R's default) or their conditional test.
     grid_points : int
-        At least 10. Relative magnitudes only: points of the grid of the target over which the test is
+        10 to 1,000,000. Relative magnitudes only: points of the grid of the target over which the test is
         inverted (the identified set at the estimates, 20 standard errors beyond each end,
         widened while an end point is accepted); the interval's end points are grid points.
     simulations, seed : int
-        ``"C-LF"`` only: draws (at least 10) and seed (a non-negative integer) of the Monte
+        ``"C-LF"`` only: draws (10 to 1,000,000) and seed (a non-negative integer) of the Monte
         Carlo least-favourable critical value.
     bias : {"positive", "negative"}, optional
         Also restrict the sign of the post-treatment violations (``delta_post >= 0``:

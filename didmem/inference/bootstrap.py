@@ -21,7 +21,6 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..errors import ParameterError
-from . import kernels
 
 __all__ = ["MULTIPLIERS", "BootstrapDraws", "check_draws_fit", "MultiplierChunks", "draw_multipliers",
            "resolve_multiplier", "design_multipliers", "multiplier_bootstrap"]
@@ -95,11 +94,15 @@ def _unknown_multiplier(multiplier) -> ParameterError:
 
 
 def _weights_from_raw(raw: np.ndarray, n_draws: int, n_units: int, multiplier: str) -> np.ndarray:
+    if multiplier == "normal":
+        return raw
+    from . import kernels  # numba: loaded by the fits that draw unit by unit only
+
     if multiplier == "rademacher":
         return kernels.rademacher_from_raw(np.asarray(raw, dtype=np.uint64), n_draws, n_units)
     if multiplier == "mammen":
         return kernels.mammen_from_uniform(raw)
-    return raw
+    raise _unknown_multiplier(multiplier)
 
 
 class _Failure:
@@ -160,6 +163,11 @@ class MultiplierChunks:
             self._thread = threading.Thread(target=self._produce, name="didmem-multipliers",
                                             daemon=True)
             self._thread.start()
+
+    @property
+    def from_source(self) -> bool:
+        """Whether the chunks are a route's own form (``source``), not weights per unit."""
+        return self._source is not None
 
     def _produce(self) -> None:
         try:

@@ -185,16 +185,29 @@ class CellInference(PicklableProxies):
                 f"{owner}: cband=True, but the panel has only two periods (after "
                 "pre-processing), so there is no band over periods to make simultaneous: "
                 "the intervals are pointwise, as in R did.", InferenceWarning, stacklevel=4)
-        variance = influence.variance(prepared.clusters, prepared.n_clusters)
-        variance[influence.cells.ref == 1] = np.nan
-        correction = small_sample_correction(influence, variance) if settings.small_sample else None
-        boot = None
+        rng = None
         if settings.n_draws > 0:
             check_draws_fit(settings.n_draws, influence.cells.size, owner)
-            boot = influence.bootstrap(settings.n_draws, settings.multiplier,
-                                       np.random.default_rng(settings.seed),
-                                       prepared.clusters, prepared.n_clusters,
-                                       multipliers=multipliers)
+            rng = np.random.default_rng(settings.seed)
+            if multipliers is None and not isinstance(settings.seed, np.random.Generator):
+                # the route's chunks, drawn ahead on the other core while the variances and
+                # the correction are computed (a caller's Generator is drawn from only by the
+                # bootstrap itself, as a fit that fails must leave it untouched)
+                multipliers = influence.bootstrap_chunks(settings.n_draws, settings.multiplier,
+                                                         rng, prepared.n_clusters)
+        try:
+            variance = influence.variance(prepared.clusters, prepared.n_clusters)
+            variance[influence.cells.ref == 1] = np.nan
+            correction = (small_sample_correction(influence, variance) if settings.small_sample
+                          else None)
+            boot = None
+            if settings.n_draws > 0:
+                boot = influence.bootstrap(settings.n_draws, settings.multiplier, rng,
+                                           prepared.clusters, prepared.n_clusters,
+                                           multipliers=multipliers)
+        finally:
+            if multipliers is not None:
+                multipliers.close()
         return cls(influence=influence, alpha=settings.alpha, cband=settings.cband,
                    bootstrap=boot, correction=correction,
                    multiplier_choice=settings.multiplier, variance=variance)

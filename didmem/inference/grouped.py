@@ -22,7 +22,6 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from . import kernels
 from .influence import CellInfluence
 from .moment_cells import MomentsInfluence, cell_estimates
 from .moments import CohortMoments
@@ -117,6 +116,8 @@ class GroupedInfluence(CellInfluence):
         """From the moments; of cluster sums, unit by unit."""
         if not n_clusters:
             return self.by_moments.variance()
+        from . import kernels
+
         return kernels.cell_statistics(self.prepared.y, self.prepared.w, self.prepared.starts,
                                        *self.cells.kernel_args(), clusters, n_clusters)[1]
 
@@ -130,10 +131,24 @@ class GroupedInfluence(CellInfluence):
         exact law (:meth:`MomentsInfluence.multiplier_chunks`); otherwise unit by unit
         (:meth:`chunk_drawer`), as are draws whose ``multipliers`` are already drawn. Both
         run the one loop of :func:`~didmem.inference.bootstrap.multiplier_bootstrap`."""
-        if multiplier == "normal" and not n_clusters and multipliers is None:
-            return self.by_moments.bootstrap(n_draws, multiplier, rng)
+        if self._by_moments_law(multiplier, n_clusters, multipliers):
+            return self.by_moments.bootstrap(n_draws, multiplier, rng, multipliers=multipliers)
         return super().bootstrap(n_draws, multiplier, rng, clusters, n_clusters,
                                  multipliers=multipliers)
+
+    def bootstrap_chunks(self, n_draws: int, multiplier: str, rng, n_clusters: int = 0):
+        """Gaussian multipliers without clusters: the moments' chunks of block sums
+        (:meth:`MomentsInfluence.multiplier_chunks`); otherwise one weight per unit."""
+        if self._by_moments_law(multiplier, n_clusters, None):
+            return self.by_moments.multiplier_chunks(n_draws, multiplier, rng)
+        return self.multiplier_chunks(n_draws, multiplier, rng, n_clusters)
+
+    @staticmethod
+    def _by_moments_law(multiplier: str, n_clusters: int, multipliers) -> bool:
+        """Whether the draws come from the moments' exact law: Gaussian multipliers without
+        clusters, unless ``multipliers`` are weights drawn unit by unit already."""
+        return (multiplier == "normal" and not n_clusters
+                and (multipliers is None or multipliers.from_source))
 
     def combination_moments(self, weights, omega, *, blocks: bool = True):
         """From the moments; of cluster sums, from the units' influence functions."""
@@ -145,6 +160,8 @@ class GroupedInfluence(CellInfluence):
     def chunk_drawer(self, multipliers, clusters, n_clusters: int) -> Callable:
         """Per chunk: the grouped sums of ``U_i (w_i y_i, w_i, 1)`` per block (one matrix
         product each), then every cell's draw from them in the numba kernel."""
+        from . import kernels
+
         prepared, cells, stats = self.prepared, self.cells, self.stats
         n, n_t = prepared.y.shape
         n_blocks = prepared.starts.size - 1
@@ -184,7 +201,9 @@ class GroupedInfluence(CellInfluence):
         csc = weights.tocsc()
         n, n_time = prepared.y.shape
         n_keys, k = csc.shape[0], prepared.n_cohorts
-        coef, beta = kernels.aggregate_coefficients(
+        from .combination_sums import aggregate_coefficients
+
+        coef, beta = aggregate_coefficients(
             *cells.kernel_args(), stats["mu1"], stats["mu0"], stats["w1"], stats["w0"],
             csc.indptr.astype(np.int64), csc.indices.astype(np.int64), csc.data, n_keys,
             prepared.starts.size - 1, n_time,

@@ -114,6 +114,11 @@ class CellInfluence(ABC):
         cluster with clusters), about a million at a time, a few chunks drawn ahead."""
         return design_multipliers(self.prepared, n_draws, multiplier, rng)
 
+    def bootstrap_chunks(self, n_draws: int, multiplier: str, rng, n_clusters: int = 0):
+        """The chunks :meth:`bootstrap` draws from, to start them before it is called (and
+        pass them as its ``multipliers``): :meth:`multiplier_chunks` here."""
+        return self.multiplier_chunks(n_draws, multiplier, rng, n_clusters)
+
     @abstractmethod
     def chunk_drawer(self, multipliers, clusters, n_clusters: int) -> Callable:
         """This route's kernel of one chunk of the bootstrap.

@@ -34,7 +34,6 @@ __all__ = [
     "cell_statistics",
     "cell_draws",
     "type1_quantiles",
-    "sup_t_statistics",
     "aggregate_coefficients",
     "pretest_covariance",
 ]
@@ -261,22 +260,6 @@ def type1_quantiles(draws, probs):
                 col[:hi] = part
                 out[q, c] = col[idx[q]]
                 hi = idx[q] + 1
-    return out
-
-
-@njit(cache=True, parallel=True)
-def sup_t_statistics(draws, sigma, keep):
-    """``max_c |draws[r, c]| / sigma[c]`` over the kept columns, for every draw ``r``."""
-    n, m = draws.shape
-    out = np.full(n, -np.inf)
-    for r in prange(n):
-        best = -np.inf
-        for c in range(m):
-            if keep[c]:
-                v = abs(draws[r, c]) / sigma[c]
-                if v > best:
-                    best = v
-        out[r] = best
     return out
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import kernels
+from .combination_sums import combine_draws
 
 __all__ = ["combination_variance", "combination_covariance", "combination_draws",
            "cell_covariance", "combination_block_variances", "combination_moments"]
@@ -61,11 +61,7 @@ def combination_block_variances(prepared, cells, stats, weights, omega, influenc
 def combination_draws(prepared, boot, weights, omega) -> np.ndarray:
     """Bootstrap draws (draws x rows) of each linear combination."""
     k = prepared.n_cohorts
-    weights = weights.tocsr()
-    draws = np.empty((boot.n_draws, weights.shape[0]))
-    kernels.combine_draws(boot.cells, weights.indptr.astype(np.int64),
-                          weights.indices.astype(np.int64), weights.data.astype(np.float64),
-                          draws)
+    draws = combine_draws(boot.cells, weights)
     wif = (boot.block_weights[:, :k] @ omega.T
            - np.outer(boot.total, omega @ prepared.cohort_shares))
     return draws + wif / prepared.n_units
@@ -76,3 +72,4 @@ def cell_covariance(prepared, cells, stats, which: np.ndarray, influence=None) -
     Wald pre-test forms it (:meth:`~didmem.inference.influence.CellInfluence.
     pretest_covariance`)."""
     return _influence(prepared, cells, stats, influence).pretest_covariance(which)
+

@@ -31,12 +31,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import EstimationError
-from . import kernels
 from .influence import CellInfluence
 from .moments import CohortMoments
 
 __all__ = ["MomentsDesign", "MomentsInfluence", "prepare_moments", "block_gram",
-           "cell_estimates", "moments_centre"]
+           "cell_estimates", "moments_centre", "CellDrawMap"]
 
 @dataclass(frozen=True, eq=False)
 class MomentsDesign:
@@ -253,12 +252,14 @@ class MomentsInfluence(CellInfluence):
 
     def treated_variance(self) -> np.ndarray:
         """The treated cohort's part ``sum_{i in g} psi_i**2`` of every cell's variance."""
-        out = np.zeros(self.cells.size)
-        for k in range(self.prepared.n_cohorts):
-            sel = (self.cells.k == k) & (self.cells.ref == 0)
-            if sel.any():
-                quad, _, _ = self._quadratic(k)
-                out[sel] = quad[sel] / self.stats["w1"][sel] ** 2
+        cells, cross = self.cells, self.moments.cross
+        live = cells.ref == 0
+        k, t, b = cells.k[live], cells.t[live], cells.b[live]
+        base = b >= 0
+        bb = np.where(base, b, 0)
+        quad = cross[k, t, t] + np.where(base, cross[k, bb, bb] - 2 * cross[k, t, bb], 0.0)
+        out = np.zeros(cells.size)
+        out[live] = quad / self.stats["w1"][live] ** 2
         return out
 
     def variance(self, clusters=None, n_clusters: int = 0) -> np.ndarray:
@@ -291,6 +292,8 @@ class MomentsInfluence(CellInfluence):
         n_t = self.prepared.times.size
         gram = np.ascontiguousarray(self.gram[:, : n_t + 1, : n_t + 1])
         suffix = np.ascontiguousarray(np.cumsum(gram[::-1], axis=0)[::-1])
+        from . import kernels
+
         c, s = self.cells, self.stats
         return kernels.pretest_covariance(
             gram, suffix, c.k[which], c.t[which], c.b[which], c.cs[which], s["mu1"][which],
@@ -302,11 +305,13 @@ class MomentsInfluence(CellInfluence):
         ``(omega[row, g(i)] w_i - Omega[row]) / n``."""
         from scipy import sparse
 
+        from .combination_sums import aggregate_coefficients
+
         csc = sparse.csc_matrix(weights)
         d, c, s = self.prepared, self.cells, self.stats
         n_t, n_keys = d.times.size, csc.shape[0]
         n_blocks = d.starts.size - 1
-        a, beta = kernels.aggregate_coefficients(
+        a, beta = aggregate_coefficients(
             *c.kernel_args(), s["mu1"], s["mu0"], s["w1"], s["w0"],
             csc.indptr.astype(np.int64), csc.indices.astype(np.int64),
             csc.data.astype(np.float64), n_keys, n_blocks, n_t)
@@ -335,39 +340,58 @@ class MomentsInfluence(CellInfluence):
 
     # ------------------------------------------------------------------ bootstrap
     def gaussian_roots(self) -> np.ndarray:
-        """A square root ``R_j`` (``R_j' R_j = G_j``) of every block's Gram matrix."""
-        roots = np.empty_like(self.gram)
-        for j in range(self.gram.shape[0]):
-            vals, vecs = np.linalg.eigh(self.gram[j])
-            roots[j] = (vecs * np.sqrt(np.clip(vals, 0.0, None))).T
+        """A square root ``R_j`` (``R_j' R_j = G_j``) of every block's Gram matrix.
+
+        A Cholesky factor where the Gram matrix is positive definite (without weights, of
+        its features less the weight's, which then equals the constant's: ``sum_i (w_i -
+        1)**2 = 0``); an eigendecomposition where it is singular (fewer units than
+        features, an empty block).
+        """
+        gram, m = self.gram, self.moments
+        p = gram.shape[1]
+        roots = np.zeros_like(gram)
+        unweighted = (m.weight_sq == m.weight) & (m.weight == m.count)
+        for j in range(gram.shape[0]):
+            q = p - 1 if unweighted[j] else p
+            try:
+                factor = np.linalg.cholesky(gram[j, :q, :q]).T
+            except np.linalg.LinAlgError:
+                vals, vecs = np.linalg.eigh(gram[j])
+                roots[j] = (vecs * np.sqrt(np.clip(vals, 0.0, None))).T
+                continue
+            roots[j, :q, :q] = factor
+            if q < p:  # the constant's column is the weight's
+                roots[j, :q, q] = factor[:, q - 1]
         return roots
 
     def gaussian_sums(self, n_draws: int, rng, roots=None) -> np.ndarray:
         """``sum_i U_i f_i`` per draw and block (draws x blocks x (T + 2)) for Gaussian
         multipliers, drawn from their exact distribution ``N(0, G_j)``: ``xi @ R_j`` with
-        standard normal ``xi``, block by block."""
+        standard normal ``xi``, block by block (the normals in one array, blocks first)."""
         roots = self.gaussian_roots() if roots is None else roots
         n_blocks, p, _ = roots.shape
+        xi = rng.standard_normal((n_blocks, n_draws, p))
         out = np.empty((n_draws, n_blocks, p))
         for j in range(n_blocks):
-            out[:, j, :] = rng.standard_normal((n_draws, p)) @ roots[j]
+            np.matmul(xi[j], roots[j], out=out[:, j, :])
         return out
 
     def multiplier_chunks(self, n_draws: int, multiplier: str, rng, n_clusters: int = 0):
         """The bootstrap's chunks: each block's Gaussian sums ``sum_i U_i f_i`` drawn from their
-        exact law (:meth:`gaussian_sums`), about ``25 * _CHUNK_ELEMENTS`` numbers at a time
-        (the multipliers of :func:`~didmem.inference.bootstrap.multiplier_bootstrap`'s one
-        loop, in this route's form). Only ``"normal"`` multipliers without clusters follow
+        exact law (:meth:`gaussian_sums`), about ``_CHUNK_ELEMENTS`` numbers at a time,
+        drawn ahead on the other core by the chunks' helper thread (the multipliers of
+        :func:`~didmem.inference.bootstrap.multiplier_bootstrap`'s one loop, in this route's
+        form). Only ``"normal"`` multipliers without clusters follow
         from moments; Rademacher and Mammen weights need each unit."""
-        from .bootstrap import _CHUNK_ELEMENTS, MultiplierChunks
+        from .bootstrap import _CHUNK_ELEMENTS, PREFETCH_CHUNKS, MultiplierChunks
 
         if multiplier != "normal" or n_clusters:
             raise EstimationError(
                 f"Moments give the multiplier bootstrap with Gaussian ('normal') multipliers "
                 f"without clusters only; got multiplier={multiplier!r}"
                 + (" with clusters" if n_clusters else "") + ". Fit the panel in memory.")
-        n_blocks, p, _ = self.gram.shape
-        roots = []  # each block's square root, taken in the loop (under its BLAS limit)
+        n_blocks, p = self.moments.cohorts.size, self.moments.times.size + 2
+        roots = []  # each block's square root, taken by the first chunk's draw
 
         def source(rng, m):
             if not roots:
@@ -375,30 +399,107 @@ class MomentsInfluence(CellInfluence):
             return self.gaussian_sums(m, rng, roots[0])
 
         return MultiplierChunks(rng, n_draws, n_blocks * p, "normal",
-                                chunk=max(1, min(n_draws, 25 * _CHUNK_ELEMENTS // (n_blocks * p))),
-                                source=source)
+                                chunk=max(1, min(n_draws, _CHUNK_ELEMENTS // (n_blocks * p))),
+                                ahead=PREFETCH_CHUNKS, source=source)
 
     def chunk_drawer(self, multipliers, clusters, n_clusters: int):
         """Per chunk of Gaussian block sums (draws x blocks x (T + 2), :meth:`multiplier_chunks`):
-        every cell's draw from them in the numba kernel (as the balanced route's per-unit
-        chunks, :meth:`~didmem.inference.grouped.GroupedInfluence.chunk_drawer`)."""
-        c, s = self.cells, self.stats
-        n_blocks, p, _ = self.gram.shape
-        n_t = p - 2
-        never_only = bool(np.all(c.cs == n_blocks - 1))
+        every cell's draw from them by matrix products (:class:`CellDrawMap`; no numba kernel
+        is loaded by a Gaussian bootstrap)."""
+        n_blocks, n_t = self.moments.cohorts.size, self.moments.times.size
+        draw_map = CellDrawMap.build(self.cells, self.stats, n_blocks, n_t + 2)
 
         def draw(row0, sums, out):
             m = sums.shape[0]
-            if never_only:  # the controls are the never-treated block: no suffix sums
-                suffix = sums
-            else:
-                suffix = np.ascontiguousarray(np.cumsum(sums[:, ::-1], axis=1)[:, ::-1])
-            kernels.cell_draws(sums, suffix, *c.kernel_args(), s["mu1"], s["mu0"],
-                               s["w1"], s["w0"], out.cells, row0)
+            draw_map.apply(sums, out.cells[row0:row0 + m])
             out.block_weights[row0:row0 + m] = sums[:, :, n_t]
             out.total[row0:row0 + m] = sums[:, :, n_t + 1].sum(axis=1)
 
         return draw
+
+
+@dataclass(frozen=True, eq=False)
+class CellDrawMap:
+    """Every cell's bootstrap draw as matrix products of its blocks' sums (BLAS).
+
+    A cell's draw ``sum_i U_i psi_i`` is linear in the sums ``S_j = sum_{i in j} U_i f_i``
+    (``f_i = (w_i y_i, w_i, 1)``): ``S_k . a_1 / W_1 - (P_cs - [k >= cs] S_k) . a_0 / W_0``
+    with ``a = e_t - e_b - mu e_T`` (no ``e_b`` without a base) and ``P_s`` the suffix sum
+    of the blocks from ``s`` on, as :func:`~didmem.inference.kernels.cell_draws` computes it
+    entry by entry. Here the cells of each treated block form one matrix of coefficients
+    (``own``: ``S_k @ A_k``) and those of each first control block another (``control``:
+    ``P_s @ B_s``), so a chunk of draws is a few dozen BLAS products.
+
+    ``own`` and ``control`` hold ``(columns, block, coefficients)``: the cells (a slice when
+    contiguous), the block whose sums they read and the ``(T + 2) x cells`` coefficients.
+    Every cell is in exactly one ``own`` group (a reference cell with zero coefficients).
+    """
+
+    own: tuple
+    control: tuple
+    never_only: bool
+
+    #: cells per product of a control group (bounds its temporary, draws x this)
+    PIECE = 1024
+
+    @classmethod
+    def build(cls, cells, stats, n_blocks: int, p: int) -> "CellDrawMap":
+        n_t = p - 2
+        live = cells.ref == 0
+        w1 = np.where(live, stats["w1"], 1.0)
+        w0 = np.where(live, stats["w0"], 1.0)
+        cols = np.arange(cells.size)
+        has_b = cells.b >= 0
+
+        def coefficients(which, mu, weight, factor):
+            out = np.zeros((p, which.size))
+            j = np.arange(which.size)
+            scale = np.where(live[which], factor / weight[which], 0.0)
+            np.add.at(out, (cells.t[which], j), scale)
+            hb = has_b[which]
+            np.add.at(out, (cells.b[which][hb], j[hb]), -scale[hb])
+            np.add.at(out, (np.full(which.size, n_t), j), -scale * mu[which])
+            return out
+
+        own = []
+        for k in np.unique(cells.k):
+            which = cols[cells.k == k]
+            a = coefficients(which, stats["mu1"], w1, 1.0)
+            inside = (k >= cells.cs[which]) & live[which]  # own block among the controls
+            if inside.any():
+                a[:, inside] += coefficients(which[inside], stats["mu0"], w0, 1.0)
+            own.append((_columns(which), int(k), a))
+        control = []
+        for s in np.unique(cells.cs[live]):
+            which = cols[(cells.cs == s) & live]
+            for lo in range(0, which.size, cls.PIECE):
+                piece = which[lo:lo + cls.PIECE]
+                control.append((_columns(piece), int(s),
+                                coefficients(piece, stats["mu0"], w0, 1.0)))
+        return cls(own=tuple(own), control=tuple(control),
+                   never_only=bool(np.all(cells.cs == n_blocks - 1)))
+
+    def apply(self, sums: np.ndarray, out: np.ndarray) -> None:
+        """Write every cell's draws from ``sums`` (draws x blocks x (T + 2)) into ``out``
+        (draws x cells)."""
+        if self.never_only:  # the controls are the never-treated block: no suffix sums
+            suffix = sums
+        else:
+            suffix = np.cumsum(sums[:, ::-1], axis=1)[:, ::-1]
+        for columns, k, a in self.own:
+            if isinstance(columns, slice):
+                np.matmul(sums[:, k], a, out=out[:, columns])
+            else:
+                out[:, columns] = sums[:, k] @ a
+        for columns, s, b in self.control:
+            out[:, columns] -= suffix[:, s] @ b
+
+
+def _columns(which: np.ndarray):
+    """``which`` (ascending indices) as a slice when contiguous, else as it is."""
+    if which.size and which[-1] - which[0] + 1 == which.size:
+        return slice(int(which[0]), int(which[-1]) + 1)
+    return which
 
 
 def _control_member(cells, n_blocks: int, live_only: bool = True) -> np.ndarray:

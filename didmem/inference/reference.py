@@ -86,5 +86,5 @@ def type1_quantiles(draws, probs):
 
 
 def sup_t_statistics(draws, sigma, keep):
-    """Twin of :func:`didmem.inference.kernels.sup_t_statistics`."""
+    """Twin of :func:`didmem.inference.bands.sup_t_statistics`."""
     return np.max(np.abs(draws[:, keep]) / sigma[keep], axis=1)

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from .._validation import Boolean, Integral, Interval, OneOf, check_all
+from .._validation import Boolean, Integral, Interval, OneOf, check_all, check_fits_memory
 from ..errors import ParameterError
 
 __all__ = ["LabConfig", "demo_config", "quick_config", "PLACEMENTS", "REPEAT_GAPS",
@@ -283,7 +283,41 @@ class LabConfig:
                                  "reference model: drop 'reference_ratio' from the metrics.")
         self._check_design()
 
+    def _check_memory(self) -> None:
+        """Refuse sizes whose arrays cannot fit in this machine's memory, naming the largest
+        part's parameter, before torch or numpy fail with their own messages: the model with
+        its gradients and Adam's two moments (16 bytes a parameter; the vocabulary about
+        ``n_words + n_names`` tokens; rotary caches of ``max_positions`` rows), the corpus's
+        token ids, and the truth's draws of replacements."""
+        hidden, vocab = self.hidden_size, self.n_words + self.n_names + 16
+        parts = {
+            "hidden_size": 16.0 * (2 * vocab * hidden + self.n_layers * (
+                4 * hidden ** 2 + 2 * hidden * self.intermediate_size)),
+            "max_positions": 8.0 * self.max_positions * hidden,
+            "n_validation": 16.0 * (self.batch_size * self.n_steps + self.n_validation)
+            * self.seq_len,
+            "truth_draws": 8.0 * self.truth_draws * self.n_analysed * max(
+                self.n_steps // self.checkpoint_every, 1),
+        }
+        biggest = max(parts, key=parts.get)
+        name = biggest
+        if biggest == "hidden_size":  # the model: name its largest factor
+            name = max(("hidden_size", "n_words", "intermediate_size", "n_layers"),
+                       key=lambda n: {"hidden_size": hidden * hidden * self.n_layers,
+                                      "n_words": vocab * hidden,
+                                      "intermediate_size": hidden * self.intermediate_size
+                                      * self.n_layers,
+                                      "n_layers": 0}[n])
+        elif biggest == "n_validation" and self.batch_size * self.n_steps > self.n_validation:
+            name = "batch_size"
+        what = {"hidden_size": "the model, its gradients and optimiser state",
+                "max_positions": "the model's position caches",
+                "n_validation": "the corpus's token ids",
+                "truth_draws": "the truth's draws of replacements"}[biggest]
+        check_fits_memory("LabConfig", name, getattr(self, name), sum(parts.values()), what)
+
     def _check_design(self) -> None:
+        self._check_memory()
         k, T = self.checkpoint_every, self.n_steps
         if T % k:
             raise ParameterError(

@@ -47,7 +47,7 @@ def membership_comparison(result, scores=None, *, alpha: float = 0.05) -> pd.Dat
     scores : sequence of str, optional
         Metrics of the run to judge; by default those of :data:`MIA_SCORES` that it has.
     alpha : float
-        One minus the coverage of the AUCs' DeLong intervals.
+        One minus the coverage of the AUCs' intervals (the estimator's score intervals).
 
     Returns
     -------

@@ -74,8 +74,9 @@ class MMapIndexedDataset:
     Raises
     ------
     ParameterError
-        Missing files, a wrong magic or version, an unknown or floating-point dtype code, or
-        files too short for their header.
+        Missing files, a wrong magic or version, an unknown or floating-point dtype code,
+        files too short for their header, a negative size or pointer, or a sequence that
+        ends past the end of the ``.bin`` file.
 
     Examples
     --------
@@ -123,6 +124,12 @@ class MMapIndexedDataset:
         self.pointers = np.frombuffer(index, dtype=np.int64, count=length, offset=offset)
         offset += 8 * length
         self.doc_idx = np.frombuffer(index, dtype=np.int64, count=doc_count, offset=offset)
+        for name, values in (("size", self.sizes), ("pointer", self.pointers)):
+            if length and int(values.min()) < 0:
+                at = int(np.argmin(values))
+                raise ParameterError(
+                    f"{str(idx)!r} is corrupt: sequence {at} has a negative {name}, "
+                    f"{int(values[at])}.")
         n_bytes = bin_.stat().st_size
         ends = self.pointers + self.sizes.astype(np.int64) * self.dtype.itemsize
         if length and int(ends.max()) > n_bytes:

@@ -157,7 +157,7 @@ def _read_index(file: Path) -> np.ndarray:
             from None
     if column.null_count:
         raise PanelError(f"{file}: {column.null_count} rows have no 'index'.")
-    return column.to_numpy().astype(np.int64, copy=False)
+    return column.to_numpy()  # its own integer type: cast once checked (a uint64 may wrap)
 
 
 def _checked_indices(step: int, files, n_seq: int) -> np.ndarray:
@@ -171,6 +171,7 @@ def _checked_indices(step: int, files, n_seq: int) -> np.ndarray:
                 f"{file}: {int(bad.sum())} indices lie outside the training order's "
                 f"{n_seq:,} sequences (0 to {n_seq - 1:,}), e.g. {int(index[row])} at row "
                 f"{row}; is this the list of another order or model?")
+    parts = [index.astype(np.int64, copy=False) for index in parts]  # all in range now
     index = np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
     twice = index[1:][index[1:] == index[:-1]]
     if twice.size:

@@ -50,8 +50,10 @@ import pandas as pd
 
 from ..errors import ParameterError
 from .exposures import exposure_cohorts, exposure_frame
-from .neox_kernels import (gather_sizes, lookup_filter, map_bounds, positions_of_samples,
-                           sample_rows_bounds, sample_starts_chunk, span_hits)
+from .neox_checks import (check_map_values, check_sample_rows, check_within, checked_sizes,
+                          map_label, map_range, too_many_documents)
+from .neox_kernels import (gather_sizes, lookup_filter, positions_of_samples,
+                           sample_starts_chunk, span_hits)
 
 __all__ = ["IndexMaps", "index_map_files", "read_index_maps", "write_index_maps",
            "build_index_maps", "span_exposures", "run_exposures", "run_cohorts",
@@ -198,8 +200,17 @@ def sample_starts(maps: IndexMaps, doc_sizes) -> np.ndarray:
 
     An int64 array ``F`` of ``N + 1`` entries: sample ``i`` is the tokens from ``F[i]`` to
     ``F[i + 1]``, both included. It holds all of them in memory (8 bytes a sample);
-    :func:`span_exposures` reads them in chunks instead."""
-    sizes = np.asarray(doc_sizes)
+    :func:`span_exposures` reads them in chunks instead.
+
+    Raises
+    ------
+    ParameterError
+        ``doc_sizes`` not the sizes of the maps' dataset (``doc_idx`` names a document past
+        its end), or ``sample_idx`` not within ``doc_idx`` or not in stream order (maps
+        read with ``check_values=False``); the message names the array, the position and
+        the value."""
+    sizes = checked_sizes(maps, doc_sizes)
+    check_sample_rows(maps.files, maps.sample_idx, maps.doc_idx.shape[0])
     out = np.empty(maps.n_samples + 1, dtype=np.int64)
     for i0, starts in _sample_starts(maps, sizes):
         out[i0:i0 + starts.size] = starts
@@ -220,6 +231,18 @@ def _load(path: Path, map_name: str, ndim: int) -> np.ndarray:
         shape = "N + 1 rows of 2" if map_name == "sample_idx" else "one dimension"
         raise ParameterError(f"{str(path)!r} ({map_name}) must have {shape}; its shape is "
                              f"{array.shape}.")
+    if array.dtype == np.uint64:  # the passes read entries as int64: refuse what wraps
+        top = np.iinfo(np.int64).max
+        for lo in range(0, array.shape[0], _CHUNK):
+            chunk = np.asarray(array[lo:lo + _CHUNK]).reshape(-1)
+            if chunk.size and chunk.max() > top:
+                i = int(np.argmax(chunk > top))
+                where = (f"row {lo + i // 2}" if map_name == "sample_idx"
+                         else f"position {lo + i}")
+                raise ParameterError(
+                    f"{str(path)!r} ({map_name}) holds {int(chunk[i])} at {where}, beyond "
+                    "any index of a map (at most 2**63 - 1): the file is corrupt or not "
+                    "an index map.")
     return array
 
 
@@ -263,60 +286,15 @@ def read_index_maps(path, seed: int | None = None, *, n_documents: int | None = 
             "samples: GPT-NeoX writes one shuffle entry per sample. The maps are of "
             "different runs or sizes.")
     if check_values and n_samples > 0:
-        _check_values(files, doc_idx, sample_idx, shuffle_idx, n_documents)
-    elif n_documents is not None and doc_idx.size and _bounds(doc_idx)[1] >= n_documents:
-        _too_many_documents(files, doc_idx, n_documents)
+        check_map_values(files, doc_idx, sample_idx, shuffle_idx, n_documents)
+    elif n_documents is not None and doc_idx.size and map_range(doc_idx)[1] >= n_documents:
+        too_many_documents(files, doc_idx, n_documents)
     match = _NAME.search(str(files["doc_idx"])[: -len("_doc_idx.npy")])
     return IndexMaps(doc_idx=doc_idx, sample_idx=sample_idx, shuffle_idx=shuffle_idx,
                      files=files,
                      seq_length=int(match["length"]) if match else None,
                      seed=int(match["seed"]) if match else None,
                      trained=min(int(match["samples"]), n_samples) if match else None)
-
-
-def _too_many_documents(files, doc_idx, n_documents) -> None:
-    raise ParameterError(
-        f"{str(files['doc_idx'])!r} names document {_bounds(doc_idx)[1]}, but the indexed "
-        f"dataset has {n_documents} documents: the maps belong to another dataset.")
-
-
-def _bounds(values) -> tuple:
-    """``(min, max)`` of a map, one compiled pass in chunks."""
-    low, high = None, None
-    for lo in range(0, values.shape[0], _CHUNK):
-        a, b = map_bounds(values[lo:lo + _CHUNK])
-        low, high = (a, b) if low is None else (min(low, a), max(high, b))
-    return int(low), int(high)
-
-
-def _check_values(files, doc_idx, sample_idx, shuffle_idx, n_documents) -> None:
-    n_samples = sample_idx.shape[0] - 1
-    low, high = _bounds(shuffle_idx)
-    if low < 0 or high >= n_samples:
-        bad = high if high >= n_samples else low
-        raise ParameterError(f"{str(files['shuffle_idx'])!r} holds sample {bad}, outside the "
-                             f"{n_samples} samples of {str(files['sample_idx'])!r}.")
-    if doc_idx.size:
-        low, high = _bounds(doc_idx)
-        if low < 0:
-            raise ParameterError(f"{str(files['doc_idx'])!r} holds a negative document id.")
-        if n_documents is not None and high >= n_documents:
-            _too_many_documents(files, doc_idx, n_documents)
-    previous = 0
-    for lo in range(0, n_samples + 1, _CHUNK):
-        block = sample_idx[lo:lo + _CHUNK]
-        low_pos, high_pos, low_off, back = sample_rows_bounds(block, previous)
-        if high_pos >= doc_idx.shape[0] or low_pos < 0:
-            raise ParameterError(
-                f"{str(files['sample_idx'])!r} points at position {high_pos} of "
-                f"doc_idx, which has {doc_idx.shape[0]} entries: the maps are of different "
-                "runs or sizes.")
-        if low_off < 0:
-            raise ParameterError(f"{str(files['sample_idx'])!r} holds a negative offset.")
-        if back >= 0:
-            raise ParameterError(f"{str(files['sample_idx'])!r} goes back in doc_idx at row "
-                                 f"{lo + back}: its rows must follow the token stream.")
-        previous = int(block[-1, 0])
 
 
 # ------------------------------------------------------------------ building (as GPT-NeoX)
@@ -441,25 +419,49 @@ def sequence_spans(maps: IndexMaps, doc_sizes, positions) -> pd.DataFrame:
         One row per piece, in the sequence's order: ``position``, ``document``, ``start``,
         ``end`` (tokens ``start .. end - 1`` of the document); the pieces of one sequence
         hold ``L + 1`` tokens together.
+
+    Raises
+    ------
+    ParameterError
+        A position outside the training sequences, or a map entry these positions reach
+        that is outside the next map (or a document past the end of ``doc_sizes``); the
+        message names the map, the entry's position and its value.
     """
     positions = np.asarray(positions, dtype=np.int64)
     if positions.size and (positions.min() < 0 or positions.max() >= len(maps)):
         raise ParameterError(f"Training positions must be in 0 .. {len(maps) - 1}; got "
                              f"{int(positions.min())} .. {int(positions.max())}.")
     sizes = np.asarray(doc_sizes)
+    if sizes.ndim != 1 or sizes.dtype.kind not in "iu":
+        raise ParameterError("doc_sizes must be the indexed dataset's sizes, a 1-D array of "
+                             f"integers; got an array of {sizes.dtype} of shape {sizes.shape}.")
     sample = np.asarray(maps.shuffle_idx[positions], dtype=np.int64)
+    check_within(sample, maps.n_samples, positions, "shuffle_idx", maps,
+            "a sample of sample_idx")
     rows = np.asarray(maps.sample_idx[np.concatenate([sample, sample + 1])]).reshape(
         2, -1, 2).astype(np.int64)
     first, last = rows[0, :, 0], rows[1, :, 0]
+    check_within(rows[:, :, 0].ravel(), maps.doc_idx.shape[0],
+            np.concatenate([sample, sample + 1]), "sample_idx", maps,
+            "a position of doc_idx", unit="row")
+    back = (last < first) | (rows[:, :, 1] < 0).any(axis=0)
+    if back.any():
+        i = int(np.argmax(back))
+        raise ParameterError(
+            f"sample_idx ({map_label(maps.files, 'sample_idx')!r}) rows {int(sample[i])} and "
+            f"{int(sample[i]) + 1} ({tuple(rows[0, i])}, {tuple(rows[1, i])}) go back in "
+            "doc_idx or hold a negative offset: its rows must follow the token stream.")
     count = last - first + 1
     which = np.repeat(np.arange(positions.size), count)
     doc_pos = np.repeat(first, count) + (np.arange(count.sum()) - np.repeat(
         np.cumsum(count) - count, count))
+    documents = np.asarray(maps.doc_idx[doc_pos], dtype=np.int64)
+    check_within(documents, sizes.size, doc_pos, "doc_idx", maps,
+            "a document of doc_sizes (the indexed dataset's sizes)")
     begin = np.where(doc_pos == first[which], rows[0, :, 1][which], 0)
-    stop = np.where(doc_pos == last[which], rows[1, :, 1][which] + 1,
-                    sizes[np.asarray(maps.doc_idx[doc_pos])])
+    stop = np.where(doc_pos == last[which], rows[1, :, 1][which] + 1, sizes[documents])
     pieces = pd.DataFrame({"position": positions[which],
-                           "document": np.asarray(maps.doc_idx[doc_pos], dtype=np.int64),
+                           "document": documents,
                            "start": begin.astype(np.int64), "end": stop.astype(np.int64)})
     return pieces[pieces["end"] > pieces["start"]].reset_index(drop=True)  # no empty documents
 
@@ -529,9 +531,15 @@ def span_exposures(maps: IndexMaps, doc_sizes, instances, batch_size: int,
         whole there), sorted by unit and position; positions from
         :attr:`IndexMaps.trained` on are never trained. An instance trained nowhere whole
         has no row.
+
+    Raises
+    ------
+    ParameterError
+        Instances outside the dataset, or ``doc_sizes`` that do not cover every document
+        of ``doc_idx`` (the message names the first such position and document).
     """
-    spans = _spans(instances, doc_sizes)
-    sizes = np.asarray(doc_sizes)
+    sizes = checked_sizes(maps, doc_sizes)
+    spans = _spans(instances, sizes)
     unit, sample = _whole_spans(maps, sizes, spans)
     if positions is None:
         position = _positions_of(maps, sample)

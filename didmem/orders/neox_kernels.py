@@ -19,7 +19,7 @@ from numba import njit, prange
 
 __all__ = ["lookup_filter", "in_filter", "gather_sizes", "span_hits", "span_hits_numpy",
            "positions_of_samples", "sample_starts_chunk", "sample_starts_chunk_numpy",
-           "map_bounds", "sample_rows_bounds"]
+           "map_bounds", "sample_rows_bounds", "mark_seen"]
 
 
 def lookup_filter(values: np.ndarray, n_values: int) -> tuple:
@@ -211,3 +211,18 @@ def sample_rows_bounds(rows, previous):  # pragma: no cover - compiled
             back = i
         previous = p
     return low_pos, high_pos, low_off, back
+
+
+@njit(cache=True, nogil=True)
+def mark_seen(values, lo, seen):  # pragma: no cover - compiled
+    """One chunk of a map whose entries ``lo ..`` are in ``0 .. 8 * seen.size - 1``: set
+    bit ``v`` of ``seen`` (a bit set, one bit a value) for each entry ``v``; returns the
+    position of the first entry whose bit was already set (a value seen before), or -1."""
+    for i in range(values.size):
+        v = np.int64(values[i])
+        byte = v >> 3
+        bit = np.uint8(1) << np.uint8(v & 7)
+        if seen[byte] & bit:
+            return lo + i
+        seen[byte] |= bit
+    return -1

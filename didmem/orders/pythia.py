@@ -70,6 +70,10 @@ def _indices(seq_idx) -> np.ndarray:
     idx = np.asarray(seq_idx)
     if idx.dtype.kind not in "iu":
         raise ParameterError(f"seq_idx must hold integers; got dtype {idx.dtype}.")
+    if idx.dtype == np.uint64 and idx.size and idx.max() > np.iinfo(np.int64).max:
+        at = int(np.argmax(idx.ravel() > np.iinfo(np.int64).max))
+        raise ParameterError(f"seq_idx holds {int(idx.ravel()[at])} at position {at}, beyond "
+                             "any sequence index (at most 2**63 - 1).")
     return idx.astype(np.int64)
 
 

@@ -107,12 +107,13 @@ def row_hashes(dataset, start: int = 0, stop: int | None = None) -> np.ndarray:
     numpy.ndarray of uint64
     """
     stop = len(dataset) if stop is None else int(stop)
+    _check_range(dataset, start, stop, "row_hashes")
     out = np.empty(max(stop - start, 0), np.uint64)
     itemsize = dataset.dtype.itemsize
     for lo in range(start, stop, _ROWS_PER_CHUNK):
         hi = min(lo + _ROWS_PER_CHUNK, stop)
         pointers = np.asarray(dataset.pointers[lo:hi], dtype=np.int64)
-        first = int(pointers[0])
+        first = int(pointers.min())  # rows need not be stored in order: no negative start
         lengths = np.asarray(dataset.sizes[lo:hi], dtype=np.int64) * itemsize
         last = int((pointers + lengths).max())
         buf = np.asarray(dataset._bin[first:last])

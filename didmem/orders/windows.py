@@ -228,7 +228,7 @@ def find_windows(dataset, units, tokens, *, batch_size: int, window: int = 50,
         hi = min(lo + _ROWS_PER_CHUNK, stop)
         pointers = np.asarray(dataset.pointers[lo:hi], dtype=np.int64)
         sizes = np.asarray(dataset.sizes[lo:hi], dtype=np.int64)
-        first = int(pointers[0])
+        first = int(pointers.min())  # rows need not be stored in order: no negative start
         last = int((pointers + sizes * itemsize).max())
         buf = np.asarray(dataset._bin[first:last]).view(dataset.dtype)
         starts = (pointers - first) // itemsize

@@ -197,15 +197,34 @@ def _float(column, copy: bool = False) -> np.ndarray:
     return np.array(out, dtype=np.float64) if copy or not out.flags.writeable else out
 
 
-def _values(column) -> np.ndarray:
-    """Unit identifiers as numpy values (integers as int64, others as objects)."""
+def _values(column, kind: str = "i") -> np.ndarray:
+    """Unit identifiers as numpy values: integers as int64, strings as objects; numbers that
+    are not integers (floats, decimals) as float64, or as int64 where the dataset's ids are
+    integers (``kind`` ``"i"``: identifiers equal as numbers are one unit, 3.0 is unit 3;
+    :meth:`ParquetPaths._index` has checked that they are whole)."""
     import pyarrow as pa
 
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
-    if _is_numeric(column.type) and not pa.types.is_floating(column.type):
+    if not _is_numeric(column.type):
+        return column.to_numpy(zero_copy_only=False)
+    if _is_integer(column.type):
         return np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)
-    return column.to_numpy(zero_copy_only=False)
+    values = _float(column)
+    return values.astype(np.int64) if kind == "i" else values
+
+
+def _is_integer(arrow_type) -> bool:
+    """Integer (or boolean) identifiers, as opposed to floats and decimals."""
+    import pyarrow as pa
+
+    return pa.types.is_integer(arrow_type) or pa.types.is_boolean(arrow_type)
+
+
+def _fractional_row(values: np.ndarray) -> int:
+    """The first position of a value that is not a whole number within int64 (or -1)."""
+    bad = ~(np.isfinite(values) & (values == np.round(values)) & (np.abs(values) < 2.0**62))
+    return int(np.argmax(bad)) if bad.any() else -1
 
 
 def _distinct_values(column) -> np.ndarray:
@@ -218,14 +237,14 @@ def _distinct_values(column) -> np.ndarray:
     import pyarrow.compute as pc
 
     numeric = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
-    if _is_numeric(numeric) and not pa.types.is_floating(numeric) and len(column):
+    if _is_integer(numeric) and len(column):
         values = _values(column)
         lo, hi = int(values.min()), int(values.max())
         if hi - lo <= 4 * values.size + 1024:
             seen = np.zeros(hi - lo + 1, dtype=bool)
             seen[values - lo] = True
             return np.flatnonzero(seen).astype(np.int64) + lo
-    return _values(pc.unique(column))
+    return _values(pc.unique(column), kind="f")  # floats as they are: the caller checks them
 
 
 class _Lookup:
@@ -278,7 +297,7 @@ def read_item(item: ScanItem) -> PathBlock:
         pf = _open(file)
         for row0, groups in chunk_plan(pf.metadata, item.chunk_rows):
             table = _read(pf, file, list(item.columns), groups)
-            codes = lookup(_values(table.column(unit)))
+            codes = lookup(_values(table.column(unit), item.units.dtype.kind))
             tcodes = np.searchsorted(item.times, _float(table.column(time)))
             cohort = _float(table.column(cohort_name), copy=True)
             never = np.isnan(cohort)
@@ -457,9 +476,12 @@ class ParquetPaths:
 
     # ------------------------------------------------------------------ opening
     def _check_schemas(self, footers) -> None:
+        import pyarrow as pa
+
         roles = {"unit": self.unit, "time": self.time, "cohort": self.cohort,
                  "outcome": self.outcome}
         unit_type = None
+        self._integer_file = None
         for file, pf in zip(self.files, footers):
             schema = pf.schema_arrow
             missing = [f"{role} column {col!r}" for role, col in roles.items()
@@ -475,7 +497,11 @@ class ParquetPaths:
                         f"Column {roles[role]!r} ({role}) must be numeric; in file "
                         f"{str(file)!r} it has type {arrow_type}.")
             arrow_type = schema.field(self.unit).type
-            family = "integer" if _is_numeric(arrow_type) else str(arrow_type).replace("large_", "")
+            if pa.types.is_dictionary(arrow_type):  # dictionary-encoded: its values count
+                arrow_type = arrow_type.value_type
+            family = "number" if _is_numeric(arrow_type) else str(arrow_type).replace("large_", "")
+            if family == "number" and _is_integer(arrow_type) and self._integer_file is None:
+                self._integer_file = file
             if unit_type is None:
                 unit_type = (family, file)
             elif family != unit_type[0]:
@@ -483,6 +509,10 @@ class ParquetPaths:
                     f"Column {self.unit!r} (unit) has type {arrow_type} in file {str(file)!r} but "
                     f"{unit_type[0]} in file {str(unit_type[1])!r}: one unit type for the "
                     "whole dataset.")
+        # numbers are matched as numbers: with integer ids in some file, whole floats
+        # elsewhere are those integers (3.0 is unit 3); with floats alone they stay floats
+        self.unit_kind = ("O" if unit_type[0] != "number"
+                          else "i" if self._integer_file is not None else "f")
 
     def _index(self):
         """The times, the units (sorted), each unit's component of files and each file's
@@ -516,6 +546,9 @@ class ParquetPaths:
                         f"file {str(file)!r}, first at row {_null_row(col)}.")
             times.append(_float(pc.unique(table.column(self.time))))
             values = _distinct_values(table.column(self.unit))
+            if values.dtype.kind == "f" and self.unit_kind == "i":
+                self._check_whole(values, table.column(self.unit), file)
+                values = values.astype(np.int64)
             del table
             if units is None:
                 units = _unique(values)
@@ -541,6 +574,18 @@ class ParquetPaths:
         component = np.array([root(f) for f in range(len(self.files))])
         self._indexed = (times, units, component[first], component)
         return self._indexed
+
+    def _check_whole(self, values, column, file) -> None:
+        """Floats among integer ids must be whole: 3.0 is unit 3, but 3.5 is no integer."""
+        if _fractional_row(values) < 0:
+            return
+        values = _float(column)
+        row = _fractional_row(values)
+        raise PanelError(
+            f"Column {self.unit!r} (unit) holds {float(values[row])!r} at row {row} of file "
+            f"{str(file)!r}, not a whole number, while file {str(self._integer_file)!r} "
+            "holds integer ids: ids are matched as numbers (3.0 is unit 3), and this one "
+            "matches no integer. Write the ids with one type.")
 
     # ------------------------------------------------------------------ work items
     def items(self) -> list[ScanItem]:

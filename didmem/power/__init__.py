@@ -13,8 +13,8 @@ import numbers
 
 import numpy as np
 
-from .._validation import (Alpha, Instance, Integral, Interval, OneOf, Satisfies, Seed,
-                           validate_params)
+from .._validation import (Alpha, Count, Instance, Integral, Interval, OneOf, Satisfies,
+                           Seed, validate_params)
 from ._choices import METHODS, POOLS, TARGETS
 from ._types import PAPER_TOKENS_PER_INSTANCE, POWER, Assumptions, PowerAnalysis
 
@@ -40,7 +40,7 @@ _CONSTRAINTS = {
     "method": OneOf(None, *METHODS),
     "pool": OneOf(*POOLS),
     "estimator": Instance("didmem.estimators.did:DiDEstimator", allow_none=True),
-    "n_simulations": Integral(2),
+    "n_simulations": Count(2),
     "mde_power": POWER,
     "alpha": Alpha(allow_none=True),
     "seed": Seed(),
@@ -103,7 +103,7 @@ def power_analysis(source, *, units_per_cohort, n_validation=None, checkpoint_ev
         simulated route uses its band rule; the analytic route assumes never-treated
         controls and the varying base period.
     n_simulations : int
-        Simulated studies per design.
+        Simulated studies per design (2 to 1,000,000).
     mde_power : float
         The power at which the minimum detectable effect is computed.
     alpha : float, optional

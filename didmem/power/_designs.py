@@ -10,6 +10,7 @@ import pandas as pd
 from scipy.optimize import brentq
 
 from .._progress import progress as progress_line
+from .._validation import check_fits_memory
 from ..errors import ParameterError
 from ..inference._prepared import MIN_COHORT_SIZE
 from ..estimators import DiDEstimator
@@ -105,6 +106,7 @@ def _designs_at(k, source, pilot, params, method, target, units, validation, alp
             sigma, shrunk = _pilot_covariance(thin, params, target)
         stats = _analytic_layout(pos, n_kept, sigma, target)
     else:
+        _check_simulated_sizes(pos.size, n_kept, units, validation)
         centre, _ = centred(thin, DiDEstimator, params)
         sampler = centre.sampler(pool)
         shrunk = shrink(*_keys(fit_quiet(DiDEstimator, {**params, "n_bootstrap": 0},
@@ -142,6 +144,22 @@ def _designs_at(k, source, pilot, params, method, target, units, validation, alp
             "critical_value": crit, "method": method,
             **({} if published is None else {"suite": published.name})})
     return rows
+
+
+_BYTES_PER_ROW = 64  # a simulated study's panel: its frame's columns and the fit's arrays
+
+
+def _check_simulated_sizes(n_cohorts, n_kept, units, validation) -> None:
+    """Each simulated study is a panel of ``n_cohorts * units_per_cohort + n_validation``
+    instances at every kept checkpoint, held whole: refuse one larger than memory, naming
+    the parameter that makes it so."""
+    treated, never = n_cohorts * max(units), max(validation)
+    name, value = (("units_per_cohort", max(units)) if treated >= never
+                   else ("n_validation", never))
+    check_fits_memory("power_analysis", name, value,
+                      float(treated + never) * n_kept * _BYTES_PER_ROW,
+                      f"each simulated study's panel ({treated + never:,} instances x "
+                      f"{n_kept:,} checkpoints)")
 
 
 def _check_validation(validation, params, source, minimum=1) -> None:
@@ -196,6 +214,14 @@ def _pilot_covariance(pilot: Pilot, params, target):
 
 
 def _analytic_layout(pos, n_kept, sigma, target):
+    n_c = int(np.size(pos))
+    cells = {"instantaneous": n_c, "persistent": n_c * n_kept, "overall": n_c * n_kept}[target]
+    # the contrasts: keys x groups x checkpoints, and their cells (one such array each)
+    keys = {"instantaneous": n_c, "persistent": n_kept, "overall": 1}[target]
+    check_fits_memory("power_analysis", "target", target,
+                      8.0 * (n_c + 1) * n_kept * (keys + cells),
+                      f"the contrasts of its keys over {n_c:,} cohorts and {n_kept:,} kept "
+                      "checkpoints (keep fewer checkpoints: checkpoint_every)")
     L = key_contrasts(np.asarray(pos), n_kept, AGGREGATION[target])
     return key_covariance_parts(L, sigma)
 

@@ -116,6 +116,12 @@ def pilot_from(source, estimator) -> tuple[Pilot, dict]:
                 "pilot panel: with holes, Panel(..., balance='drop_incomplete_units'); "
                 "repeated cross-sections have no paths to resample (score the same instances "
                 "at every checkpoint and pass unit=...).")
+        if d.y is None:  # fitted from per-cohort moments (a folder, Panel.scan, Ray)
+            raise ParameterError(
+                "power_analysis resamples a pilot's units; this pilot result was fitted from "
+                "per-cohort moments (a folder read out of core, or on Ray), which keep no "
+                "instance's outcome path. Pass the pilot panel itself (a didmem.Panel of the "
+                "pilot's rows), or a result fitted on it in memory.")
         if d.x is not None or d.clusters is not None or not np.all(d.w == d.w[0]):
             raise ParameterError(
                 "power_analysis resamples units, so the pilot result must come from a panel "

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._validation import Integral, Interval, Satisfies, check, validate_params
+from .._validation import (Integral, Interval, Satisfies, check, check_fits_memory,
+                           validate_params)
 from ..errors import ParameterError
 from ..results._table_file import TableFile
 
@@ -70,6 +71,11 @@ class Assumptions:
 
     def kept_checkpoints(self, every: int):
         """Positions of the cohorts among the kept checkpoints, and the outcome covariance."""
+        n_kept = -(-self.n_checkpoints // every)
+        check_fits_memory("Assumptions", "n_checkpoints", self.n_checkpoints,
+                          24.0 * n_kept ** 2,
+                          f"the outcome covariance of its {n_kept:,} kept checkpoints "
+                          f"(checkpoint_every={every})")
         kept = np.arange(0, self.n_checkpoints, every)
         pos = np.unique(np.ceil(np.arange(1, self.n_cohorts + 1) / every).astype(int))
         pos = pos[pos < kept.size]

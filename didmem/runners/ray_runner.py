@@ -16,6 +16,7 @@ from ..backends._parts import time_label
 from .._validation import Instance, Integral, Interval, check_all
 from ..errors import DidmemError, ParameterError, optional_import
 from ._base import Runner, error_text
+from .ray_tasks import read_outcomes
 
 __all__ = ["RayRunner", "WorkerError"]
 
@@ -191,6 +192,7 @@ class _RaySession:
             num_gpus=gpus, num_cpus=runner.num_cpus
         )
         self.actors = [self._new_actor() for _ in range(self.n_workers)]
+        self.outstanding: list = []  # calls in flight when an error ended execute()
 
     def _new_actor(self):
         return self.actor_class.remote(self.payload, self.instances_ref, list(self.plan.metrics))
@@ -210,6 +212,10 @@ class _RaySession:
             with contextlib.suppress(Exception):
                 self.ray.kill(actor)
         self.actors = []
+        # calls still in flight when an error ended execute(): their actors are gone, so
+        # each now fails; read them before Ray shuts down, or it prints them with tracebacks
+        outstanding, self.outstanding = self.outstanding, []
+        read_outcomes(self.ray, outstanding)
 
     def execute(self, pending: list, sink) -> list:
         ray, max_tries = self.ray, 1 + self.runner.max_retries
@@ -276,6 +282,7 @@ class _RaySession:
                     for j in range(len(self.actors)):
                         fill(j)
         finally:
+            self.outstanding = list(running)  # empty unless an error ended the loop
             if bar is not None:
                 bar.close()
         return sorted(failures, key=lambda f: (f[0].checkpoint, f[0].shard))

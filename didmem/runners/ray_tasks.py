@@ -23,7 +23,7 @@ import contextlib
 
 from ..errors import DidmemError, optional_import
 
-__all__ = ["ray_map", "ray_session"]
+__all__ = ["ray_map", "ray_session", "read_outcomes"]
 
 
 @contextlib.contextmanager
@@ -44,22 +44,64 @@ def ray_session(address: str | None = None, init_kwargs=None):
 
 def ray_map(ray, num_cpus: float = 1):
     """A ``map(function, items)`` that runs each call as a Ray task asking for ``num_cpus``
-    and yields the results in the items' order; a :class:`~didmem.errors.DidmemError` raised
-    in a task (a file with another schema, a duplicated row...) is raised here as itself and
-    the other tasks are cancelled."""
+    and yields the results in the items' order.
+
+    A :class:`~didmem.errors.DidmemError` raised in a task (a file with another schema, a
+    duplicated row...) is raised here as itself, after the error path has settled: the
+    other tasks are cancelled, and every task's result or error is collected (waiting for
+    the cancellations, a few seconds at most), so that Ray has no failed task left whose
+    error it would print with its traceback when the session shuts down. The same happens
+    when the caller stops early or another error ends the map."""
 
     def mapper(function, items):
         task = ray.remote(num_cpus=num_cpus)(function)
         refs = [task.remote(item) for item in items]
-        for ref in refs:
-            try:
-                yield ray.get(ref)
-            except ray.exceptions.RayTaskError as exc:
-                cause = getattr(exc, "cause", None)
-                if isinstance(cause, DidmemError):
-                    for other in refs:
-                        ray.cancel(other)
-                    raise cause from None
-                raise
+        done = 0
+        try:
+            for ref in refs:
+                try:
+                    value = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    cause = getattr(exc, "cause", None)
+                    if isinstance(cause, DidmemError):
+                        raise cause from None
+                    raise
+                done += 1
+                yield value
+        finally:
+            if done < len(refs):
+                _settle(ray, refs[done:])
 
     return mapper
+
+
+SETTLE_SECONDS = 30.0
+"""How long the error path waits for cancelled tasks to end before shutting Ray down."""
+
+
+def _settle(ray, refs) -> None:
+    """Cancel ``refs`` and collect each one's outcome, ignoring it: a cancelled or failed
+    task whose error is never read is printed by Ray, traceback and all, as an "unhandled
+    error" when the driver lets go of it (at shutdown)."""
+    for ref in refs:
+        try:
+            ray.cancel(ref)
+        except Exception:  # noqa: BLE001 - already finished, or Ray going down: nothing to stop
+            pass
+    read_outcomes(ray, refs)
+
+
+def read_outcomes(ray, refs) -> None:
+    """Wait for ``refs`` to end (at most :data:`SETTLE_SECONDS`) and read each outcome,
+    ignoring it, so that no failed task is left unread for Ray to print at shutdown."""
+    if not refs:
+        return
+    try:
+        ray.wait(list(refs), num_returns=len(refs), timeout=SETTLE_SECONDS)
+    except Exception:  # noqa: BLE001 - the outcomes below are read whatever this says
+        pass
+    for ref in refs:
+        try:
+            ray.get(ref, timeout=0)
+        except Exception:  # noqa: BLE001 - cancelled, failed or still running: read, ignored
+            pass

@@ -29,23 +29,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..backends._parts import time_label
+from ..backends._parts import time_label, write_parquet_atomic
 from ..errors import OutputFileError
 
 __all__ = ["TrackerFolder", "STATE_FILE"]
 
 STATE_FILE = "_tracker.json"
 _HELD = "_held"
-
-
-def _atomic_parquet(frame: pd.DataFrame, final: Path) -> None:
-    tmp = final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    try:
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, final)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def _step_of(name: str, prefix: str) -> float | None:
@@ -129,12 +119,12 @@ class TrackerFolder:
     # ------------------------------------------------------------------ data
     def write_part(self, step, frame: pd.DataFrame) -> Path:
         self.path.mkdir(parents=True, exist_ok=True)
-        _atomic_parquet(frame, self.part(step))
+        write_parquet_atomic(frame, self.part(step))
         return self.part(step)
 
     def write_held(self, step, frame: pd.DataFrame) -> None:
         (self.path / _HELD).mkdir(parents=True, exist_ok=True)
-        _atomic_parquet(frame, self.held(step))
+        write_parquet_atomic(frame, self.held(step))
 
     def held_rows(self, steps, units: np.ndarray) -> pd.DataFrame | None:
         """The held-back rows of ``units`` at ``steps`` (every such row must be there)."""

@@ -316,3 +316,95 @@ def test_bad_instances_are_refused(corpus):
         span_exposures(maps, data.sizes, pd.DataFrame({"document": [0], "start": [0]}), 4)
     with pytest.raises(ParameterError, match="must be in 0"):
         sequence_spans(maps, data.sizes, [len(maps)])
+
+
+# ---------------------------------------------------------------- issue 50: data-derived indices
+def _rewrite(tmp_path, maps, name, **change):
+    """The maps' three files under a new prefix, with some arrays replaced."""
+    prefix = tmp_path / name
+    for kind, path in maps.files.items():
+        np.save(f"{prefix}_{kind}.npy", change.get(kind, np.load(path)))
+    return prefix
+
+
+def test_sizes_shorter_than_the_documents_the_maps_name_are_refused(corpus):
+    """The compiled passes gather sizes[doc_idx[p]] without a bounds check: sizes of a cut
+    dataset read past the array (sample_starts returned garbage, span_exposures an empty
+    table, sequence_spans a raw IndexError)."""
+    _, _, data, runs = corpus
+    maps = runs[7]
+    highest = int(np.max(np.load(maps.files["doc_idx"])))
+    cut = np.array(data.sizes[:highest], copy=True)  # one document too few
+    first = int(np.argmax(np.load(maps.files["doc_idx"]) >= highest))
+    for call in (lambda: sample_starts(maps, cut),
+                 lambda: span_exposures(maps, cut, [0], 4),
+                 lambda: run_exposures({"a": maps}, cut, [0], 4)):
+        with pytest.raises(ParameterError, match=f"names document {highest} at position "
+                                                 f"{first}, but doc_sizes has {highest}"):
+            call()
+    with pytest.raises(ParameterError, match=f"doc_idx .* holds {highest} at position"):
+        sequence_spans(maps, cut, np.arange(len(maps)))
+    for bad, message in ((data.sizes.astype(float), "1-D array of integers"),
+                         (-np.asarray(data.sizes, dtype=np.int64), "negative size")):
+        with pytest.raises(ParameterError, match=message):
+            sample_starts(maps, bad)
+    # the full sizes still work and agree with the pieces of every sequence
+    starts = sample_starts(maps, data.sizes)
+    assert starts[0] == 0 and np.all(np.diff(starts) == L)
+
+
+def test_a_shuffle_index_that_is_not_a_permutation_is_refused(corpus, tmp_path):
+    """A repeated sample passed read_index_maps(check_values=True), and the sample it
+    replaced (an exposure) disappeared from every result."""
+    _, _, data, runs = corpus
+    maps = runs[7]
+    shuffle = np.load(maps.files["shuffle_idx"])
+    twice = shuffle.copy()
+    twice[5] = shuffle[2]
+    prefix = _rewrite(tmp_path, maps, "twice", shuffle_idx=twice)
+    with pytest.raises(ParameterError, match=(
+            f"not a permutation of the {maps.n_samples} samples: sample {int(shuffle[2])} "
+            f"is at positions 2 and 5, and sample {int(shuffle[5])} is at none")) as info:
+        read_index_maps(prefix)
+    assert str(prefix) in str(info.value)
+    read_index_maps(prefix, check_values=False)  # the caller's choice not to check
+
+
+def test_uint64_entries_beyond_int64_are_reported_with_their_value(corpus, tmp_path):
+    """2**64 - 1 was read as -1 ("holds sample -1")."""
+    _, _, _, runs = corpus
+    shuffle = np.load(runs[7].files["shuffle_idx"]).astype(np.uint64)
+    shuffle[3] = np.iinfo(np.uint64).max
+    prefix = _rewrite(tmp_path, runs[7], "huge", shuffle_idx=shuffle)
+    for check in (True, False):
+        with pytest.raises(ParameterError, match="holds 18446744073709551615 at position 3"):
+            read_index_maps(prefix, check_values=check)
+    rows = np.load(runs[7].files["sample_idx"]).astype(np.uint64)
+    rows[4, 1] = np.iinfo(np.uint64).max
+    prefix = _rewrite(tmp_path, runs[7], "huge_rows", sample_idx=rows)
+    with pytest.raises(ParameterError, match="holds 18446744073709551615 at row 4"):
+        read_index_maps(prefix)
+
+
+def test_unchecked_maps_that_do_not_fit_are_refused_by_the_readers(corpus, tmp_path):
+    """Maps opened with check_values=False: the readers check the entries they follow."""
+    _, _, data, runs = corpus
+    maps = runs[7]
+    shuffle = np.load(maps.files["shuffle_idx"])
+    out = shuffle.copy()
+    out[4] = maps.n_samples + 3
+    unchecked = read_index_maps(_rewrite(tmp_path, maps, "out", shuffle_idx=out),
+                                check_values=False)
+    with pytest.raises(ParameterError, match=f"shuffle_idx .* holds {maps.n_samples + 3} at "
+                                             "position 4, which is not a sample"):
+        sequence_spans(unchecked, data.sizes, [3, 4])
+    rows = np.load(maps.files["sample_idx"])
+    rows[-1, 0] = maps.doc_idx.shape[0] + 2
+    unchecked = read_index_maps(_rewrite(tmp_path, maps, "far", sample_idx=rows),
+                                check_values=False)
+    with pytest.raises(ParameterError, match=f"points at position {maps.doc_idx.shape[0] + 2} "
+                                             f"of doc_idx at row {maps.n_samples}"):
+        sample_starts(unchecked, data.sizes)
+    with pytest.raises(ParameterError, match=f"holds {maps.doc_idx.shape[0] + 2} at row "
+                                             f"{maps.n_samples}, which is not a position"):
+        sequence_spans(unchecked, data.sizes, [int(np.flatnonzero(shuffle == maps.n_samples - 1)[0])])

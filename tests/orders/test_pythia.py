@@ -121,6 +121,15 @@ def test_step_mapping():
         treatment_checkpoint([3_072_000], grid)
 
 
+def test_a_uint64_seq_idx_beyond_int64_is_named_with_its_value():
+    """2**64 - 1 was cast to -1 and refused as a validation sequence."""
+    seq = np.array([5, np.iinfo(np.uint64).max], dtype=np.uint64)
+    for call in (training_step, treatment_checkpoint):
+        with pytest.raises(ParameterError, match="holds 18446744073709551615 at position 1"):
+            call(seq)
+    assert training_step(np.array([0, 1024], dtype=np.uint64)).tolist() == [1, 2]
+
+
 def test_sampler_is_seeded_and_follows_the_design(tmp_path):
     pytest.importorskip("pyarrow")
     sample = sample_paper_design(7, cohorts=[1000, 5000, 95000], validation_pool=50_000)

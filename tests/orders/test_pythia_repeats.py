@@ -33,6 +33,51 @@ def test_hash_kernel_matches_numpy(order):
     assert len(set(got.tolist())) == 37  # 40 rows, three of them copies
 
 
+def _reordered(data, tmp_path, order, pointer_change=None):
+    """The same .bin with its rows listed in another order (the .idx rewritten): the
+    format does not ask that pointers rise."""
+    from didmem.orders.indexed import _HEADER, _MAGIC, MMapIndexedDataset
+
+    sizes = np.asarray(data.sizes)[order]
+    pointers = np.asarray(data.pointers)[order].copy()
+    if pointer_change is not None:
+        pointers[pointer_change[0]] = pointer_change[1]
+    prefix = tmp_path / "reordered"
+    (tmp_path / "reordered.bin").write_bytes(np.asarray(data._bin).tobytes())
+    with open(prefix.with_suffix(".idx"), "wb") as stream:
+        stream.write(_MAGIC)
+        stream.write(_HEADER.pack(1, 8, sizes.size, sizes.size + 1))
+        stream.write(sizes.astype(np.int32).tobytes())
+        stream.write(pointers.astype(np.int64).tobytes())
+        stream.write(np.arange(sizes.size + 1, dtype=np.int64).tobytes())
+    return MMapIndexedDataset(prefix)
+
+
+def test_rows_stored_out_of_order_hash_as_their_tokens(order, tmp_path):
+    """The kernels took the chunk's first pointer as its start: a later row stored before
+    it got a negative start, which the compiled loop read from the buffer's far end
+    (a wrong hash, so a repeat missed), issue 50."""
+    data, rows = order
+    swap = np.r_[[7, 0], np.arange(1, 7), np.arange(8, 40)]
+    moved = _reordered(data, tmp_path, swap)
+    np.testing.assert_array_equal(row_hashes(moved), row_hashes(data)[swap])
+    found = find_repeats(moved, [5], [rows[5]], batch_size=4)
+    assert sorted(swap[found["position"]].tolist()) == [5, 30]
+    from didmem.orders.windows import find_windows
+
+    runs = find_windows(moved, [5], [rows[5]], batch_size=4, window=5, stride=1)
+    whole = runs[runs["tokens"] == 9]
+    assert sorted(swap[whole["position"]].tolist()) == [5, 30]
+    with pytest.raises(ParameterError, match="the search range -3 .. 40 is not within"):
+        row_hashes(data, start=-3)
+
+
+def test_a_negative_pointer_is_refused_at_opening(order, tmp_path):
+    data, _ = order
+    with pytest.raises(ParameterError, match="sequence 4 has a negative pointer, -18"):
+        _reordered(data, tmp_path, np.arange(40), pointer_change=(4, -18))
+
+
 def test_find_repeats(order):
     data, rows = order
     found = find_repeats(data, [3, 5, 7], [rows[3], rows[5], rows[7]], batch_size=4)

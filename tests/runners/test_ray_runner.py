@@ -81,8 +81,22 @@ def test_killed_ray_run_resumes_and_writes_each_part_once(ray_cluster, actor_thr
     runner = RayRunner(out_dir=tmp_path, num_workers=1, shard_size=3, progress=False)
     written: list = []
     interrupt_after(monkeypatch, 3, written)
+    import didmem.runners.ray_runner as ray_runner
+
+    settled: list = []  # issue 50: the calls in flight at the error are read before shutdown
+
+    def spy(ray_module, refs):
+        read_outcomes(ray_module, refs)
+        settled.append(len(ray_module.wait(list(refs), num_returns=len(refs), timeout=0)[0])
+                       == len(refs))
+        settled.append(len(refs))
+
+    read_outcomes = ray_runner.read_outcomes
+    monkeypatch.setattr(ray_runner, "read_outcomes", spy)
     with pytest.raises(_Interrupted):
         runner.run(make_backend(two_checkpoints), tokens, unit_ids=ids, metrics=METRICS)
+    assert settled and settled[0] is True and settled[1] >= 1  # every one ended, and read
+    monkeypatch.setattr(ray_runner, "read_outcomes", read_outcomes)
     assert len(list(tmp_path.glob("part-*.parquet"))) == 3
     # one actor each time: every actor start-up imports torch, and the test stays fast
     runner = RayRunner(out_dir=tmp_path, num_workers=1, shard_size=3, progress=False)

@@ -10,13 +10,18 @@ effects). Times, each the best of ``--repeats``:
 
 Writes the panel as csv for R with ``--csv PATH`` (to time R ``staggered`` on the same data).
 
-    python benchmarks/bench_random_timing.py [--repeats 3] [--fisher 100] [--csv /tmp/p.csv]
+* ``parts``: with ``--parts N``, the CPU time of each part of one permutation (the permuted
+  moments, the cells, the tested aggregation rows), over N permutations.
+
+    python benchmarks/bench_random_timing.py [--repeats 3] [--fisher 100] [--parts 6]
+                                             [--csv /tmp/p.csv]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 
@@ -42,11 +47,49 @@ def paper_panel(seed=0, n_cohorts=95, per_cohort=150, never=2000, n_times=96):
     return frame
 
 
+def permutation_parts(frame, n):
+    """CPU seconds of each part of ``n`` permutations, as the Fisher test runs them."""
+    from threadpoolctl import threadpool_limits
+
+    from didmem.inference.random_timing import (
+        EstimandRows, TimingDesign, cell_estimates, linear_estimates)
+    from didmem.inference.random_timing_fisher import permuted_design
+    from didmem.inference.random_timing_fit import aggregation_stack
+
+    n_t = frame["t"].nunique()
+    y = frame["y"].to_numpy().reshape(-1, n_t)
+    g = frame["g"].to_numpy()[::n_t]
+    times = np.sort(frame["t"].unique())
+    design = TimingDesign.from_paths(times, g, y)
+    stack = aggregation_stack(design, False)
+    rows = np.flatnonzero(np.isnan(stack.keys) | (stack.names == "dynamic"))
+    prepared = EstimandRows.of(stack.a_theta[rows], stack.a_0[rows])
+    values, labels = np.unique(g, return_inverse=True)
+    centre = y.mean(axis=0)
+    z = y - centre
+    rng = np.random.default_rng(0)
+    parts = {"moments": [], "cells": [], "aggregation_rows": []}
+    with threadpool_limits(limits=1, user_api="blas"):
+        for _ in range(n):
+            new = labels[rng.permutation(labels.size)]
+            c0 = time.process_time()
+            d = permuted_design(times, design.codes, values, z, new, centre=centre)
+            c1 = time.process_time()
+            cell_estimates(d, None, False, refine=False, with_df=False)
+            c2 = time.process_time()
+            linear_estimates(d, prepared, None, None, refine=False)
+            c3 = time.process_time()
+            for name, spent in zip(parts, (c1 - c0, c2 - c1, c3 - c2)):
+                parts[name].append(round(spent, 4))
+    return parts
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--fisher", type=int, default=100)
     parser.add_argument("--csv", default=None)
+    parser.add_argument("--parts", type=int, default=0)
     args = parser.parse_args()
     frame = paper_panel()
     if args.csv:
@@ -63,14 +106,20 @@ def main():
            "times": panel.n_times, "cells": int(len(result.to_frame())),
            "fit_s": min(fit), "fit_all_s": fit}
     if args.fisher:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         didmem.RandomTimingEstimator(seed=1, n_draws=0).fit(panel)
-        plain = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        plain, plain_cpu = time.perf_counter() - t0, time.process_time() - c0
+        t0, c0 = time.perf_counter(), time.process_time()
         didmem.RandomTimingEstimator(seed=1, n_fisher=args.fisher, n_draws=0).fit(panel)
-        spent = time.perf_counter() - t0
+        spent, spent_cpu = time.perf_counter() - t0, time.process_time() - c0
+        # CPU time of this process (one BLAS thread): the figure that a shared, loaded
+        # machine inflates least
         out.update(fit_without_band_s=plain, fisher_permutations=args.fisher,
-                   fisher_s=spent, fisher_per_1000_s=(spent - plain) / args.fisher * 1000)
+                   fisher_s=spent, fisher_per_1000_s=(spent - plain) / args.fisher * 1000,
+                   fisher_cpu_per_1000_s=(spent_cpu - plain_cpu) / args.fisher * 1000)
+    if args.parts:
+        out["permutation_parts_cpu_s"] = permutation_parts(frame, args.parts)
+    out["load_average_1_5_15"] = os.getloadavg()
     print(json.dumps(out, indent=1))
 
 

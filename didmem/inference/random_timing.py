@@ -40,7 +40,7 @@ from threadpoolctl import threadpool_limits
 
 from ..errors import EstimationError
 
-__all__ = ["TimingDesign", "LinearEstimates", "linear_estimates", "cell_estimates",
+__all__ = ["TimingDesign", "LinearEstimates", "EstimandRows", "linear_estimates", "cell_estimates",
            "event_study_vcv", "generalised_inverse", "Projections"]
 
 _GINV_TOL = np.sqrt(np.finfo(np.float64).eps)
@@ -230,7 +230,66 @@ def _heterogeneity_terms(projections: Projections, a_theta: np.ndarray, first: i
     return b, q
 
 
-def linear_estimates(design: TimingDesign, a_theta, a_0, beta=None, *,
+@dataclass(frozen=True, eq=False)
+class EstimandRows:
+    """A stack of estimands' ``A_theta``, ``A_0`` (J, K, T), with the cohort-major copies
+    (K, J, T) that the per-cohort products take: prepared once where the same estimands are
+    evaluated on many designs (the permutations of a Fisher test)."""
+
+    a_theta: np.ndarray
+    a_0: np.ndarray
+    blocks: tuple  # (rows, (a0 lo, hi), (theta lo, hi), A_0 block, A_theta block)
+
+    @classmethod
+    def of(cls, a_theta, a_0, block_rows: int = 16) -> "EstimandRows":
+        """Rows sorted by where their non-zero times lie, in blocks of ``block_rows``, each
+        block cut to the times any of its rows uses (an event time's rows use about half of
+        them), so that the quadratic forms cost ``|block| x |times|^2`` per cohort."""
+        a_theta = np.asarray(a_theta, dtype=np.float64)
+        a_0 = np.asarray(a_0, dtype=np.float64)
+        if a_theta.ndim == 2:
+            a_theta, a_0 = a_theta[None], a_0[None]
+        a_lo, a_hi = _time_range(a_0)
+        t_lo, t_hi = _time_range(a_theta)
+        order = np.lexsort((a_lo, t_lo))
+        blocks = []
+        for start in range(0, order.size, block_rows):
+            rows = np.sort(order[start:start + block_rows])
+            a = (int(a_lo[rows].min()), int(a_hi[rows].max()))
+            t = (int(t_lo[rows].min()), int(t_hi[rows].max()))
+            blocks.append((rows, a, t,
+                           np.ascontiguousarray(a_0[rows][:, :, a[0]:a[1]].transpose(1, 0, 2)),
+                           np.ascontiguousarray(
+                               a_theta[rows][:, :, t[0]:t[1]].transpose(1, 0, 2))))
+        return cls(a_theta=a_theta, a_0=a_0, blocks=tuple(blocks))
+
+    def quadratic_forms(self, cov: np.ndarray):
+        """Per cohort and row, ``A_0 S A_0'``, ``A_0 S A_theta'`` and ``A_theta S A_theta'``
+        (each (K, J); ``cov`` (K, T, T) the cohorts' ``S``)."""
+        k, n_rows = cov.shape[0], self.a_theta.shape[0]
+        x_var, x_theta, theta_var = (np.zeros((k, n_rows)) for _ in range(3))
+        for rows, (alo, ahi), (tlo, thi), a0, th in self.blocks:
+            if ahi > alo:
+                x_var[:, rows] = np.einsum("kjs,kjs->kj", a0 @ cov[:, alo:ahi, alo:ahi], a0)
+            if thi > tlo:
+                lo, hi = min(alo, tlo) if ahi > alo else tlo, max(ahi, thi)
+                th_s = th @ cov[:, tlo:thi, lo:hi]
+                theta_var[:, rows] = np.einsum("kjs,kjs->kj", th_s[:, :, tlo - lo:thi - lo], th)
+                if ahi > alo:
+                    x_theta[:, rows] = np.einsum("kjs,kjs->kj",
+                                                 th_s[:, :, alo - lo:ahi - lo], a0)
+        return x_var, x_theta, theta_var
+
+
+def _time_range(a: np.ndarray):
+    """Each row's first and one-past-last time with a non-zero weight (0, 0 when none)."""
+    used = np.abs(a).max(axis=1) != 0  # (J, T)
+    lo = np.where(used.any(axis=1), used.argmax(axis=1), 0)
+    hi = np.where(used.any(axis=1), a.shape[-1] - used[:, ::-1].argmax(axis=1), 0)
+    return lo, hi
+
+
+def linear_estimates(design: TimingDesign, a_theta, a_0=None, beta=None, *,
                      first_cohort=None, refine: bool = True,
                      projections: Projections | None = None) -> LinearEstimates:
     """Estimates, design-based and Neyman standard errors of linear estimands.
@@ -240,7 +299,7 @@ def linear_estimates(design: TimingDesign, a_theta, a_0, beta=None, *,
     design : TimingDesign
     a_theta, a_0 : array (J, K, T) or (K, T)
         The estimands' ``A_theta`` and ``A_0`` (see :mod:`~didmem.inference.
-        random_timing_weights`).
+        random_timing_weights`); or ``a_theta`` an :class:`EstimandRows` and ``a_0`` None.
     beta : float, optional
         The coefficient on ``Xhat``; None for the plug-in efficient ``beta*`` of each row.
     first_cohort : int, optional
@@ -255,20 +314,17 @@ def linear_estimates(design: TimingDesign, a_theta, a_0, beta=None, *,
     -------
     LinearEstimates
     """
-    a_theta = np.asarray(a_theta, dtype=np.float64)
-    a_0 = np.asarray(a_0, dtype=np.float64)
-    if a_theta.ndim == 2:
-        a_theta, a_0 = a_theta[None], a_0[None]
+    rows = a_theta if isinstance(a_theta, EstimandRows) else EstimandRows.of(a_theta, a_0)
+    a_theta, a_0 = rows.a_theta, rows.a_0
+    n_rows = a_theta.shape[0]
     inv_n = 1.0 / design.count
-    theta0 = np.einsum("jkt,kt->j", a_theta, design.mean)
-    x_hat = np.einsum("jkt,kt->j", a_0, design.mean)
-    # per cohort, (J x T) @ (T x T) products (batched BLAS), then row-wise dots
-    a0_k = np.ascontiguousarray(a_0.transpose(1, 0, 2))
-    th_k = np.ascontiguousarray(a_theta.transpose(1, 0, 2))
-    a0_s = a0_k @ design.cov
-    x_var_k = inv_n[:, None] * np.einsum("kjs,kjs->kj", a0_s, a0_k)
-    x_theta_k = inv_n[:, None] * np.einsum("kjs,kjs->kj", a0_s, th_k)
-    theta_var_k = inv_n[:, None] * np.einsum("kjs,kjs->kj", th_k @ design.cov, th_k)
+    mean = design.mean.ravel()
+    theta0 = a_theta.reshape(n_rows, -1) @ mean
+    x_hat = a_0.reshape(n_rows, -1) @ mean
+    # per cohort, (J x T) @ (T x T) products (batched BLAS) on blocks of rows cut to the
+    # times they use, then row-wise dots
+    x_var_k, x_theta_k, theta_var_k = (inv_n[:, None] * f
+                                       for f in rows.quadratic_forms(design.cov))
     x_var, x_theta, theta_var = x_var_k.sum(0), x_theta_k.sum(0), theta_var_k.sum(0)
     if beta is None:
         # R solves (Xvar' Xvar) beta = Xvar' Xtheta by LDLT, which gives 0 for Xvar = 0
@@ -281,10 +337,11 @@ def linear_estimates(design: TimingDesign, a_theta, a_0, beta=None, *,
     var_neyman = np.maximum(var_neyman, 0.0)
     df = _welch_df(np.maximum(theta_var_k + b * b * x_var_k - 2.0 * x_theta_k * b, 0.0),
                    design.count)
-    firsts = (_first_cohort(a_theta) if first_cohort is None
-              else np.full(theta0.size, int(first_cohort)))
     var = var_neyman.copy()
-    projections = projections or Projections(design)
+    if refine:
+        firsts = (_first_cohort(a_theta) if first_cohort is None
+                  else np.full(theta0.size, int(first_cohort)))
+        projections = projections or Projections(design)
     for first in (np.unique(firsts) if refine else ()):
         rows = np.flatnonzero(firsts == first)
         terms = _heterogeneity_terms(projections, a_theta[rows], int(first))
@@ -336,29 +393,24 @@ class CellEstimates:
 
 
 def cell_estimates(design: TimingDesign, beta=None, last_treated: bool = False,
-                   *, refine: bool = True, projections: Projections | None = None
-                   ) -> CellEstimates:
+                   *, refine: bool = True, projections: Projections | None = None,
+                   with_df: bool = True) -> CellEstimates:
     """All cells ``(g, t)`` at once (R's ``create_Atheta_list_for_ATE_tg`` per cell).
 
     Vectorised through suffix sums over the cohorts (the not-yet-treated controls of a cell
     are the cohorts after ``max(g, t)``), so that a profile of thousands of cells costs a
     few array passes; the refinement of ``se`` needs one generalised inverse per pair of a
-    cohort and a later cohort. ``refine=False`` leaves ``std_error`` equal to the Neyman one.
+    cohort and a later cohort. ``refine=False`` leaves ``std_error`` equal to the Neyman one;
+    ``with_df=False`` leaves ``df`` NaN (its (cells x cohorts) arrays are the larger part of
+    a Fisher permutation's cost, and the statistics do not use it).
     """
     codes, n_t = design.codes, design.n_times
     k = codes.size
     top = codes.max()
     n, mean, cov = design.count, design.mean, design.cov
-    rows_g, rows_t = [], []
-    for gi in range(k):
-        if not (np.isfinite(codes[gi]) and codes[gi] > 0):
-            continue
-        for t in range(n_t):
-            if t < top:
-                rows_g.append(gi)
-                rows_t.append(t)
-    gi = np.asarray(rows_g, dtype=np.int64)
-    ti = np.asarray(rows_t, dtype=np.int64)
+    treated_later = np.isfinite(codes) & (codes > 0)
+    gi, ti = np.nonzero(treated_later[:, None] & (np.arange(n_t) < top)[None, :])
+    gi, ti = gi.astype(np.int64), ti.astype(np.int64)
     # a cell needs controls other than its own cohort
     if last_treated:
         keep = (codes[-1] > ti) & (gi != k - 1)
@@ -395,6 +447,19 @@ def cell_estimates(design: TimingDesign, beta=None, last_treated: bool = False,
     estimate = theta0 - b * x_hat
     var_neyman = np.maximum(theta_var + b * b * x_var - 2.0 * b * x_theta, 0.0)
     var = var_neyman.copy()
+    df = (_cell_df(design, gi, ti, p, start, b, var_neyman, c2) if with_df
+          else np.full(gi.size, np.nan))
+    if refine:
+        var = _refined_cell_variance(projections or Projections(design), gi, ti, start,
+                                     nc_safe, var_neyman)
+    return CellEstimates(cohort_index=gi, time_index=ti, estimate=estimate,
+                         std_error=np.sqrt(var), std_error_neyman=np.sqrt(var_neyman), beta=b,
+                         control_start=start, df=df)
+
+
+def _cell_df(design, gi, ti, p, start, b, var_neyman, c2):
+    """Welch-Satterthwaite degrees of freedom of the cells' Neyman variances."""
+    n, cov, k = design.count, design.cov, design.codes.size
     # Welch-Satterthwaite: the treated cohort's part and each control cohort's
     # (N_c / N_C)^2 q_c / N_c, whose squares over N_c - 1 sum to N_c^2 / (N_c - 1) q_c^2 / N_C^4
     treated = np.maximum(cov[gi, ti, ti] - 2 * b * cov[gi, p, ti] + b * b * cov[gi, p, p],
@@ -408,14 +473,8 @@ def cell_estimates(design: TimingDesign, beta=None, last_treated: bool = False,
     control_sq = (wq[None, :] * q * q * controls).sum(axis=1) * c4
     control_var = np.maximum(var_neyman - treated, 0.0)
     denom = treated ** 2 / (n[gi] - 1.0) + control_sq
-    df = np.where(denom > 0, (treated + control_var) ** 2 / np.where(denom > 0, denom, 1.0),
-                  np.inf)
-    if refine:
-        var = _refined_cell_variance(projections or Projections(design), gi, ti, start,
-                                     nc_safe, var_neyman)
-    return CellEstimates(cohort_index=gi, time_index=ti, estimate=estimate,
-                         std_error=np.sqrt(var), std_error_neyman=np.sqrt(var_neyman), beta=b,
-                         control_start=start, df=df)
+    return np.where(denom > 0, (treated + control_var) ** 2 / np.where(denom > 0, denom, 1.0),
+                    np.inf)
 
 
 def _refined_cell_variance(projections, gi, ti, start, nc, var_neyman):

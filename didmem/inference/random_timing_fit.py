@@ -17,7 +17,8 @@ from threadpoolctl import threadpool_limits
 
 from . import random_timing_weights as weights
 from .bands import normal_quantile
-from .random_timing import Projections, TimingDesign, cell_estimates, linear_estimates
+from .random_timing import (EstimandRows, Projections, TimingDesign, cell_estimates,
+                            linear_estimates)
 from .random_timing_fisher import band_draws, fisher_test
 
 __all__ = ["AggregationStack", "aggregation_stack", "fit_random_timing", "RandomTimingTables"]
@@ -82,11 +83,11 @@ class RandomTimingTables:
     n_fisher: int
 
 
-def _statistics(design, beta, last_treated, a_theta, a_0):
+def _statistics(design, beta, last_treated, rows: EstimandRows):
     """Neyman-studentised statistics of the cells and the given aggregation rows (no
     refinement: cheap enough to permute)."""
-    cells = cell_estimates(design, beta, last_treated, refine=False)
-    agg = linear_estimates(design, a_theta, a_0, beta, refine=False)
+    cells = cell_estimates(design, beta, last_treated, refine=False, with_df=False)
+    agg = linear_estimates(design, rows, None, beta, refine=False)
     return np.r_[_ratio(cells.estimate, cells.std_error_neyman),
                  _ratio(agg.estimate, agg.std_error_neyman)]
 
@@ -187,9 +188,9 @@ def _fit(times, cohorts, y, *, beta, last_treated, randomised, alpha, n_draws, n
         # and calendar: each permutation's cost grows with the rows)
         n_cells = cells.estimate.size
         rows = np.flatnonzero(np.isnan(stack.keys) | (stack.names == "dynamic"))
-        a_theta, a_0 = stack.a_theta[rows], stack.a_0[rows]
+        tested_rows = EstimandRows.of(stack.a_theta[rows], stack.a_0[rows])
         test = fisher_test(times, cohorts, y,
-                           lambda d: _statistics(d, beta, last_treated, a_theta, a_0),
+                           lambda d: _statistics(d, beta, last_treated, tested_rows),
                            n_permutations=n_fisher, randomised=randomised, seed=f_seed)
         tested = np.r_[np.arange(n_cells), n_cells + rows]
         p[tested], p_r[tested] = test.pvalue, test.pvalue_r

@@ -165,6 +165,23 @@ class RandomTimingResult:
                          f"sup-t over cells p = {self.fisher_sup_pvalue:.4g}")
         return "\n".join(lines)
 
+    def save(self, path):
+        """Refused: a random-timing fit has no results-file format yet (``didmem.load_result``
+        reads the difference-in-differences kinds only).
+
+        Write its rows instead: ``result.to_frame().to_parquet(path)`` (the cells) and
+        ``result.aggregate(name).to_frame()`` for an aggregation.
+
+        Raises
+        ------
+        ParameterError
+            Always, naming the alternative.
+        """
+        raise ParameterError(
+            f"RandomTimingResult has no results-file format (not written: {str(path)!r}); "
+            "write its cells with result.to_frame().to_parquet(path) and an aggregation with "
+            "result.aggregate(name).to_frame().to_parquet(path).")
+
     def __repr__(self) -> str:
         return (f"RandomTimingResult({self.n_units} units, {self.design.cohorts.size} cohorts,"
                 f" {self.design.n_times} times)")

@@ -46,6 +46,7 @@ PAGES = {
                      "demo": False},
     "docs/comparison.rst": {"slow": "trains a quick lab run with subset models", "demo": False},
     "docs/heterogeneity.rst": {"slow": None, "demo": False},
+    "docs/random_timing.rst": {"slow": None, "demo": False},
     "docs/membership.rst": {"slow": None, "demo": False},
     "docs/power.rst": {"slow": "reads the demo's lab panel; simulates 200 studies per design",
                           "demo": True},

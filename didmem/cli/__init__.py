@@ -122,7 +122,7 @@ def _flags(parser, command: str) -> dict:
 
 _OUT_IS = {"demo": "directory", "lab": "directory", "power": "directory", "run": "directory",
            "score": "directory", "estimate": "file", "plot": "file", "report": "file",
-           "sensitivity": "file"}
+           "sensitivity": "file", "compare": "file"}
 """What each subcommand's ``--out`` names."""
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import chdtrc, ndtr
 
+from ..errors import EstimationError
 from . import random_timing_weights as weights
 from .random_timing import TimingDesign, generalised_inverse
 
@@ -51,7 +52,7 @@ def balance_test(design: TimingDesign, estimands=("simple", "cohort", "calendar"
     for e in event_times:
         pair = weights.event_time_weights(codes, n, n_t, int(e), last_treated)
         if pair is None:
-            raise ValueError(f"No cohort has a comparison at event time {e}.")
+            raise EstimationError(f"No cohort has a comparison at event time {e}.")
         names.append(f"ES{int(e)}")
         a_0.append(pair[1])
     a_0 = np.stack(a_0)  # (J, K, T)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ..errors import ParameterError
 from . import random_timing_weights as weights
 from .bands import normal_quantile
 from .random_timing import (EstimandRows, Projections, TimingDesign, cell_estimates,
@@ -153,7 +154,8 @@ def _fit(times, cohorts, y, *, beta, last_treated, randomised, alpha, n_draws, n
     if design is None:
         design = TimingDesign.from_paths(times, cohorts, y)
     elif n_fisher > 0:
-        raise ValueError("Fisher permutations need the units' paths, not their moments.")
+        raise ParameterError("Fisher permutations need the units' paths, not their moments: "
+                             "fit a Panel, or set n_fisher=0.")
     projections = Projections(design)
     cells = cell_estimates(design, beta, last_treated, projections=projections)
     stack = aggregation_stack(design, last_treated)

@@ -31,7 +31,7 @@ def _argv(config: LabConfig) -> list[str]:
         elif field.name == "text_files":
             for path in value:
                 argv += [flag, path]
-        elif field.name == "vary_init":  # a flag
+        elif options[field.name].nargs == 0:  # a flag (--vary-init, --track)
             argv += [flag] if value else []
         else:
             argv += [flag, ",".join(map(str, value)) if isinstance(value, tuple) else str(value)]
@@ -87,6 +87,7 @@ def test_types_and_choices_come_from_the_constraints():
     LabConfig(n_domains=3, validation_mix=0.5, exact_cohorts="auto", threads=2),
     quick_config(text_files=("a.txt", "b.txt"), exact_cohorts=()),
     quick_config(runs=3, vary_init=True),
+    quick_config(track=True),
 ])
 def test_every_field_given_on_the_command_line_reaches_the_config(config):
     args = add_arguments(argparse.ArgumentParser()).parse_args(_argv(config))

@@ -16,6 +16,7 @@ ARGS = {
     "plot": ["results.parquet", "--figure", "profile"],
     "report": ["results.parquet"],
     "sensitivity": ["results.parquet", "--m", "0.1"],
+    "compare": ["a.parquet", "b.parquet", "--outcome", "y"],
 }
 
 

@@ -113,3 +113,21 @@ def test_a_wrong_input_names_the_forms():
     with pytest.raises(ParameterError, match=r"needs a didmem\.Panel; got DataFrame.*"
                                              r"Panel\.scan"):
         didmem.DifferenceEstimator().fit(pd.DataFrame({"a": [1]}))
+
+
+def test_the_summary_says_where_the_data_came_from(tmp_path, simulated):
+    """Issue 50: the summary never said that the fit came from a folder, moments or Ray. The
+    driver records the source on the moments' design; the summary, the settings (and so the
+    results file and the report) say it. A panel in memory says nothing extra."""
+    folder = _write(tmp_path / "data", simulated, n_files=3)
+    est = didmem.DiDEstimator(n_bootstrap=0)
+    panel = didmem.Panel(simulated, **COLUMNS)
+    assert "source:" not in est.fit(panel).summary()
+    from_folder = est.fit(didmem.Panel.scan(folder, **COLUMNS))
+    assert f"source: the parquet folder {str(folder)!r}, read here" in from_folder.summary()
+    on_ray = est.fit(didmem.Panel.scan(folder, **COLUMNS,
+                                       map_items=lambda f, items: [f(i) for i in items]))
+    assert "read as tasks on Ray" in on_ray.summary()
+    assert est.fit(panel_moments(panel)).settings.source == "per-cohort moments given to the fit"
+    saved = didmem.load_result(from_folder.save(tmp_path / "r.parquet"))
+    assert saved.settings.source == from_folder.settings.source

@@ -17,6 +17,8 @@ neither pandas, numba nor scipy.stats.
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import TYPE_CHECKING
 
 from ..errors import ParameterError
@@ -151,14 +153,19 @@ class GroupTimeEstimator(BaseEstimator):
         if isinstance(data, CohortMoments):
             moments = data
             outcome = outcome or params["outcome"] or "outcome"
+            source = "per-cohort moments given to the fit"
         elif isinstance(data, PatternPanel):
             moments = pattern_moments(data.times, data.cohorts, data.patterns, data.counts)
             outcome = data.outcome
+            source = "pattern counts (a binary panel), fitted from their moments"
         else:
             moments = dataset_moments(data, map_items=data.map_items)
             outcome, never_treated_code = data.outcome, data.never_treated
+            source = (f"the parquet folder {str(data.path)!r}, "
+                      + ("read here" if data.map_items is None else "read as tasks on Ray")
+                      + " in bounded memory and fitted from its moments")
         prepared = prepare_moments(moments, need_never_treated=not not_yet,
                                    anticipation=params.get("anticipation", 0),
                                    lower_is_better=params["lower_is_better"], owner=name,
                                    never_treated_code=never_treated_code)
-        return prepared, outcome
+        return dataclasses.replace(prepared, source=source), outcome

@@ -54,6 +54,9 @@ class MomentsDesign:
     y: None = None
     x: None = None
     holes: None = None
+    #: where the moments came from, in words (a parquet folder, on Ray, pattern counts);
+    #: the result's settings and summary say it
+    source: str = ""
 
     @property
     def times(self) -> np.ndarray:

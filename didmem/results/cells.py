@@ -372,6 +372,7 @@ class GroupTimeResult(PicklableProxies):
             + (f"; {self.n_clusters} clusters" if self.n_clusters else "")
             + _holes_note(self.prepared),
             "  settings: " + ", ".join(f"{k}={v!r}" for k, v in p.items()),
+            *([f"  source: {self.settings.source}"] if self.settings.source else []),
             f"  inference: {self._inference_line()}",
             f"  {self.inference.std_error_note()}",
             f"  cells: {len(frame)} ({len(post)} post-treatment); significant: "

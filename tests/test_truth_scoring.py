@@ -272,7 +272,7 @@ def test_demo_scores_with_the_shared_truth(tmp_path, monkeypatch, capsys):
                     exact=pd.DataFrame())
     monkeypatch.setattr(didmem.lab, "run", lambda *args, **kwargs: lab)
     assert demo.run(argparse.Namespace(out=str(tmp_path), seed=0, n_bootstrap=99, quick=True,
-                                       overwrite=False)) == 0
+                                       overwrite=False, progress=None)) == 0
     printed = capsys.readouterr().out
     result = didmem.load_result(tmp_path / "results.parquet")
     n, rmse, covered = _old_demo(result, truth[["cohort", "time", "tau"]])

@@ -103,3 +103,26 @@ def test_check_fits_memory_shape():
                                              r"its arrays: about .* GiB, more than this "
                                              r"machine's .* GiB of memory\. Got 3\.$"):
         check_fits_memory("f", "n", 3, 2 * have, "its arrays")
+
+
+@pytest.mark.parametrize("call", ["random_timing_fisher", "random_timing_draws",
+                                  "compare_profiles", "heterogeneity", "moderator_slopes"])
+def test_the_fifth_wave_counts_are_bounded(call):
+    """``RandomTimingEstimator(n_fisher=10**12)`` ended in numpy's MemoryError (182 TiB); the
+    contrasts' ``n_draws`` had no bound either. Each is refused by name, before any work."""
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=2, units_per_cohort=10, n_never_treated=10,
+                                           n_times=4, seed=0)
+    panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
+    huge = 10**12
+    calls = {
+        "random_timing_fisher": lambda: didmem.RandomTimingEstimator(n_fisher=huge).fit(panel),
+        "random_timing_draws": lambda: didmem.RandomTimingEstimator(n_draws=huge).fit(panel),
+        "compare_profiles": lambda: didmem.compare_profiles(
+            *[didmem.DiDEstimator(n_bootstrap=0).fit(panel)] * 2, n_draws=huge),
+        "heterogeneity": lambda: didmem.heterogeneity(
+            panel, by=df.groupby("unit")["unit"].first() % 2, n_draws=huge),
+        "moderator_slopes": lambda: didmem.moderator_slopes(
+            panel, df.groupby("unit")["unit"].first().astype(float), n_draws=huge),
+    }
+    with pytest.raises(didmem.errors.ParameterError, match=r"'n_(fisher|draws)' parameter .*1000000"):
+        calls[call]()

@@ -14,7 +14,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from .._validation import Alpha, Boolean, Integral, Satisfies, Seed, validate_params
+from .._validation import Alpha, Boolean, Count, Satisfies, Seed, validate_params
 from ..errors import EstimationError, ParameterError
 from ..results._common import Estimate, level_label
 from ..results.aggregations import KEY_NAMES, canonical_aggregation
@@ -37,7 +37,7 @@ def _labels(value) -> bool:
 _CONSTRAINTS = {
     "labels": Satisfies(_labels, "two different non-empty names, e.g. ('1.4B', '410M')"),
     "alpha": Alpha(allow_none=True),
-    "n_draws": Integral(0),
+    "n_draws": Count(0),
     "seed": Seed(),
     "small_sample": Boolean(),
 }

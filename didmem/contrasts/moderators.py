@@ -17,7 +17,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from .._validation import Alpha, Boolean, Instance, Integral, Satisfies, Seed, validate_params
+from .._validation import Alpha, Boolean, Count, Instance, Satisfies, Seed, validate_params
 from ..errors import EstimationError, ParameterError
 from ..results._common import Estimate, level_label
 from ..results.aggregations import build_aggregation, canonical_aggregation
@@ -33,7 +33,7 @@ _CONSTRAINTS = {
                            "within each unit"),
     "estimator": Instance("didmem.estimators.did:DiDEstimator", allow_none=True),
     "alpha": Alpha(allow_none=True),
-    "n_draws": Integral(0),
+    "n_draws": Count(0),
     "seed": Seed(),
     "small_sample": Boolean(),
 }

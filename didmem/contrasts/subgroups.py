@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import chdtrc
 
-from .._validation import Alpha, Boolean, Instance, Integral, Satisfies, Seed, validate_params
+from .._validation import Alpha, Boolean, Count, Instance, Satisfies, Seed, validate_params
 from ..errors import EstimationError, PanelError, ParameterError
 from ..results.aggregations import KEY_NAMES, canonical_aggregation
 from ._joint import Contrast, contrast, standard_errors
@@ -39,7 +39,7 @@ _CONSTRAINTS = {
                     "each unit"),
     "estimator": Instance("didmem.estimators.did:DiDEstimator", allow_none=True),
     "alpha": Alpha(allow_none=True),
-    "n_draws": Integral(0),
+    "n_draws": Count(0),
     "seed": Seed(),
     "small_sample": Boolean(),
 }

@@ -7,7 +7,8 @@ import warnings
 import numpy as np
 
 from ..errors import DataDroppedWarning, ParameterError
-from .base import Alpha, BaseEstimator, Instance, Integral, Interval, OneOf, Seed
+from .._validation import Count
+from .base import Alpha, BaseEstimator, Instance, Interval, OneOf, Seed
 
 __all__ = ["RandomTimingEstimator"]
 
@@ -71,8 +72,8 @@ class RandomTimingEstimator(BaseEstimator):
         "beta": Interval(None, None, allow_none=True),
         "control_group": OneOf("not_yet_treated", "last_treated"),
         "randomised": OneOf("training", "all"),
-        "n_fisher": Integral(0),
-        "n_draws": Integral(0),
+        "n_fisher": Count(0),  # each permutation is a fit: bounded like n_simulations
+        "n_draws": Count(0),
         "alpha": Alpha(),
         "seed": Seed(),
         "outcome": Instance(str, allow_none=True),

@@ -240,3 +240,21 @@ def test_checkpoint_steps_are_positions_on_the_grid():
     for name in ("simple", "group", "calendar", "dynamic"):
         np.testing.assert_allclose(b.aggregate(name).to_frame()["estimate"],
                                    a.aggregate(name).to_frame()["estimate"], rtol=1e-12)
+
+
+def test_a_scanned_folder_equals_the_panel_fit(tmp_path):
+    """The estimator takes a parquet folder (``Panel.scan``) through its per-cohort moments,
+    as the group-time estimators do, and gives the panel's numbers (1e-9); the Fisher test,
+    which permutes paths, is refused there by name."""
+    from .test_panel_scan import COLUMNS, _write
+
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=3, units_per_cohort=15, n_never_treated=20,
+                                           n_times=6, seed=47)
+    folder = _write(tmp_path / "data", df, n_files=3)
+    est = didmem.RandomTimingEstimator(n_draws=0)
+    ref = est.fit(didmem.Panel(df, **COLUMNS)).aggregate("simple").to_frame()
+    got = est.fit(didmem.Panel.scan(folder, **COLUMNS)).aggregate("simple").to_frame()
+    for column in ("estimate", "std_error", "std_error_neyman"):
+        np.testing.assert_allclose(got[column], ref[column], rtol=1e-9, atol=1e-12)
+    with pytest.raises(didmem.errors.ParameterError, match="n_fisher=0"):
+        didmem.RandomTimingEstimator(n_fisher=10).fit(didmem.Panel.scan(folder, **COLUMNS))

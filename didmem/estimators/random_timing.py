@@ -88,22 +88,35 @@ class RandomTimingEstimator(BaseEstimator):
                          outcome=outcome, lower_is_better=lower_is_better)
 
     _input_hint = ("Build one with didmem.Panel(df, unit=..., time=..., cohort=..., "
-                   "outcome=...), or pass per-cohort CohortMoments.")
+                   "outcome=...), scan a parquet folder with didmem.Panel.scan(...), or pass "
+                   "per-cohort CohortMoments.")
 
     def _accepts(self, data) -> bool:
         from ..inference.moments import CohortMoments
         from ..panel import Panel
+        from ..panel.scan import ParquetPaths
 
-        return isinstance(data, (Panel, CohortMoments))
+        return isinstance(data, (Panel, ParquetPaths, CohortMoments))
 
     def _fit(self, panel, params):
         from ..inference.moments import CohortMoments
         from ..inference.random_timing_fit import fit_random_timing
         from ..results.random_timing import RandomTimingResult
 
+        from ..inference.moments import dataset_moments
+        from ..panel.scan import ParquetPaths
+
         name = type(self).__name__
         if isinstance(panel, CohortMoments):
             return self._fit_moments(panel, params)
+        if isinstance(panel, ParquetPaths):  # a folder: its moments, as the group-time fit
+            if params["n_fisher"]:
+                raise ParameterError(f"{name}: the Fisher test permutes the instances' paths, "
+                                     "which a folder's moments do not keep; fit a didmem.Panel "
+                                     "of the folder's rows, or pass n_fisher=0.")
+            moments = dataset_moments(panel, map_items=panel.map_items)
+            return self._fit_moments(moments, {**params,
+                                               "outcome": params["outcome"] or panel.outcome})
         if panel.covariates:
             raise ParameterError(f"{name} takes no covariates; the panel has "
                                  f"{list(panel.covariates)}.")

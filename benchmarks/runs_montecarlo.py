@@ -43,7 +43,8 @@ import numpy as np
 import didmem
 from didmem.datasets import simulate_runs
 from didmem.estimators._runs_fit import _run_cells
-from didmem.inference.runs import _psd_root, gaussian_band, pooled_cells
+from didmem.inference.bands import simultaneous_band
+from didmem.inference.runs import _psd_root, pooled_cells
 from _provenance import provenance
 
 DGPS = {
@@ -93,11 +94,11 @@ def one_replication(dgp: str, seed: int, draws: int) -> dict:
     # the band with the runs held fixed: the instance part of the variance alone and its
     # Gaussian sup-t value, as a fit that ignored the between-run variance would draw it
     cells = pooled_cells([_run_cells(res.per_run[r], panel.units) for r in res.runs])
-    fixed_band = gaussian_band(_psd_root(cells.instance_covariance).T,
-                               np.full(len(pooled), np.inf), alpha=0.05, n_draws=draws,
-                               rng=np.random.default_rng(seed), simultaneous=True)
-    fixed = (np.abs(pooled["estimate"] - target)
-             <= fixed_band.critical_values * pooled["instance_se"])
+    root = _psd_root(cells.instance_covariance)
+    gauss = np.random.default_rng(seed).standard_normal((draws, root.shape[1])) @ root.T
+    fixed_crit, _ = simultaneous_band(gauss, np.sqrt(np.diag(cells.instance_covariance)),
+                                      0.05, np.sqrt(root.shape[1]), at_least_normal=False)
+    fixed = np.abs(pooled["estimate"] - target) <= fixed_crit * pooled["instance_se"]
     within = res.within.to_frame()
     cohorts = df.pivot_table(index="run", columns="unit", values="cohort",
                              aggfunc="first", dropna=False).to_numpy()

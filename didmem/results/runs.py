@@ -62,9 +62,10 @@ class RunsProfile(CellTable, PicklableProxies):
         ``n_instances``).
     critical_value : float
         The pooled band's value, simulated from its variance components with the runs'
-        spread (:func:`~didmem.inference.runs.pooled_band`); the within-instance band's on
-        the normal scale (each cell's interval uses the t quantile at that value's level
-        with ``n_instances - 1`` degrees of freedom: its instances are the clusters).
+        spread (:func:`~didmem.inference.runs.pooled_band`); the within-instance band's is
+        the shared one of every group-time fit: with the small-sample correction, the largest
+        of the cells' t quantiles (each cell's interval uses its own, with its Welch degrees
+        of freedom, at the sup-t value's pointwise level; its instances are the clusters).
     band : {"simultaneous", "pointwise"}
     pretest : tuple or None
         The within-instance comparison's Wald pre-test ``(statistic, df, pvalue)`` of its

@@ -59,7 +59,10 @@ class RunsProfile(CellTable, PicklableProxies):
         the between-run standard deviation of
         tau_r(g, c), ``instance_se`` the standard error with the runs held fixed, ``n_runs``;
         within-instance: ``n_pairs`` (run, instance) pairs with a control run,
-        ``n_instances``).
+        ``n_instances``, and the efficient combination with the pooled DiD with the runs held
+        fixed, ``combined_estimate``, ``combined_std_error`` and ``combined_weight`` (the
+        weight on the within-instance estimate; :mod:`didmem.inference.runs_combined`:
+        never a larger variance than either, on the runs-held-fixed target)).
     critical_value : float
         The pooled band's value, simulated from its variance components with the runs'
         spread (:func:`~didmem.inference.runs.pooled_band`); the within-instance band's is

@@ -628,3 +628,37 @@ def test_between_plug_ins_of_the_pooled_band():
     assert np.std(shrunk) <= np.std(s - d) + 1e-15
     with pytest.raises(EstimationError, match="Unknown between-run plug-in"):
         between_plug_in(pooled, "nope")
+
+
+def test_within_aggregations_are_the_shared_ones_with_fixed_cohort_weights(fitted, tmp_path):
+    """The within-instance comparison aggregates as a fit does: ``simple`` is the mean of its
+    post-treatment cells weighted by their cohorts' (run, instance) pairs, with the variance
+    of the combined influence ``sum_i (psi_i w)^2`` times Welch's ``n / (n - 1)`` (one group of
+    instances) and no estimated-weights term (the cohorts are the runs' data orders)."""
+    panel, res = fitted
+    within = _within_of(panel)
+    keep = within.estimable
+    live = within.subset(keep)
+    cohorts = np.stack([panel.run_panel(r).cohorts for r in panel.runs])
+    pairs = {g: (cohorts == g).sum() for g in np.unique(live.cohort)}
+    post = (live.time >= live.cohort) & ~live.reference
+    w = np.where(post, [pairs[g] for g in live.cohort], 0.0)
+    w = w / w.sum()
+    simple = res.within.aggregate("simple")
+    assert simple.overall.estimate == pytest.approx(w @ live.estimate, rel=1e-10)
+    n = live.psi.shape[0]
+    var = np.sum((live.psi @ w) ** 2) * n / (n - 1)
+    assert simple.overall.std_error == pytest.approx(np.sqrt(var), rel=1e-8)
+    inst = res.within.aggregate("instantaneous")
+    frame = res.within.to_frame()
+    first = frame[frame["time"] == frame["cohort"]].set_index("cohort")["estimate"]
+    np.testing.assert_allclose(inst.estimates, first.loc[inst.keys].to_numpy(), rtol=1e-12)
+    dynamic = res.within.aggregate("dynamic")
+    assert np.all(np.isfinite(dynamic.std_errors[dynamic.keys >= 0]))
+    import pickle
+
+    again = pickle.loads(pickle.dumps(res))  # results cross processes (the lab's workers)
+    assert again.within.aggregate("simple").overall.estimate == simple.overall.estimate
+    back = didmem.load_result(res.save(tmp_path / "runs.parquet"))
+    with pytest.raises(ParameterError, match="read back from a file"):
+        back.within.aggregate("simple")

@@ -90,21 +90,30 @@ def _within_profile(panel, runs, cohorts, params, seed):
     within = within_cells(y, cohorts, panel.times, base_period=params["base_period"],
                           anticipation=params["anticipation"], run_trends=params["run_trends"])
     settings = InferenceSettings.from_params({**params, "seed": int(seed)}, "RunsEstimator")
-    inference = CellInference.draw(WithinInfluence.build(within, panel.times), settings)
+    # the shared inference over the cells with an estimate (a pair with a control run, or a
+    # reference cell); the others stay in the table with NaN
+    keep = within.estimable
+    live = within.subset(keep)
+    cohort_values = np.unique(live.cohort)
+    pairs = [(cohorts == g).sum() for g in cohort_values]  # (run, instance) pairs first at g
+    influence = WithinInfluence.build(live, panel.times, pairs)
+    inference = CellInference.draw(influence, settings)
     analytic, band = inference.cell_band(inference.variance)
     per_cell = (band.cell_critical_values if band.cell_critical_values is not None
                 else np.full(analytic.size, band.critical_value))
-    frame = _cells_frame(within.cohort, within.time, within.base_time, within.estimate,
-                         np.asarray(band.std_errors), per_cell,
-                         {"n_pairs": within.n_pairs, "n_instances": within.n_instances})
-    before = (within.time < within.cohort) & ~within.reference & (within.n_pairs > 0)
+    se, crit = np.full(keep.size, np.nan), np.full(keep.size, np.nan)
+    se[keep], crit[keep] = band.std_errors, per_cell
+    frame = _cells_frame(within.cohort, within.time, within.base_time, within.estimate, se,
+                         crit, {"n_pairs": within.n_pairs, "n_instances": within.n_instances})
+    before = (live.time < live.cohort) & ~live.reference & (live.n_pairs > 0)
     pre = np.flatnonzero(before & np.isfinite(analytic))
-    stat, df, p, _ = inference.pretest(within.estimate, pre, n_before=int(before.sum()))
-    psi = within.psi
+    stat, df, p, _ = inference.pretest(live.estimate, pre, n_before=int(before.sum()))
+    psi = np.zeros_like(within.psi)
+    psi[:, keep] = live.psi
     if inference.correction is not None:
-        psi = psi * np.sqrt(np.nan_to_num(np.asarray(inference.correction.factor, float),
-                                          nan=1.0))
-    return frame, band, (stat, df, p), (within, psi)
+        psi[:, keep] *= np.sqrt(np.nan_to_num(np.asarray(inference.correction.factor, float),
+                                              nan=1.0))
+    return frame, band, (stat, df, p), (within, psi), inference
 
 
 def _combined_columns(pooled, within, within_psi) -> dict:
@@ -160,7 +169,7 @@ def fit_runs(panel, params) -> RunsResult:
          "instance_se": np.sqrt(np.diag(pooled.instance_covariance)),
          "n_runs": np.full(pooled.cohort.size, len(runs), dtype=np.int64)})
 
-    within_frame, wband, pretest, (within, within_psi) = _within_profile(
+    within_frame, wband, pretest, (within, within_psi), winference = _within_profile(
         panel, runs, cohorts, {**params, "outcome": outcome}, seeds[-1])
     within_frame = within_frame.assign(**_combined_columns(pooled, within, within_psi))
 
@@ -172,6 +181,6 @@ def fit_runs(panel, params) -> RunsResult:
                            n_dropped=pooled.n_dropped, **common),
         within=RunsProfile(estimand="within_instance", cells=within_frame,
                            critical_value=wband.critical_value, band=wband.rule,
-                           pretest=pretest, **common),
+                           pretest=pretest, inference=winference, **common),
         params=dict(params), lower_is_better=bool(params["lower_is_better"]),
         n_units=panel.n_units, **common)

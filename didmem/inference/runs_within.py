@@ -13,7 +13,6 @@ route's.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Callable, Mapping
 
 import numpy as np
@@ -21,7 +20,8 @@ import numpy as np
 from ..errors import EstimationError
 from .influence import CellInfluence
 
-__all__ = ["WithinCells", "within_cells", "WithinDesign", "WithinLayout", "WithinInfluence"]
+__all__ = ["WithinCells", "within_cells", "WithinDesign", "WithinLayout", "WithinInfluence",
+           "fixed_weights"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,19 @@ class WithinCells:
     n_instances: np.ndarray
     reference: np.ndarray
     validation: np.ndarray
+
+    @property
+    def estimable(self) -> np.ndarray:
+        """The cells with a (run, instance) pair and a control run, and the reference cells."""
+        return (self.n_pairs > 0) | self.reference
+
+    def subset(self, keep: np.ndarray) -> "WithinCells":
+        """The cells ``keep`` (a mask)."""
+        return WithinCells(cohort=self.cohort[keep], time=self.time[keep],
+                           base_time=self.base_time[keep], estimate=self.estimate[keep],
+                           psi=self.psi[:, keep], n_pairs=self.n_pairs[keep],
+                           n_instances=self.n_instances[keep], reference=self.reference[keep],
+                           validation=self.validation)
 
 
 def _cell_layout(cohorts: np.ndarray, times: np.ndarray, base_period: str, anticipation: float):
@@ -182,14 +195,20 @@ def _cohort_cells(y, cohorts, times, g, t_idx, b_idx, anticipation, validation):
 # ------------------------------------------------------------------------------ the route
 @dataclass(frozen=True)
 class WithinDesign:
-    """What the shared inference reads of a design, for the within-instance comparison.
+    """What the shared inference and aggregations read of a design, for the within-instance
+    comparison.
 
     The units are the panel's instances (one block; no cluster column: an instance is its own
-    cluster, its pairs in every run summed in its influence function).
+    cluster, its pairs in every run summed in its influence function). ``cohorts`` are the
+    treated cohorts and ``cohort_shares`` their shares of the (run, instance) pairs first
+    trained there: the aggregations' cohort weights, fixed by the runs' data orders (no
+    estimated-weights term).
     """
 
     times: np.ndarray
     n_units: int
+    cohorts: np.ndarray
+    cohort_shares: np.ndarray
     clusters: None = None
     n_clusters: int = 0
     holes: None = None
@@ -199,12 +218,19 @@ class WithinDesign:
         """One block of all the instances."""
         return np.array([0, self.n_units])
 
+    @property
+    def n_cohorts(self) -> int:
+        return int(self.cohorts.size)
+
 
 @dataclass(frozen=True)
 class WithinLayout:
-    """The cells' layout as the shared inference reads it: ``ref`` (1 at reference cells,
-    fixed at 0) and ``size``."""
+    """The cells' layout as the shared inference reads it: ``k`` (the cohort's index in
+    ``WithinDesign.cohorts``), ``t`` (the time's index), ``ref`` (1 at reference cells, fixed
+    at 0) and ``size``."""
 
+    k: np.ndarray
+    t: np.ndarray
     ref: np.ndarray
 
     @property
@@ -224,15 +250,24 @@ class WithinInfluence(CellInfluence):
     within: WithinCells
     prepared: WithinDesign
     cells: WithinLayout
-    stats: Mapping[str, np.ndarray] = field(default_factory=lambda: MappingProxyType({}))
+    stats: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, within: WithinCells, times) -> "WithinInfluence":
-        """The route of ``within`` (cells of a panel with checkpoints ``times``)."""
+    def build(cls, within: WithinCells, times, pairs_per_cohort=None) -> "WithinInfluence":
+        """The route of ``within`` (cells of a panel with checkpoints ``times``; only cells
+        with a (run, instance) pair or a reference cell: :meth:`WithinCells.estimable`).
+        ``pairs_per_cohort`` (one per treated cohort, ascending) weighs the cohorts in
+        aggregations (by default equally)."""
+        times = np.asarray(times, dtype=np.float64)
+        cohorts = np.unique(within.cohort)
+        pairs = (np.ones(cohorts.size) if pairs_per_cohort is None
+                 else np.asarray(pairs_per_cohort, dtype=np.float64))
         return cls(within=within,
-                   prepared=WithinDesign(times=np.asarray(times, dtype=np.float64),
-                                         n_units=int(within.psi.shape[0])),
-                   cells=WithinLayout(ref=within.reference.astype(np.int64)))
+                   prepared=WithinDesign(times=times, n_units=int(within.psi.shape[0]),
+                                         cohorts=cohorts, cohort_shares=pairs / pairs.sum()),
+                   cells=WithinLayout(k=np.searchsorted(cohorts, within.cohort),
+                                      t=np.searchsorted(times, within.time),
+                                      ref=within.reference.astype(np.int64)))
 
     @property
     def n_cells(self) -> int:
@@ -260,23 +295,42 @@ class WithinInfluence(CellInfluence):
         return (np.stack([paired, self.variance() - paired]),
                 np.stack([self.within.n_instances.astype(np.float64), n_validation]))
 
+    @property
+    def n_blocks(self) -> int:
+        """One column per cohort (as the aggregations' draws read them) and the rest; the
+        within's cohort weights are fixed, so these sums never enter an estimate."""
+        return self.prepared.n_cohorts + 1
+
     def chunk_drawer(self, multipliers, clusters, n_clusters: int) -> Callable:
         psi = np.ascontiguousarray(self.within.psi)
 
         def draw(row0, weights, out):
             rows = slice(row0, row0 + weights.shape[0])
             out.cells[rows] = weights @ psi
-            out.block_weights[rows, 0] = weights.sum(axis=1)
+            out.block_weights[rows] = 0.0
             out.total[rows] = weights.sum(axis=1)
 
         return draw
+
+    def combination_psi(self, weights, omega) -> np.ndarray:
+        """``psi @ weights.T``: the cohorts' weights are the runs' data orders, fixed by design,
+        so there is no estimated-weights term (``omega`` is zero, :func:`fixed_weights`)."""
+        return self.combine(weights)
 
     def covariance(self, which: np.ndarray) -> np.ndarray:
         psi = self.within.psi[:, np.asarray(which)]
         return psi.T @ psi
 
     def combine(self, matrix) -> np.ndarray:
-        return self.within.psi @ np.asarray(matrix).T
+        return np.asarray((matrix @ self.within.psi.T).T)
 
     def dense(self) -> np.ndarray:
         return self.within.psi.copy()
+
+
+def fixed_weights(spec):
+    """An aggregation's layout (:class:`~didmem.results.aggregations.AggregationSpec`) with no
+    estimated-weights term: the within-instance comparison's cohort weights are fixed."""
+    from dataclasses import replace
+
+    return replace(spec, omega=np.zeros_like(spec.omega))

@@ -43,6 +43,15 @@ WITHIN_TARGET = ("its target is the effect averaged over these runs' (run, insta
 """What the within-instance band covers (issue 50), stated in the summary and the report."""
 
 
+@dataclass(frozen=True)
+class _WithinFit:
+    """What an aggregation reads of a fit: the cells' estimates, the inference, the band."""
+
+    estimates: np.ndarray
+    inference: Any
+    band: str
+
+
 @dataclass(frozen=True, eq=False)
 class RunsProfile(CellTable, PicklableProxies):
     """The pooled or the within-instance profile of a fit across runs.
@@ -85,6 +94,9 @@ class RunsProfile(CellTable, PicklableProxies):
     band: str
     pretest: tuple | None = None
     n_dropped: int = 0
+    #: the within-instance comparison's shared inference (its aggregations'); None for the
+    #: pooled profile and for a result read back from a file
+    inference: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "cells", self.cells.reset_index(drop=True).copy())
@@ -104,10 +116,32 @@ class RunsProfile(CellTable, PicklableProxies):
         return profile_matrix(self.to_frame(), value, significant_only)
 
     def aggregate(self, kind: str = "simple", **options):
-        """Not available: aggregate each run's profile (``RunsResult.per_run[run]``)."""
-        raise ParameterError(
-            f"The {self.estimand} profile across runs has no aggregations; read its cells "
-            "(to_frame), or aggregate one run's profile: RunsResult.per_run[run].aggregate().")
+        """Aggregate the within-instance comparison's cells, as
+        :meth:`GroupTimeResult.aggregate <didmem.results.cells.GroupTimeResult.aggregate>`
+        does a fit's (the same layouts, standard errors, small-sample correction and band),
+        with the cohorts weighted by their (run, instance) pairs, fixed by the runs' data
+        orders (no estimated-weights term).
+
+        The pooled profile has none (its band is its own; aggregate each run's profile,
+        ``RunsResult.per_run[run].aggregate()``), nor has a profile read back from a file.
+        """
+        if self.inference is None:
+            where = ("read back from a file (aggregate the fitted result)"
+                     if self.estimand == "within_instance" else
+                     "pooled over runs, whose band is its own")
+            raise ParameterError(
+                f"The {self.estimand} profile across runs has no aggregations here: it is "
+                f"{where}; read its cells (to_frame), or aggregate one run's profile: "
+                "RunsResult.per_run[run].aggregate().")
+        from ..inference.runs_within import fixed_weights
+        from .aggregations import AggregateResult, build_aggregation
+
+        inference = self.inference
+        fit = _WithinFit(estimates=inference.influence.estimates, inference=inference,
+                         band=self.band)
+        spec = build_aggregation(inference.prepared, inference.cells, fit.estimates, kind,
+                                 **options)
+        return AggregateResult._from_spec(fit, fixed_weights(spec))
 
     def plot(self, kind: str = "profile", **options):
         """The profile heatmap (``kind="profile"``, :func:`didmem.results.plotting.plot_profile`)."""

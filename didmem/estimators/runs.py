@@ -28,7 +28,10 @@ class RunsEstimator(BaseEstimator):
        (:func:`~didmem.inference.runs_within.within_cells`); influence functions per
        instance, so its band (with the small-sample correction), and the Wald pre-test of
        its pre-treatment cells, are the shared ones of every group-time fit
-       (:class:`~didmem.inference.runs_within.WithinInfluence`).
+       (:class:`~didmem.inference.runs_within.WithinInfluence`), and it aggregates as a fit
+       does (``RunsResult.within.aggregate``). Its cells also carry the efficient
+       combination with the pooled DiD with the runs held fixed (``combined_*`` columns,
+       :func:`~didmem.inference.runs_combined.combine_cells`).
 
     Parameters
     ----------

@@ -83,7 +83,10 @@ def _within_profile(panel, runs, cohorts, params, seed):
     :class:`~didmem.inference.runs_within.WithinInfluence`, their band and small-sample
     correction and the Wald pre-test of the pre-treatment cells from
     :class:`~didmem.inference.cell_inference.CellInference`. Returns the cells' frame, the
-    band and the pre-test ``(statistic, df, pvalue)``."""
+    band, the pre-test ``(statistic, df, pvalue)``, the cells with their influence functions
+    scaled by the square roots of their Welch factors (``psi' psi`` is then each cell's
+    corrected variance; what the combination with the pooled DiD reads), and the inference
+    (the aggregations')."""
     sign = -1.0 if params["lower_is_better"] else 1.0
     outcome = params["outcome"]
     y = np.stack([sign * panel.run_panel(r).outcome_matrix(outcome) for r in runs])

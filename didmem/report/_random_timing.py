@@ -9,7 +9,7 @@ import html
 
 from .._outcomes import outcome_label
 from ..errors import DidmemError
-from ._html import fmt, table
+from ._html import figure_block, figure_png, fmt, table
 
 __all__ = ["is_random_timing", "random_timing_html"]
 
@@ -63,8 +63,15 @@ def random_timing_html(key: str, name: str, res) -> list:
         items.append("<li>No Fisher randomisation test was run (n_fisher=0; on the command "
                      "line --fisher N).</li>")
     items.append(_balance_words(res))
+    from ..results import plotting
+
+    caption = ("<b>Memorisation profile</b> under random timing: tau(g, c), drawn where the "
+               f"simultaneous {level} band over the cells (from the Neyman standard errors) "
+               "excludes zero.")
     out = [f"<h2>{html.escape(str(name))}</h2>",
-           f"<div class='finding'><ul>{''.join(items)}</ul></div>"]
+           f"<div class='finding'><ul>{''.join(items)}</ul></div>",
+           "<div class='figs'>" + figure_block(figure_png(plotting.plot_profile(res)),
+                                               "profile", caption) + "</div>"]
     for aggregation, what in _AGGREGATIONS:
         frame = res.aggregate(aggregation).to_frame()
         out.append(f"<h3>{aggregation.capitalize()}: {html.escape(what)}</h3>"

@@ -38,6 +38,9 @@ def _frame(tables, rows, key_name):
     crit = tables.critical_value[rows]
     out.update(estimate=est, std_error=se, std_error_neyman=se_n, beta=tables.beta[rows],
                ci_lower=est - crit * se_n, ci_upper=est + crit * se_n)
+    if key_name == "cell":  # as a group-time result's cells: the profile figure draws them
+        out.update(event_time=out["time"] - out["cohort"], post=out["time"] >= out["cohort"],
+                   significant=(out["ci_lower"] > 0) | (out["ci_upper"] < 0))
     if tables.n_fisher:
         out["fisher_pvalue"] = tables.fisher_pvalue[rows]
         out["fisher_pvalue_r"] = tables.fisher_pvalue_r[rows]
@@ -114,7 +117,10 @@ class RandomTimingResult(TableFile):
         return self.tables.fisher_sup_pvalue
 
     def to_frame(self) -> "pd.DataFrame":
-        """The (cohort, time) cells: estimate, std_error, std_error_neyman, beta, band."""
+        """The (cohort, time) cells: estimate, std_error, std_error_neyman, beta, the band
+        (``ci_lower``, ``ci_upper``, simultaneous over the cells), ``event_time`` (c - g),
+        ``post`` (c >= g), ``significant`` (the band excludes zero) and, with Fisher tests,
+        ``fisher_pvalue`` and ``fisher_pvalue_r``."""
         return _frame(self.tables, np.flatnonzero(self.tables.kind == "cell"), "cell")
 
     def aggregate(self, aggregation: str = "simple") -> RandomTimingAggregate:

@@ -19,8 +19,8 @@ from ._analytic import (analytic_power, key_contrasts, key_covariance_parts,
                         small_sample_critical, sup_t_critical, t_power, welch_df)
 from ._choices import AGGREGATION
 from ._pilot import Pilot, centred, fit_quiet, pilot_from
-from ._random_timing import (centring_params, check_random_timing, is_random_timing,
-                             random_timing_keys)
+from ._random_timing import (centring_params, check_random_timing, exchangeable,
+                             is_random_timing, random_timing_keys)
 from ._shrinkage import shrink
 from ._types import PAPER_TOKENS_PER_INSTANCE, Assumptions, PowerAnalysis
 
@@ -139,6 +139,8 @@ def _designs_at(k, source, pilot, params, method, target, units, validation, alp
     else:
         _check_simulated_sizes(pos.size, n_kept, units, validation)
         centre, _ = centred(thin, DiDEstimator, fitter.centring(thin))
+        if fitter.random_timing:  # the null of random timing: exchangeable groups
+            centre = exchangeable(centre)
         sampler = centre.sampler(pool)
         shrunk = shrink(*fitter.keys(thin.panel(), pilot=True)[1:3])
     # the pilot's key effects as the truth: shrunk towards their pooled mean, and drawn

@@ -61,8 +61,8 @@ def file_contents(result):
 def from_file(cls, frame, settings: dict):
     """The result of :func:`file_contents`'s table and settings (KeyError, ValueError or
     TypeError on a malformed file: :func:`didmem.load_result` names the file)."""
-    from ..inference.random_timing import TimingDesign
-    from ..inference.random_timing_fit import RandomTimingTables
+    from ..inference.random_timing.design import TimingDesign
+    from ..inference.random_timing.fit import RandomTimingTables
     from .saving import _matrix_from
 
     missing = [c for c in TABLE_COLUMNS if c not in frame.columns]

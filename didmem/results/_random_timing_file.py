@@ -59,15 +59,16 @@ def file_contents(result):
 
 
 def from_file(cls, frame, settings: dict):
-    """The result of :func:`file_contents`'s table and settings (KeyError, ValueError or
-    TypeError on a malformed file: :func:`didmem.load_result` names the file)."""
+    """The result of :func:`file_contents`'s table and settings (a ValueError, or a KeyError
+    for a missing key, on a malformed file: :func:`didmem.load_result` turns either into a
+    ResultFileError naming the file)."""
     from ..inference.random_timing.design import TimingDesign
     from ..inference.random_timing.fit import RandomTimingTables
     from .saving import _matrix_from
 
     missing = [c for c in TABLE_COLUMNS if c not in frame.columns]
     if missing:
-        raise KeyError(f"column(s) {missing}")
+        raise ValueError(f"the table lacks the column(s) {missing}")
     arrays = {name: _matrix_from(settings["design"][name]) for name in DESIGN_ARRAYS}
     k, t = arrays["cohorts"].size, arrays["times"].size
     if (arrays["codes"].size, arrays["count"].size, arrays["mean"].shape,
@@ -87,7 +88,7 @@ def from_file(cls, frame, settings: dict):
                                 fisher_sup_pvalue=math.nan if sup is None else float(sup),
                                 n_fisher=n_fisher)
     if not isinstance(settings["params"], dict):
-        raise TypeError("params is not an object")
+        raise ValueError("params is not an object")
     return cls(estimator=str(settings["estimator"]), params=dict(settings["params"]),
                outcome=str(settings["outcome"]), randomised=str(settings["randomised"]),
                design=design, tables=tables)

@@ -78,6 +78,7 @@ def test_an_altered_file_is_refused_by_name(fitted, tmp_path):
 
 
 def test_loaded_result_reports(fitted, tmp_path):
+    pytest.importorskip("matplotlib")  # the report draws the profile
     loaded = didmem.load_result(fitted.save(tmp_path / "rt.parquet"))
     page = didmem.report.render_report(loaded)
     assert "RandomTimingEstimator" in page
@@ -89,3 +90,14 @@ def test_loaded_result_reports(fitted, tmp_path):
         return [line for line in text.splitlines() if "class='meta'" not in line]
 
     assert body(page) == body(didmem.report.render_report(fitted))
+
+
+def test_report_without_fisher_says_so_and_names_the_validation_split(tmp_path):
+    pytest.importorskip("matplotlib")
+    frame = pd.read_csv(reference_file("rt_sim1.csv"))
+    panel = didmem.Panel(frame, unit="i", time="t", cohort="g", outcome="y")
+    res = didmem.RandomTimingEstimator(n_draws=0, randomised="all").fit(panel)
+    page = didmem.report.render_report(didmem.load_result(res.save(tmp_path / "rt.parquet")))
+    assert "No Fisher randomisation test was run" in page
+    assert "random validation split" in page and "plug-in efficient beta" in page
+    assert "No Fisher randomisation test (n_fisher=0)." in res.summary()

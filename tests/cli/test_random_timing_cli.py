@@ -99,3 +99,34 @@ def test_did_only_flags_refused_with_random_timing(tmp_path, frame, capsys):
     frame.to_parquet(one)
     assert _run(one, tmp_path / "r.parquet", "--base-period", "universal") == 2
     assert "--base-period do not apply to --estimator random-timing" in capsys.readouterr().err
+
+
+def test_power_plans_random_timing_from_a_pilot(tmp_path, frame, capsys):
+    import pandas as pd
+
+    pilot = tmp_path / "pilot.parquet"
+    frame.to_parquet(pilot)
+    out = tmp_path / "plan"
+    assert main(["power", "--pilot", str(pilot), "--outcome", "y", "--estimator",
+                 "random-timing", "--target", "overall", "--units", "5,20", "--simulations",
+                 "20", "--effect", "0.3", "--out", str(out)]) == 0
+    assert "RandomTimingEstimator: overall memorisation" in capsys.readouterr().out
+    table = pd.read_csv(out / "power.csv")
+    assert table["units_per_cohort"].tolist() == [5, 20]
+    assert table["power"].between(0, 1).all()
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--cohorts", "3", "--checkpoints", "5", "--effect", "0.3", "--target", "overall"],
+     "plans from a pilot"),
+    (["--pilot", "PILOT", "--outcome", "y"], "plans --target overall"),
+])
+def test_power_refuses_what_random_timing_does_not_plan(tmp_path, frame, capsys, argv,
+                                                        message):
+    pilot = tmp_path / "pilot.parquet"
+    frame.to_parquet(pilot)
+    argv = [str(pilot) if a == "PILOT" else a for a in argv]
+    assert main(["power", *argv, "--estimator", "random-timing",
+                 "--out", str(tmp_path / "plan")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "plan" / "power.csv").exists()

@@ -1,6 +1,6 @@
 """Issue 50 item 3: why the pooled band of a few runs over-covers when the runs agree.
 
-One cell of the pooled profile (``didmem.inference.runs.pooled_cells`` / ``pooled_band``,
+One cell of the pooled profile (``didmem.inference.runs.pooled.pooled_cells`` / ``pooled_band``,
 pointwise): each run's estimate is ``mu + z + w_r`` with ``z ~ N(0, C)`` the instance
 sampling error every run shares and ``w_r ~ N(0, V_d + B)`` the run's own part (``B`` the
 between-run variance). ``C`` and ``V_d`` rest on the instances (thousands of degrees of
@@ -19,7 +19,7 @@ exponential), 1.27 with five, so the variance is ``0.368 share`` too large in ex
 
     python benchmarks/runs_floor.py --reps 4000 --draws 2000
 
-``--band`` runs the simultaneous band itself (:func:`didmem.inference.runs.pooled_band`) on
+``--band`` runs the simultaneous band itself (:func:`didmem.inference.runs.pooled.pooled_band`) on
 ``--cells`` cells whose shared and run-specific parts are equicorrelated (0.5), three runs,
 ``share`` 0.3, and prints the coverage of the band and of its cells' pointwise intervals
 under the rule (``k`` as above) and under the oracle plug-in that knows ``B = 0``
@@ -28,7 +28,7 @@ under the rule (``k`` as above) and under the oracle plug-in that knows ``B = 0`
     python benchmarks/runs_floor.py --band --reps 400 --draws 1000
 
 ``--rules cell ratio shrunk`` compares the plug-ins of the between-run variances
-(:func:`didmem.inference.runs.between_plug_in`) and ``--between 0 2 mixed`` the DGPs
+(:func:`didmem.inference.runs.pooled.between_plug_in`) and ``--between 0 2 mixed`` the DGPs
 (``mixed``: between-run variances that differ across cells)::
 
     python benchmarks/runs_floor.py --band --reps 300 --draws 1000 --rules cell ratio shrunk \
@@ -64,8 +64,8 @@ def coverage(n_runs, share, between, reps, draws, rng, floor=True):
 
 
 def band_coverage(n_runs, n_cells, share, between, reps, draws, rng, oracle, rule="cell"):
-    import didmem.inference.runs as runs_module
-    from didmem.inference.runs import PooledCells, pooled_band
+    import didmem.inference.runs.pooled as runs_module
+    from didmem.inference.runs.pooled import PooledCells, pooled_band
 
     eq = 0.5 * np.ones((n_cells, n_cells)) + 0.5 * np.eye(n_cells)
     v_d = eq.copy()

@@ -49,7 +49,7 @@ import didmem
 from didmem.datasets import simulate_runs
 from didmem.estimators._runs_fit import _run_cells
 from didmem.inference.bands import simultaneous_band
-from didmem.inference.runs import _psd_root, pooled_cells
+from didmem.inference.runs.pooled import _psd_root, pooled_cells
 from _provenance import provenance
 
 DGPS = {

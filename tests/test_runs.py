@@ -16,8 +16,8 @@ import pytest
 import didmem
 from didmem import EstimationError, PanelError, ParameterError
 from didmem.inference.bands import simultaneous_band
-from didmem.inference.runs import RunCells, pooled_band, pooled_cells
-from didmem.inference.runs_within import WithinInfluence, within_cells
+from didmem.inference.runs.pooled import RunCells, pooled_band, pooled_cells
+from didmem.inference.runs.within import WithinInfluence, within_cells
 
 
 def _frame(n_runs=3, seed=0, **options):
@@ -559,7 +559,7 @@ def test_combination_never_has_more_variance_than_either_estimate():
     variance is ``(Va Vb - C^2) / (Va + Vb - 2C)``, the least over every weight, and never
     above the smaller of the two (here over random influence functions of every correlation,
     including estimates more variable than either's own, and a missing within estimate)."""
-    from didmem.inference.runs_combined import combine_cells
+    from didmem.inference.runs.combined import combine_cells
 
     rng = np.random.default_rng(3)
     n, c = 30, 200
@@ -608,7 +608,7 @@ def test_fitted_combination_is_no_wider_than_the_pooled_fixed_run_or_within(fitt
 
 
 def test_between_plug_ins_of_the_pooled_band():
-    from didmem.inference.runs import between_plug_in
+    from didmem.inference.runs.pooled import between_plug_in
 
     rng = np.random.default_rng(9)
     n, c, r = 40, 6, 3

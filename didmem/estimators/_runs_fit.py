@@ -8,9 +8,9 @@ import pandas as pd
 
 from ..errors import EstimationError, ParameterError
 from ..inference.cell_inference import CellInference, InferenceSettings
-from ..inference.runs import RunCells, pooled_band, pooled_cells
-from ..inference.runs_combined import combine_cells
-from ..inference.runs_within import WithinInfluence, within_cells
+from ..inference.runs.pooled import RunCells, pooled_band, pooled_cells
+from ..inference.runs.combined import combine_cells
+from ..inference.runs.within import WithinInfluence, within_cells
 from ..results._common import _interval, _significant
 from ..results.runs import RunsProfile, RunsResult
 from .did import DiDEstimator
@@ -79,8 +79,8 @@ def _cells_frame(cohort, time, base_time, estimate, std_errors, critical_values,
 
 def _within_profile(panel, runs, cohorts, params, seed):
     """The within-instance comparison through the shared inference: its cells
-    (:func:`~didmem.inference.runs_within.within_cells`) as a
-    :class:`~didmem.inference.runs_within.WithinInfluence`, their band and small-sample
+    (:func:`~didmem.inference.runs.within.within_cells`) as a
+    :class:`~didmem.inference.runs.within.WithinInfluence`, their band and small-sample
     correction and the Wald pre-test of the pre-treatment cells from
     :class:`~didmem.inference.cell_inference.CellInference`. Returns the cells' frame, the
     band, the pre-test ``(statistic, df, pvalue)``, the cells with their influence functions
@@ -122,7 +122,7 @@ def _within_profile(panel, runs, cohorts, params, seed):
 def _combined_columns(pooled, within, within_psi) -> dict:
     """The efficient combination of the pooled DiD with the runs held fixed and the
     within-instance comparison, on the within-instance cells that the pooled profile has
-    (:func:`~didmem.inference.runs_combined.combine_cells`; NaN elsewhere)."""
+    (:func:`~didmem.inference.runs.combined.combine_cells`; NaN elsewhere)."""
     where = {key: j for j, key in enumerate(zip(pooled.cohort.tolist(), pooled.time.tolist()))}
     idx = np.array([where.get(key, -1) for key in zip(within.cohort.tolist(),
                                                        within.time.tolist())])

@@ -70,11 +70,11 @@ class RunsProfile(CellTable, PicklableProxies):
         within-instance: ``n_pairs`` (run, instance) pairs with a control run,
         ``n_instances``, and the efficient combination with the pooled DiD with the runs held
         fixed, ``combined_estimate``, ``combined_std_error`` and ``combined_weight`` (the
-        weight on the within-instance estimate; :mod:`didmem.inference.runs_combined`:
+        weight on the within-instance estimate; :mod:`didmem.inference.runs.combined`:
         never a larger variance than either, on the runs-held-fixed target)).
     critical_value : float
         The pooled band's value, simulated from its variance components with the runs'
-        spread (:func:`~didmem.inference.runs.pooled_band`); the within-instance band's is
+        spread (:func:`~didmem.inference.runs.pooled.pooled_band`); the within-instance band's is
         the shared one of every group-time fit: with the small-sample correction, the largest
         of the cells' t quantiles (each cell's interval uses its own, with its Welch degrees
         of freedom, at the sup-t value's pointwise level; its instances are the clusters).
@@ -133,7 +133,7 @@ class RunsProfile(CellTable, PicklableProxies):
                 f"The {self.estimand} profile across runs has no aggregations here: it is "
                 f"{where}; read its cells (to_frame), or aggregate one run's profile: "
                 "RunsResult.per_run[run].aggregate().")
-        from ..inference.runs_within import fixed_weights
+        from ..inference.runs.within import fixed_weights
         from .aggregations import AggregateResult, build_aggregation
 
         inference = self.inference

@@ -9,7 +9,7 @@ difference in differences (see the docs' *Estimands* and *Several runs* pages):
   part (run effects plus each run's own instance error), which the runs' spread estimates
   on ``R - 1`` degrees of freedom; :func:`pooled_band` simulates the studentised
   deviations from these components for the band's critical value.
-* the within-instance comparison (:mod:`didmem.inference.runs_within`): each instance
+* the within-instance comparison (:mod:`didmem.inference.runs.within`): each instance
   compared with itself across runs. Its influence functions are per instance, so it is one
   more :class:`~didmem.inference.influence.CellInfluence` and takes the shared band,
   small-sample correction and pre-test (:class:`~didmem.inference.cell_inference.
@@ -27,15 +27,15 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import chdtri
 
-from ..errors import EstimationError
-from .bands import normal_quantile, simultaneous_band
-from .bootstrap import _CHUNK_ELEMENTS, MultiplierChunks, multiplier_bootstrap
-from .small_sample import t_critical_values
+from ...errors import EstimationError
+from ..bands import normal_quantile, simultaneous_band
+from ..bootstrap import _CHUNK_ELEMENTS, MultiplierChunks, multiplier_bootstrap
+from ..small_sample import t_critical_values
 
 __all__ = ["RunCells", "CellBand", "PooledCells", "pooled_cells", "pooled_band",
            "between_plug_in", "BETWEEN_RULES", "RUN_TRENDS"]
 
-from ._choices import RUN_TRENDS  # noqa: E402  (declared where the estimator reads it cheaply)
+from .._choices import RUN_TRENDS  # noqa: E402  (declared where the estimator reads it cheaply)
 
 _DF_CAP = 1e6  # degrees of freedom beyond which a t quantile is the normal one
 
@@ -113,7 +113,7 @@ class PooledCells:
         ``psi_bar`` (instances x cells): the runs' influence functions averaged per instance,
         the pooled DiD's with the runs held fixed (``instance_covariance`` is its
         cross-product); what the efficient combination with the within-instance comparison
-        reads (:mod:`didmem.inference.runs_combined`).
+        reads (:mod:`didmem.inference.runs.combined`).
     """
 
     cohort: np.ndarray

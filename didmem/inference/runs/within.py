@@ -17,8 +17,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ..errors import EstimationError
-from .influence import CellInfluence
+from ...errors import EstimationError
+from ..influence import CellInfluence
 
 __all__ = ["WithinCells", "within_cells", "WithinDesign", "WithinLayout", "WithinInfluence",
            "fixed_weights"]

@@ -11,7 +11,8 @@ effects). Times, each the best of ``--repeats``:
 Writes the panel as csv for R with ``--csv PATH`` (to time R ``staggered`` on the same data).
 
 * ``parts``: with ``--parts N``, the CPU time of each part of one permutation (the permuted
-  moments, the cells, the tested aggregation rows), over N permutations.
+  moments, the statistics of the cells and the tested aggregation rows), over N
+  permutations, and the statistics' one-off set-up.
 
     python benchmarks/bench_random_timing.py [--repeats 3] [--fisher 100] [--parts 6]
                                              [--csv /tmp/p.csv]
@@ -48,38 +49,43 @@ def paper_panel(seed=0, n_cohorts=95, per_cohort=150, never=2000, n_times=96):
 
 
 def permutation_parts(frame, n):
-    """CPU seconds of each part of ``n`` permutations, as the Fisher test runs them."""
+    """CPU seconds of each part of ``n`` permutations, as the Fisher test runs them: the
+    permuted moments (with the controls' suffix sums) and the statistics (cells, sup-t rows,
+    event times) from them (:class:`~didmem.inference.random_timing.permutation.
+    PermutationStatistics`); and the one-off set-up of those statistics."""
     from threadpoolctl import threadpool_limits
 
-    from didmem.inference.random_timing.design import (
-        EstimandRows, TimingDesign, cell_estimates, linear_estimates)
+    from didmem.inference.random_timing.design import TimingDesign
     from didmem.inference.random_timing.fisher import permuted_design
     from didmem.inference.random_timing.fit import aggregation_stack
+    from didmem.inference.random_timing.permutation import PermutationStatistics
 
     n_t = frame["t"].nunique()
     y = frame["y"].to_numpy().reshape(-1, n_t)
     g = frame["g"].to_numpy()[::n_t]
     times = np.sort(frame["t"].unique())
-    design = TimingDesign.from_paths(times, g, y)
-    stack = aggregation_stack(design, False)
-    rows = np.flatnonzero(np.isnan(stack.keys) | (stack.names == "dynamic"))
-    prepared = EstimandRows.of(stack.a_theta[rows], stack.a_0[rows])
     values, labels = np.unique(g, return_inverse=True)
     centre = y.mean(axis=0)
     z = y - centre
     rng = np.random.default_rng(0)
-    parts = {"moments": [], "cells": [], "aggregation_rows": []}
+    parts = {"set_up": [], "moments": [], "statistics": []}
     with threadpool_limits(limits=1, user_api="blas"):
+        c0 = time.process_time()
+        design = TimingDesign.from_paths(times, g, y)
+        stack = aggregation_stack(design, False)
+        rows = np.flatnonzero(np.isnan(stack.keys) | (stack.names == "dynamic"))
+        statistic = PermutationStatistics(design, None, False, stack.a_theta[rows],
+                                          stack.a_0[rows])
+        parts["set_up"].append(round(time.process_time() - c0, 4))
         for _ in range(n):
             new = labels[rng.permutation(labels.size)]
             c0 = time.process_time()
-            d = permuted_design(times, design.codes, values, z, new, centre=centre)
+            d = permuted_design(times, design.codes, values, z, new, centre=centre,
+                                control_sums=True)
             c1 = time.process_time()
-            cell_estimates(d, None, False, refine=False, with_df=False)
+            statistic(d)
             c2 = time.process_time()
-            linear_estimates(d, prepared, None, None, refine=False)
-            c3 = time.process_time()
-            for name, spent in zip(parts, (c1 - c0, c2 - c1, c3 - c2)):
+            for name, spent in zip(("moments", "statistics"), (c1 - c0, c2 - c1)):
                 parts[name].append(round(spent, 4))
     return parts
 

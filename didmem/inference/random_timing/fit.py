@@ -21,6 +21,7 @@ from ..bands import normal_quantile
 from .design import (EstimandRows, Projections, TimingDesign, cell_estimates,
                      linear_estimates)
 from .fisher import band_draws, fisher_test
+from .permutation import PermutationStatistics
 
 __all__ = ["AggregationStack", "aggregation_stack", "fit_random_timing", "RandomTimingTables"]
 
@@ -86,7 +87,8 @@ class RandomTimingTables:
 
 def _statistics(design, beta, last_treated, rows: EstimandRows):
     """Neyman-studentised statistics of the cells and the given aggregation rows (no
-    refinement: cheap enough to permute)."""
+    refinement), computed directly: the oracle of
+    :class:`~.permutation.PermutationStatistics`, which a Fisher test permutes."""
     cells = cell_estimates(design, beta, last_treated, refine=False, with_df=False)
     agg = linear_estimates(design, rows, None, beta, refine=False)
     return np.r_[_ratio(cells.estimate, cells.std_error_neyman),
@@ -190,10 +192,10 @@ def _fit(times, cohorts, y, *, beta, last_treated, randomised, alpha, n_draws, n
         # and calendar: each permutation's cost grows with the rows)
         n_cells = cells.estimate.size
         rows = np.flatnonzero(np.isnan(stack.keys) | (stack.names == "dynamic"))
-        tested_rows = EstimandRows.of(stack.a_theta[rows], stack.a_0[rows])
-        test = fisher_test(times, cohorts, y,
-                           lambda d: _statistics(d, beta, last_treated, tested_rows),
-                           n_permutations=n_fisher, randomised=randomised, seed=f_seed)
+        statistic = PermutationStatistics(design, beta, last_treated, stack.a_theta[rows],
+                                          stack.a_0[rows])
+        test = fisher_test(times, cohorts, y, statistic, n_permutations=n_fisher,
+                           randomised=randomised, seed=f_seed, control_sums=True)
         tested = np.r_[np.arange(n_cells), n_cells + rows]
         p[tested], p_r[tested] = test.pvalue, test.pvalue_r
         sup_obs = test.observed[:n_cells].max(initial=0.0)

@@ -24,7 +24,8 @@ from threadpoolctl import threadpool_limits
 
 from .design import TimingDesign, cohort_codes
 
-__all__ = ["FisherTest", "PermutedDesign", "fisher_test", "permuted_design", "band_draws"]
+__all__ = ["FisherTest", "PermutedDesign", "fisher_test", "permuted_design",
+           "band_multipliers"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -179,19 +180,28 @@ def _absolute(values) -> np.ndarray:
     return out
 
 
-def band_draws(design: TimingDesign, combined: Callable[[np.ndarray], np.ndarray],
-               n_draws: int, seed=None) -> np.ndarray:
-    """Gaussian draws with the Neyman covariance ``sum_g C_g S_g C_g' / N_g`` of estimands.
-
-    ``combined(w)`` maps per-cohort draws ``w`` (K, T, B), ``w_g = S_g^{1/2} xi_g /
-    sqrt(N_g)``, to the estimands' draws (B, J) (linear in ``w``: ``sum_g C_g w_g``).
+def band_multipliers(design: TimingDesign, n_draws: int, rng, *, ahead: int | None = None):
+    """The band's Gaussian draws as chunks of the one bootstrap loop
+    (:func:`~didmem.inference.bootstrap.multiplier_bootstrap`): a
+    :class:`~didmem.inference.bootstrap.MultiplierChunks` whose chunks are per-cohort draws
+    ``w`` (K, T, m), ``w_g = S_g^{1/2} xi_g / sqrt(N_g)`` with standard normal ``xi``, so
+    that ``sum_g C_g w_g`` has the Neyman covariance ``sum_g C_g S_g C_g' / N_g`` of any
+    estimands ``C``. About ``_CHUNK_ELEMENTS`` numbers a chunk, drawn ``ahead`` chunks ahead
+    by the chunks' helper thread (default ``PREFETCH_CHUNKS``), beside the loop's work.
     """
-    rng = np.random.default_rng(seed)
+    from ..bootstrap import _CHUNK_ELEMENTS, PREFETCH_CHUNKS, MultiplierChunks
+
     try:  # any root R R' = S_g will do; Cholesky where every S_g is positive definite
         root = np.linalg.cholesky(design.cov)
     except np.linalg.LinAlgError:
         vals, vecs = np.linalg.eigh(design.cov)
         root = vecs * np.sqrt(np.maximum(vals, 0.0))[:, None, :]
-    xi = rng.standard_normal((design.cohorts.size, design.n_times, n_draws))
-    w = root @ xi / np.sqrt(design.count)[:, None, None]
-    return combined(w)
+    root = root / np.sqrt(design.count)[:, None, None]
+    k, n_t = design.cohorts.size, design.n_times
+
+    def source(rng, m):
+        return root @ rng.standard_normal((k, n_t, m))
+
+    return MultiplierChunks(rng, int(n_draws), k * n_t, "normal",
+                            chunk=max(1, min(int(n_draws), _CHUNK_ELEMENTS // (k * n_t))),
+                            ahead=PREFETCH_CHUNKS if ahead is None else ahead, source=source)

@@ -245,3 +245,49 @@ def test_fisher_test_through_the_sparse_maps_gives_the_same_p_values(randomised)
     np.testing.assert_allclose(fast.permuted, slow.permuted, rtol=1e-10, atol=1e-12)
     np.testing.assert_array_equal(fast.pvalue, slow.pvalue)
     assert np.ptp(fast.pvalue) > 0.2  # the p-values differ across rows: not a trivial test
+
+
+# ---------------------------------------------------------------- the band's draws
+def test_band_draws_run_through_the_one_bootstrap_loop_as_linear_maps_of_cohort_draws(
+        monkeypatch):
+    """Each chunk of the band's multipliers is per-cohort Gaussian draws ``w`` (K, T, m);
+    the loop's cells are ``sum_c a_(g,t)[c] (w_c[t] - beta w_c[p])`` and the rows
+    ``comb . w``, chunk after chunk, whether drawn ahead or in turn."""
+    from didmem.inference import bootstrap
+    from didmem.inference.random_timing import weights
+    from didmem.inference.random_timing.fisher import band_multipliers
+    from didmem.inference.random_timing.fit import _band_draws
+
+    rng = np.random.default_rng(26)
+    times, g, y = _paths(rng, 0.0, cohorts=_COHORTS["gaps"], size=12)  # S_g definite
+    design = TimingDesign.from_paths(times, g, y)
+    cells = cell_estimates(design, None, False)
+    stack = aggregation_stack(design, False)
+    comb = (stack.a_theta - 0.5 * stack.a_0).reshape(stack.names.size, -1)
+    n_draws = 2500
+    # chunks of 300 draws (of K x T numbers each): several chunks, the last one shorter
+    monkeypatch.setattr(bootstrap, "_CHUNK_ELEMENTS", 300 * design.cohorts.size * design.n_times)
+    draws = _band_draws(design, cells, comb, n_draws, seed=7)
+    assert draws.shape == (n_draws, cells.estimate.size + comb.shape[0])
+    chunks = band_multipliers(design, n_draws, np.random.default_rng(7), ahead=0)
+    assert chunks.from_source
+    row0, n_chunks = 0, 0
+    for start, w in chunks:
+        assert start == row0 and w.shape[:2] == (design.cohorts.size, design.n_times)
+        m = w.shape[2]
+        for j, (gi, ti) in enumerate(zip(cells.cohort_index, cells.time_index)):
+            a = weights.cell_weights(design.codes, design.count, gi, ti, False)
+            p = int(design.codes[gi]) - 1
+            want = a @ (w[:, ti, :] - cells.beta[j] * w[:, p, :])
+            np.testing.assert_allclose(draws[row0:row0 + m, j], want, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(draws[row0:row0 + m, cells.estimate.size:],
+                                   (comb @ w.reshape(comb.shape[1], m)).T, rtol=1e-10,
+                                   atol=1e-12)
+        row0 += m
+        n_chunks += 1
+    assert row0 == n_draws and n_chunks == 9
+    # the cohorts' draws have covariance S_g / N_g (their roots square to it exactly)
+    again = band_multipliers(design, 1, np.random.default_rng(7), ahead=0)
+    xi = np.random.default_rng(7).standard_normal((design.cohorts.size, design.n_times, 1))
+    (_, w), = list(again)
+    assert np.allclose(w, np.linalg.cholesky(design.cov / design.count[:, None, None]) @ xi)

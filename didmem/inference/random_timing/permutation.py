@@ -6,11 +6,12 @@ means ``Ybar_c`` and covariances ``S_c`` change. This module lays out once per t
 the statistics need from them, so that a permutation costs its moments and a few sparse
 products.
 
-Every tested estimand is a weighted sum of cells ``(g, t)`` (R ``staggered``'s
-``A_theta = sum_k w_k a_k``). A cell's vector over cohorts is ``a_k = e_{g_k} - [c >= s_k]
-N_c / N_{s_k}^+`` (its controls the cohorts from ``s_k`` on, ``N_s^+ = sum_{c >= s} N_c``),
-at time ``t_k`` for ``theta`` and ``p_k = g_k - 1`` for ``Xhat``. The Neyman covariance of two
-cells' parts at times ``tau``, ``tau'`` is
+Every tested estimand is a weighted sum of pieces of cells (R ``staggered``'s
+``A_theta = sum_k w_k a_k``, and ``A_0`` alike). A piece is a vector over cohorts
+``a_k = e_{g_k} - [c >= s_k] N_c / N_{s_k}^+`` (cohort ``g_k`` against the cohorts from
+``s_k`` on, ``N_s^+ = sum_{c >= s} N_c``) at one time: a cell's time ``t_k`` for ``theta``,
+its cohort's pre-period ``p_k = g_k - 1`` for ``Xhat``. The Neyman covariance of two pieces
+at times ``tau``, ``tau'`` is
 
 .. math::
 
@@ -21,18 +22,21 @@ cells' parts at times ``tau``, ``tau'`` is
 
 each matrix taken at ``(tau, tau')``. An estimand's three quadratic forms (``A_theta S
 A_theta'``, ``A_0 S A_theta'``, ``A_0 S A_0'`` summed over cohorts over ``N_c``) are
-``sum_{k,l} w_k w_l Sigma_kl`` over pairs of its cells: entries of the ``S_c`` and of their
-suffix sums ``R_s``, with fixed coefficients, that is two sparse matrices applied to the
-flattened ``S`` and ``R``. That costs the pairs of an estimand's cells instead of
-``K T^2``: an event time's estimand has one cell per cohort, a cell one. Estimands with many
-cells (``simple``, the overall ``group`` and ``calendar``) keep the dense per-cohort forms of
-:meth:`~.design.EstimandRows.quadratic_forms`.
+``sum_{k,l} w_k w_l Sigma_kl`` over pairs of its pieces: entries of the ``S_c`` and of their
+suffix sums ``R_s`` with fixed coefficients, that is two sparse matrices applied to the
+flattened ``S`` and ``R`` (the suffix sums gathered with the moments,
+:func:`~.fisher.permuted_design`). That costs the pairs of an estimand's pieces instead of
+``K T^2``: an event time's estimand has about one piece per cohort, a cell one. Estimands with
+many pieces (``simple``, the overall ``group`` and ``calendar``) keep the dense per-cohort
+forms of :meth:`~.design.EstimandRows.quadratic_forms`. The estimates are the same sums of
+the pieces' differences of means.
 
-The decomposition of each estimand into cells is recovered from its ``A_theta`` (one
-triangular solve per time) and checked by rebuilding both ``A_theta`` and ``A_0`` from it;
-an estimand that is not such a sum keeps the dense forms. The statistics equal
-:func:`~.fit._statistics` (the direct computation) up to rounding
-(tests/test_random_timing_permutation.py).
+The pieces of each estimand are recovered from its ``A_theta`` (one triangular solve per
+time over the identified cells) and its ``A_0`` (differences over the later cohorts at each
+pre-period: ``staggered``'s event times put on ``A_0`` also cohorts whose ``theta`` lies
+outside the panel), and checked by rebuilding both from them; an estimand that is no such
+sum keeps the dense forms. The statistics equal :func:`~.fit._statistics` (the direct
+computation) up to rounding (tests/test_random_timing_permutation.py).
 """
 
 from __future__ import annotations

@@ -11,12 +11,15 @@ effects). Times, each the best of ``--repeats``:
 
 Writes the panel as csv for R with ``--csv PATH`` (to time R ``staggered`` on the same data).
 
+* ``compare_direct``: with ``--compare-direct N``, a seeded test of N permutations through
+  the sparse maps and through the direct computation: the largest difference of the
+  statistics and whether the p-values are the same.
 * ``parts``: with ``--parts N``, the CPU time of each part of one permutation (the permuted
   moments, the statistics of the cells and the tested aggregation rows), over N
   permutations, and the statistics' one-off set-up.
 
     python benchmarks/bench_random_timing.py [--repeats 3] [--fisher 100] [--parts 6]
-                                             [--csv /tmp/p.csv]
+                                             [--compare-direct 100] [--csv /tmp/p.csv]
 """
 
 from __future__ import annotations
@@ -91,12 +94,44 @@ def permutation_parts(frame, n):
     return parts
 
 
+def compare_direct(frame, n):
+    """A seeded Fisher test of ``n`` permutations through the sparse maps and through the
+    direct computation (``fit._statistics``): the largest difference of the statistics and
+    whether every p-value is the same."""
+    from threadpoolctl import threadpool_limits
+
+    from didmem.inference.random_timing.design import EstimandRows, TimingDesign
+    from didmem.inference.random_timing.fisher import fisher_test
+    from didmem.inference.random_timing.fit import _statistics, aggregation_stack
+    from didmem.inference.random_timing.permutation import PermutationStatistics
+
+    n_t = frame["t"].nunique()
+    y = frame["y"].to_numpy().reshape(-1, n_t)
+    g = frame["g"].to_numpy()[::n_t]
+    times = np.sort(frame["t"].unique())
+    design = TimingDesign.from_paths(times, g, y)
+    stack = aggregation_stack(design, False)
+    rows = np.flatnonzero(np.isnan(stack.keys) | (stack.names == "dynamic"))
+    with threadpool_limits(limits=1, user_api="blas"):
+        fast = PermutationStatistics(design, None, False, stack.a_theta[rows],
+                                     stack.a_0[rows])
+        oracle = EstimandRows.of(stack.a_theta[rows], stack.a_0[rows])
+    a = fisher_test(times, g, y, fast, n_permutations=n, seed=5, control_sums=True)
+    b = fisher_test(times, g, y, lambda d: _statistics(d, None, False, oracle),
+                    n_permutations=n, seed=5)
+    return {"permutations": n, "statistics": int(a.permuted.shape[1]),
+            "largest_difference": float(np.abs(a.permuted - b.permuted).max()),
+            "pvalues_identical": bool(np.array_equal(a.pvalue, b.pvalue)),
+            "pvalues_r_identical": bool(np.array_equal(a.pvalue_r, b.pvalue_r))}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--fisher", type=int, default=100)
     parser.add_argument("--csv", default=None)
     parser.add_argument("--parts", type=int, default=0)
+    parser.add_argument("--compare-direct", type=int, default=0)
     args = parser.parse_args()
     frame = paper_panel()
     if args.csv:
@@ -128,6 +163,8 @@ def main():
                    fisher_cpu_per_1000_s=(spent_cpu - plain_cpu) / args.fisher * 1000)
     if args.parts:
         out["permutation_parts_cpu_s"] = permutation_parts(frame, args.parts)
+    if args.compare_direct:
+        out["compare_direct"] = compare_direct(frame, args.compare_direct)
     out["load_average_1_5_15"] = os.getloadavg()
     print(json.dumps(out, indent=1))
 

@@ -46,8 +46,8 @@ class LabResult:
     config : LabConfig
         Its settings.
     panel : pandas.DataFrame
-        ``panel.parquet``: ``unit``, ``time``, ``cohort`` (NaN for validation), ``domain``
-        and the metrics.
+        ``panel.parquet``: ``unit``, ``time``, ``cohort`` (NaN for validation), ``domain``,
+        with rare instances ``rare`` and ``surprisal``, and the metrics.
     truth : pandas.DataFrame
         ``truth.parquet``: ``cohort``, ``time``, ``metric``, ``tau`` (the direct effect,
         ``tau_total - spillover``: what DiD with never-treated controls estimates; exact
@@ -604,7 +604,8 @@ def _later_cohorts(design, exposure: int) -> np.ndarray:
 
 
 def _panel_table(cfg, design, main: pd.DataFrame) -> pd.DataFrame:
-    """``panel.parquet``: the main run's scores with each unit's cohorts and domain."""
+    """``panel.parquet``: the main run's scores with each unit's cohorts, domain and instance
+    features (:func:`instance_features`)."""
     units = main["unit"]
     panel = main[["unit", "time"]].copy()
     cohorts = pd.Series(design.analysed_cohorts.astype(np.float64), index=design.analysed_ids)
@@ -613,9 +614,21 @@ def _panel_table(cfg, design, main: pd.DataFrame) -> pd.DataFrame:
         later = pd.Series(_later_cohorts(design, e), index=design.analysed_ids)
         panel[f"cohort_{e}"] = units.map(later).to_numpy(np.float64)
     panel["domain"] = design.domains[units.to_numpy()]
+    for name, values in instance_features(design).items():
+        panel[name] = values[units.to_numpy()]
     for m in cfg.metrics:
         panel[m] = main[m].to_numpy(np.float64)
     return panel
+
+
+def instance_features(design) -> dict:
+    """The instance features that drive memorisation, by name, one value per instance: with
+    rare instances (``rare_share > 0``) ``rare`` (0 or 1) and ``surprisal``
+    (:meth:`~didmem.lab.corpus.MarkovCorpus.surprisal`); none otherwise."""
+    if design.rare is None:
+        return {}
+    return {"rare": design.rare.astype(np.int64),
+            "surprisal": design.corpus.surprisal(design.tokens)}
 
 
 def _truth_tables(cfg, design, scores) -> tuple:
@@ -740,6 +753,7 @@ def _instances_table(design) -> pd.DataFrame:
         "instance": np.arange(len(design.tokens)),
         "split": design.split,
         "domain": design.domains,
+        **instance_features(design),
         "tokens": [row.astype(np.int64) for row in design.tokens],
         "text": [tok.decode(row) for row in design.tokens],
     })
@@ -760,6 +774,8 @@ def _sample_table(cfg, design) -> pd.DataFrame:
         sample[f"cohort_{e}"] = np.concatenate([_later_cohorts(design, e),
                                                 np.full(n_val, np.nan)])
     sample["domain"] = design.domains[sample["unit"].to_numpy()]
+    for name, values in instance_features(design).items():
+        sample[name] = values[sample["unit"].to_numpy()]
     return sample
 
 

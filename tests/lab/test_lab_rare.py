@@ -116,3 +116,18 @@ def test_heterogeneity_by_the_lab_feature_runs_on_its_panel(rare_run):
                                     outcome="mean_token_loglik"),
                               frame.groupby("unit")["surprisal"].first(), n_draws=0)
     assert np.isfinite(slopes.to_frame()["slope"]).all()
+
+
+def test_truth_controls_hold_the_spillover_instance_by_instance(rare_run):
+    import pandas as pd
+
+    controls = pd.read_parquet(rare_run.out_dir / "truth_controls.parquet")
+    truth = rare_run.truth
+    validation = rare_run.panel.loc[rare_run.panel["cohort"].isna(), "unit"].unique()
+    assert set(controls["unit"]) == set(validation)
+    assert set(controls["cohort"]) == {36}
+    mean = controls.groupby(["cohort", "time", "metric"])["effect"].mean()
+    exact = truth[truth["exact"] & (truth["time"] >= truth["cohort"])].set_index(
+        ["cohort", "time", "metric"])["spillover"]
+    np.testing.assert_allclose(mean.reindex(exact.index).to_numpy(), exact.to_numpy(),
+                               rtol=0, atol=1e-12)

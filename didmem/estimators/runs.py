@@ -25,8 +25,13 @@ class RunsEstimator(BaseEstimator):
     3. **The within-instance comparison**: at checkpoint ``c``, the instances first trained
        at ``g`` in one run against the same instances in the runs that have not trained
        them by ``c``, each differenced against its own base-period score
-       (:func:`~didmem.inference.runs.within_cells`), with a Wald pre-test of its
-       pre-treatment cells; influence functions per instance.
+       (:func:`~didmem.inference.runs_within.within_cells`); influence functions per
+       instance, so its band (with the small-sample correction), and the Wald pre-test of
+       its pre-treatment cells, are the shared ones of every group-time fit
+       (:class:`~didmem.inference.runs_within.WithinInfluence`), and it aggregates as a fit
+       does (``RunsResult.within.aggregate``). Its cells also carry the efficient
+       combination with the pooled DiD with the runs held fixed (``combined_*`` columns,
+       :func:`~didmem.inference.runs_combined.combine_cells`).
 
     Parameters
     ----------

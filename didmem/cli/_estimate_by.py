@@ -48,8 +48,11 @@ def written_paths(out: Path) -> dict:
             "equality": out.with_name(out.stem + ".equality.parquet")}
 
 
-def _refuse_other_routes(args) -> None:
-    given = [flag for flag, on in (
+def _refuse_other_routes(args, other_flags=()) -> None:
+    """Refuse the options of the other routes (``other_flags``: (flag, keyword, value when
+    not given) of options that another estimator takes)."""
+    given = [flag for flag, name, unset in other_flags if getattr(args, name, unset) != unset]
+    given += [flag for flag, on in (
         (f"--estimator {args.estimator}", args.estimator != "did"),
         (f"--exposure {args.exposure}", args.exposure != 1),
         ("--memorised", args.memorised), ("--run", args.run is not None),
@@ -132,19 +135,22 @@ def _write_all(tables: dict, paths: dict) -> None:
         raise
 
 
-def run_by(args) -> int:
-    """``didmem estimate --by FEATURE``: fit, print and write (see the module's docstring)."""
+def run_by(args, other_flags=()) -> int:
+    """``didmem estimate --by FEATURE``: fit, print and write (see the module's docstring);
+    ``other_flags`` are refused (see :func:`_refuse_other_routes`)."""
     from ..contrasts import heterogeneity
     from ..estimators.did import DiDEstimator
     from ..panel import Panel
     from ._options import read_panel_frame
 
-    _refuse_other_routes(args)
+    _refuse_other_routes(args, other_flags)
     out = Path(args.out)
     frame = read_panel_frame(Path(args.panel))
     feature = instance_feature(frame, args.by, args.unit, repr(str(args.panel)))
     options = {} if args.base_period is None else {"base_period": args.base_period}
-    estimator = DiDEstimator(control_group=args.control_group, n_bootstrap=args.n_bootstrap,
+    if args.control_group is not None:  # not given: DiDEstimator's own default
+        options["control_group"] = args.control_group
+    estimator = DiDEstimator(n_bootstrap=args.n_bootstrap,
                              seed=args.seed, lower_is_better=args.lower_is_better,
                              outcome=args.outcome, small_sample=not args.r_inference,
                              **options)

@@ -219,7 +219,7 @@ def run(args) -> int:
     if args.by is not None:
         from ._estimate_by import run_by
 
-        return run_by(args)
+        return run_by(args, RANDOM_TIMING_FLAGS)
     if args.estimator == "membership" or args.members is not None:
         return _run_membership(args)
     if args.estimator == "random-timing":

@@ -83,3 +83,21 @@ def test_estimate_by_refuses_what_it_cannot_fit(panel_file, tmp_path, capsys):
                  "--estimator", "difference", "--out", out]) == 2
     assert "--by fits DiD per subgroup" in capsys.readouterr().err
     assert not list(tmp_path.glob("x*.parquet"))  # nothing written
+
+
+def test_estimate_by_takes_the_control_group_and_refuses_random_timing_flags(
+        panel_file, tmp_path, capsys):
+    out = tmp_path / "nyt.parquet"
+    assert main(["estimate", str(panel_file), "--outcome", "y", "--by", "domain",
+                 "--control", "not_yet_treated", "--n-bootstrap", "0", "--out", str(out)]) == 0
+    capsys.readouterr()
+    frame = pd.read_parquet(panel_file)
+    panel = didmem.Panel(frame, unit="unit", time="time", cohort="cohort", outcome="y")
+    het = didmem.heterogeneity(panel, frame.groupby("unit")["domain"].first(),
+                               estimator=didmem.DiDEstimator(
+                                   n_bootstrap=0, control_group="not_yet_treated"))
+    np.testing.assert_allclose(pd.read_parquet(out)["estimate"], het.profiles()["estimate"],
+                               rtol=1e-10)
+    assert main(["estimate", str(panel_file), "--outcome", "y", "--by", "domain",
+                 "--fisher", "99", "--out", str(tmp_path / "f.parquet")]) == 2
+    assert "--fisher" in capsys.readouterr().err

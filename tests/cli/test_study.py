@@ -81,5 +81,7 @@ def test_estimators_named_on_the_command_line_and_in_files_are_the_same():
     parser = argparse.ArgumentParser()
     estimate.add_arguments(parser)
     option = next(a for a in parser._actions if a.dest == "estimator")
-    # then the command line's own membership inference (its result is not a study's)
-    assert option.choices == [*ESTIMATORS, "membership"] and option.default == "did"
+    # then the command line's own estimators whose results are not a study's group-time
+    # profile: random timing (its own result kind) and membership inference
+    assert option.choices == [*ESTIMATORS, "random-timing", "membership"]
+    assert option.default == "did"

@@ -706,9 +706,10 @@ class HolesInfluence(CellInfluence):
         * ``O``: likewise at ``b`` with ``n_b``.
 
         Unweighted, the corrected parts add up to an unbiased variance, and without holes
-        ``T`` and ``O`` are empty and ``B`` is the balanced panel's Welch part. The
-        Satterthwaite degrees of freedom treat the three estimates as independent; they
-        share the units of ``B`` (see docs/inference.rst for the Monte Carlo). Before issue
+        ``T`` and ``O`` are empty and ``B`` is the balanced panel's Welch part. The three
+        estimates share ``B``'s units; their Satterthwaite degrees of freedom count the
+        covariances that follow (:meth:`welch_dependence`; see docs/inference.rst for the
+        Monte Carlo). Before issue
         50, ``T`` and ``O`` were taken about the whole side's means with their own few units
         (often two: ``n / (n - 1) = 2`` and one degree of freedom).
         """
@@ -726,6 +727,36 @@ class HolesInfluence(CellInfluence):
         live = self.ref == 0
         return (np.where(live, np.stack(parts), 0.0),
                 np.where(live, np.stack(n), 0))
+
+    def welch_dependence(self):
+        """The dependence between the Welch parts of :meth:`welch_groups` that share units:
+        ``(pairs, shared, r2)`` (see :func:`~didmem.inference.small_sample.block_welch`), or
+        None on cross-sections (independent rows).
+
+        On a panel with holes a side's three parts are estimated on overlapping units: the
+        ``n_B`` units observed at both periods estimate ``B`` and also enter the level
+        variances at ``t`` (``T``) and at ``b`` (``O``). Two sample variances of variables
+        ``x`` and ``y`` with correlation ``r`` on ``m`` shared units have covariance
+        ``2 r**2 m s_x**2 s_y**2 / (nu_x nu_y)`` under normality, so the Satterthwaite degrees
+        of freedom count ``2 a_k a_l r_kl**2 m_kl / (nu_k nu_l)`` for each pair (issue 50).
+        On ``B``'s units ``psi_i = u_t + u_b`` (the unit's terms at ``t`` and at ``b``);
+        ``r`` is estimated from their centred moments there: ``(B, T)`` the correlation of
+        ``u_t + u_b`` with ``u_t``, ``(B, O)`` with ``u_b``, ``(T, O)`` of ``u_t`` with ``u_b``.
+        """
+        if self.rows.size == self.w.size:
+            return None
+        sides, live = self._pattern_sums()
+        r2, shared = [], []
+        for side in sides:
+            tt, bb, tb = side["both_moments"]
+            zz = tt + bb + 2 * tb
+            for num, den in (((tt + tb) ** 2, zz * tt), ((bb + tb) ** 2, zz * bb),
+                             (tb**2, tt * bb)):
+                r2.append(np.clip(np.divide(num, den, out=np.zeros_like(num), where=den > 0),
+                                  0.0, 1.0))
+                shared.append(side["n_both"])
+        pairs = np.array([[0, 1], [0, 2], [1, 2], [3, 4], [3, 5], [4, 5]])
+        return pairs, np.where(live, np.stack(shared), 0), np.where(live, np.stack(r2), 0.0)
 
     def observation_groups(self) -> tuple[np.ndarray, np.ndarray]:
         """Each cell's plug-in variance ``sum_i psi_i**2`` split by side and observation
@@ -786,6 +817,18 @@ class HolesInfluence(CellInfluence):
             zw = a0 * s_both[:, 3] + a1 * s_both[:, 4]
             centred = zz - np.divide(zw**2, s_both[:, 5], out=np.zeros_like(zw),
                                      where=s_both[:, 5] > 0)
+            # on B, the two levels' variables u_t = a0 wy_t + a2 w and u_b = a1 wy_b + a3 w
+            # about B's own w**2-weighted means: their centred moments (psi = u_t + u_b)
+            w2 = s_both[:, 5]
+            mean_t = a0 * s_both[:, 3] + a2 * w2
+            mean_b = a1 * s_both[:, 4] + a3 * w2
+            moments = np.stack([
+                a0**2 * s_both[:, 0] + 2 * a0 * a2 * s_both[:, 3] + a2**2 * w2,
+                a1**2 * s_both[:, 1] + 2 * a1 * a3 * s_both[:, 4] + a3**2 * w2,
+                a0 * a1 * s_both[:, 2] + a0 * a3 * s_both[:, 3] + a2 * a1 * s_both[:, 4]
+                + a2 * a3 * w2])
+            moments -= np.divide(np.stack([mean_t**2, mean_b**2, mean_t * mean_b]), w2,
+                                 out=np.zeros_like(moments), where=w2 > 0)
             level_t = a0**2 * s_t[:, 0] + 2 * a0 * a2 * s_t[:, 1] + a2**2 * s_t[:, 2]
             level_b = np.where(based, a1**2 * s_b[:, 0] + 2 * a1 * a3 * s_b[:, 1]
                                + a3**2 * s_b[:, 2], 0.0)
@@ -796,7 +839,8 @@ class HolesInfluence(CellInfluence):
                 "centred_both": np.maximum(centred, 0.0), "level_t": level_t,
                 "level_b": level_b, "n_t": c_t, "n_b": np.where(based, c_b, 0),
                 "w2_t": s_t[:, 2], "w2_only_t": only_t[:, 2],
-                "w2_b": np.where(based, s_b[:, 2], 0.0), "w2_only_b": only_b[:, 2]})
+                "w2_b": np.where(based, s_b[:, 2], 0.0), "w2_only_b": only_b[:, 2],
+                "both_moments": np.where(based, moments, 0.0)})
         return sides, (self.ref == 0)
 
     def contributing_units(self) -> np.ndarray:

@@ -108,7 +108,9 @@ def test_blocked_rows_equal_naive_quadratic_forms(block_rows, last_treated):
     np.testing.assert_allclose(got.std_error_neyman, se, rtol=1e-10, atol=1e-12)
 
 
-def test_result_save_is_refused_in_one_line_naming_the_alternative(tmp_path):
+def test_result_save_refuses_a_name_that_is_not_parquet_in_one_line(tmp_path):
+    """A random-timing fit saves as a results file (tests/test_random_timing_file.py); a
+    target that cannot be one is refused in one line and nothing is written."""
     import didmem
     import pandas as pd
     from didmem.errors import ParameterError
@@ -120,9 +122,9 @@ def test_result_save_is_refused_in_one_line_naming_the_alternative(tmp_path):
                           "y": y.ravel()})
     panel = didmem.Panel(frame, unit="i", time="t", cohort="g", outcome="y")
     result = didmem.RandomTimingEstimator(n_draws=0).fit(panel)
-    target = tmp_path / "rt.parquet"
+    target = tmp_path / "rt.csv"
     with pytest.raises(ParameterError) as caught:
         result.save(target)
     message = str(caught.value)
-    assert "\n" not in message and "to_frame().to_parquet" in message
-    assert "rt.parquet" in message and not target.exists()
+    assert "\n" not in message and "'.parquet'" in message
+    assert "rt.csv" in message and not target.exists()

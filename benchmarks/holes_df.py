@@ -45,7 +45,7 @@ from holes_width import DGPS, PATTERNS, draw, holes
 LEVELS = (0.01, 0.001)
 
 
-def cells_of(res, truth, rules):
+def cells_of(res, truth, rules, band=False):
     frame = res.to_frame().merge(truth, on=["cohort", "time"], how="left")
     tau = np.where(frame["post"], frame["tau"], 0.0)
     err = frame["estimate"].to_numpy() - tau
@@ -54,7 +54,7 @@ def cells_of(res, truth, rules):
     out = {"err": err}
     live = (res.inference.correction.df > 0) & np.isfinite(res.inference.correction.df)
     level = np.nan  # the band's one-sided level Phi(c) of its normal-scale sup-t value c
-    if res.cell_critical_values is not None:
+    if band and res.cell_critical_values is not None:
         j = int(np.flatnonzero(live)[0])
         level = float(stdtr(res.inference.correction.df[j], res.cell_critical_values[j]))
     for rule in rules:
@@ -113,7 +113,7 @@ def study(dgp, pattern, units, missing, reps, seed, fixed=False, draws=0):
                                  outcome="y", **kw)
             res = didmem.DiDEstimator(n_bootstrap=draws, seed=boot_seed).fit(panel)
             rules = ("independent", "dependent") if name == "holes" else ("independent",)
-            keep[name].append(cells_of(res, truth, rules))
+            keep[name].append(cells_of(res, truth, rules, band=draws > 0))
     rows = []
     for name, rules in (("balanced", ("independent",)), ("holes", ("independent", "dependent"))):
         for rule in rules:

@@ -177,7 +177,15 @@ class HolesWelchGroups:
 
     def _pattern_sums(self):
         """Per side of every cell (cohort, controls): the sums of squares and counts of its
-        units by observation pattern at the cell's two periods."""
+        units by observation pattern at the cell's two periods (computed once per influence:
+        :meth:`welch_groups` and :meth:`welch_dependence` both read them)."""
+        cached = self.__dict__.get("_pattern_cache")
+        if cached is None:
+            cached = self._pattern_sums_of_rows()
+            object.__setattr__(self, "_pattern_cache", cached)  # the influence is frozen
+        return cached
+
+    def _pattern_sums_of_rows(self):
         counts, both = _co_observed(self.rows.unit_start, self.rows.time,
                                     self.w[self.rows.unit] * self.rows.y, self.w,
                                     self._block(), self.n_blocks, self.n_times)

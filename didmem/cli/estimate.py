@@ -144,6 +144,12 @@ def add_arguments(parser) -> None:
                help="did only: the effect of the K-th exposure of each instance, from the "
                     "cohort columns COHORT, COHORT_2, ..., COHORT_K (the --cohort name with "
                     "_2 ... _K), with controls of the same exposure history")
+    parser.add_argument("--by", default=None, metavar="FEATURE",
+                        help="did only: a profile per subgroup of this instance feature (a "
+                             "column constant within each unit), each with its own controls; "
+                             "writes the subgroups' profiles to OUT and their differences and "
+                             "equality tests beside it (OUT's stem + .differences.parquet, "
+                             ".equality.parquet)")
     parser.add_argument("--run", default=None, metavar="COLUMN",
                         help="the training-run column of a panel of several runs (seeds): "
                              "writes each run's profile, the pooled profile (runs a random "
@@ -210,6 +216,10 @@ def run(args) -> int:
         args.outcome = args.outcome or "memorised"
     elif not args.outcome:
         raise ParameterError("--outcome is required: name the outcome column.")
+    if args.by is not None:
+        from ._estimate_by import run_by
+
+        return run_by(args, RANDOM_TIMING_FLAGS)
     if args.estimator == "membership" or args.members is not None:
         return _run_membership(args)
     if args.estimator == "random-timing":

@@ -14,7 +14,10 @@ Data-generating processes: ``ar1`` (issue 50's: 20 cohorts of 15-30 instances, 3
 never-treated, 30 checkpoints, unit effects N(0, 1), AR(1) noise with coefficient 0.7 and
 unit variance, a decaying effect ``1 / (1 + e)``) and the two of issue 25
 (``small_sample_coverage.py``: ``normal``, ``hetero``; 8 cohorts of ``--units``, 200
-never-treated, 10 checkpoints).
+never-treated, 10 checkpoints); and ``walk`` (issue 50's second round: random-walk noise, 8 cohorts of
+``--units``, 150 never-treated, 10 checkpoints; the outcomes of a unit at two checkpoints
+correlate strongly, so the parts of a cell's variance that share units are most dependent)
+with normal innovations, ``skewwalk`` with skewed ones (centred chi-square, 3 df).
 
 Per row: pointwise coverage of the cells' 95% t intervals (mean over cells, Monte Carlo
 error over replications), simultaneous coverage of the band, the share of cells with a
@@ -45,7 +48,7 @@ from didmem.inference.small_sample import block_welch, t_critical_values
 from _provenance import write_rows
 from small_sample_coverage import simulate
 
-DGPS = {"ar1": 21, "normal": 6, "hetero": 7}
+DGPS = {"ar1": 21, "normal": 6, "hetero": 7, "walk": 31, "skewwalk": 32}
 PATTERNS = {"random": 1, "late": 2, "by_cohort": 3}
 
 
@@ -74,9 +77,35 @@ def simulate_ar1(rng, n_cohorts=20, sizes=(15, 30), n_never=300, n_times=30, rho
     return df, truth
 
 
+def simulate_walk(rng, units, n_cohorts=8, n_never=150, n_times=10, skewed=False):
+    """Random-walk noise (a unit root: each unit's level drifts and the outcomes at two
+    checkpoints correlate strongly, most for near ones) with unit-variance innovations,
+    normal or (``skewed``) centred chi-square with 3 df; cohorts of ``units`` treated at
+    checkpoints 2-9, ``n_never`` never-treated, effect ``1 / (1 + e)``."""
+    cohorts = np.concatenate([np.repeat(2 + np.arange(n_cohorts, dtype=float), units),
+                              np.full(n_never, np.inf)])
+    n = cohorts.size
+    innov = ((rng.chisquare(3, (n, n_times)) - 3) / np.sqrt(6) if skewed
+             else rng.standard_normal((n, n_times)))
+    eps = np.cumsum(innov, axis=1)
+    times = np.arange(n_times, dtype=float)
+    event = times[None, :] - cohorts[:, None]
+    tau = np.where(event >= 0, 1.0 / (1 + np.maximum(event, 0)), 0.0)
+    y = rng.standard_normal(n)[:, None] + np.log1p(times)[None, :] + tau + eps
+    df = pd.DataFrame({"unit": np.repeat(np.arange(n), n_times), "time": np.tile(times, n),
+                       "cohort": np.repeat(cohorts, n_times), "y": y.ravel()})
+    g, t = np.meshgrid(2 + np.arange(n_cohorts, dtype=float), times, indexing="ij")
+    truth = pd.DataFrame({"cohort": g.ravel(), "time": t.ravel()})
+    truth["tau"] = np.where(truth["time"] >= truth["cohort"],
+                            1.0 / (1 + truth["time"] - truth["cohort"]), 0.0)
+    return df, truth
+
+
 def draw(dgp, units, rng):
     if dgp == "ar1":
         return simulate_ar1(rng)
+    if dgp in ("walk", "skewwalk"):
+        return simulate_walk(rng, units, skewed=dgp == "skewwalk")
     return simulate(dgp, 8, units, 200, 10, int(rng.integers(2**62)))
 
 

@@ -138,6 +138,69 @@ def test_observation_groups_split_each_cells_variance():
                                                            rel=1e-9, abs=1e-15)
 
 
+def test_welch_dependence_is_the_correlation_of_the_parts_on_their_shared_units():
+    """Issue 50: the parts of a side that share units (those observed at both periods) are
+    paired with those units' count and the squared correlation, on them, of the parts'
+    variables: ``psi = u_t + u_b`` (B), ``u_t`` (the level at t), ``u_b`` (at b), each unit's
+    terms of the cell's influence function at ``t`` and at ``b`` (checked against the dense
+    features, cell by cell, on a panel with 45% of rows missing)."""
+    rng = np.random.default_rng(8)
+    rows = []
+    for u in range(120):
+        cohort, level = [3.0, 5.0, np.inf][u % 3], 2.0 * rng.normal()
+        for t in range(1, 7):
+            if rng.random() < 0.55:
+                rows.append((u, t, cohort, level + rng.normal()))
+    df = pd.DataFrame(rows, columns=["unit", "time", "cohort", "y"])
+    panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y",
+                         balance="keep")
+    design = prepare_panel(panel, None, need_never_treated=False, anticipation=0,
+                            lower_is_better=False, owner="test")
+    inf, cells = _holes_influence(design, not_yet=True)
+    pairs, shared, r2 = inf.welch_dependence()
+    np.testing.assert_array_equal(pairs, [[0, 1], [0, 2], [1, 2], [3, 4], [3, 5], [4, 5]])
+    n_t = design.times.size
+    feats = np.zeros((design.n_units, 2 * n_t))
+    feats[design.holes.unit, design.holes.time] = design.holes.y
+    feats[design.holes.unit, n_t + design.holes.time] = 1.0
+    seen = feats[:, n_t:] > 0
+    block = np.repeat(np.arange(design.starts.size - 1), np.diff(design.starts))
+    checked = 0
+    for c in np.flatnonzero((cells.ref == 0) & (cells.b >= 0) & (cells.b != cells.t)):
+        t, b = cells.t[c], cells.b[c]
+        treated = block == cells.k[c]
+        control = (block >= cells.cs[c]) & ~treated
+        for side, who, coef in ((0, treated, inf.tau[c]), (3, control, inf.kappa[c])):
+            mine = who & seen[:, t] & seen[:, b]
+            assert shared[side, c] == shared[side + 1, c] == shared[side + 2, c] == mine.sum()
+            if mine.sum() < 3:
+                continue
+            u_t = coef[0] * feats[mine, t] + coef[2]
+            u_b = coef[1] * feats[mine, b] + coef[3]
+            r = np.corrcoef(np.stack([u_t + u_b, u_t, u_b]))
+            np.testing.assert_allclose(r2[side:side + 3, c], [r[0, 1] ** 2, r[0, 2] ** 2,
+                                                              r[1, 2] ** 2], rtol=1e-7)
+            checked += 1
+    assert checked >= 20
+
+
+def test_shared_units_lower_the_degrees_of_freedom_of_a_sum_of_welch_parts():
+    """Issue 50: ``block_welch`` with a dependence adds ``2 a_k a_l r2 m / (nu_k nu_l)`` per
+    pair to Satterthwaite's denominator (two parts of 4 and 6 units, 3 shared, r2 = 0.5)."""
+    parts = np.array([[0.3], [0.5]])
+    counts = np.array([4, 6])
+    a = parts[:, 0] * counts / (counts - 1)
+    v, dof = block_welch(parts, counts, (np.array([[0, 1]]), np.array([[3]]), np.array([[0.5]])))
+    base = a[0] ** 2 / 3 + a[1] ** 2 / 5
+    assert v[0] == pytest.approx(a.sum())
+    assert dof[0] == pytest.approx(a.sum() ** 2 / (base + 2 * a[0] * a[1] * 0.5 * 3 / 15))
+    assert dof[0] < block_welch(parts, counts)[1][0]
+    # no shared unit, or no correlation: the independent parts' degrees of freedom
+    for m, r in ((0, 0.5), (3, 0.0)):
+        same = block_welch(parts, counts, (np.array([[0, 1]]), np.array([[m]]), np.array([[r]])))
+        assert same[1][0] == pytest.approx(block_welch(parts, counts)[1][0])
+
+
 def _holes_influence(design, not_yet=False):
     """The holes route's influence of a prepared design (the rows of ``design.holes``, or
     every cell of a balanced design's outcome matrix)."""
@@ -165,7 +228,7 @@ def test_without_holes_the_degrees_of_freedom_are_the_balanced_panels(not_yet):
     design = prepare_panel(panel, None, need_never_treated=not not_yet, anticipation=0,
                             lower_is_better=False, owner="test")
     inf, cells = _holes_influence(design, not_yet)
-    var, dof = block_welch(*inf.welch_groups())
+    var, dof = block_welch(*inf.welch_groups(), inf.welch_dependence())
     live = cells.ref == 0
     np.testing.assert_allclose(var[live], res.inference.correction.variance[live], rtol=1e-9)
     np.testing.assert_allclose(dof[live], res.inference.correction.df[live], rtol=1e-9)
@@ -213,8 +276,18 @@ def test_a_cells_welch_parts_by_hand():
     corr = res.inference.correction
     parts = np.array([a_both, a_t, a_b, a_ctrl])
     assert corr.variance[c] == pytest.approx(parts.sum(), rel=1e-9)
-    dof = parts.sum() ** 2 / (parts**2 / np.array([5, n_t - 1, n_b - 1, d0.size - 1])).sum()
+    nu = np.array([5, n_t - 1, n_b - 1, d0.size - 1])
+    # the three parts share the six complete units: the level variances at 2 and 1 are
+    # estimated on them too, and so is z's. Two sample variances on m shared units with
+    # correlation r covary by 2 r**2 m a_k a_l / (nu_k nu_l) (normal theory)
+    r = np.corrcoef(np.stack([z, y2[both], y1[both]]))
+    cross = 2 * 6 * (parts[0] * parts[1] * r[0, 1] ** 2 / (nu[0] * nu[1])
+                     + parts[0] * parts[2] * r[0, 2] ** 2 / (nu[0] * nu[2])
+                     + parts[1] * parts[2] * r[1, 2] ** 2 / (nu[1] * nu[2]))
+    independent = parts.sum() ** 2 / (parts**2 / nu).sum()
+    dof = parts.sum() ** 2 / ((parts**2 / nu).sum() + cross)
     assert corr.df[c] == pytest.approx(dof, rel=1e-9)
+    assert dof < 0.95 * independent  # the levels (difficulty 3 sd) correlate strongly
     # before issue 50: unit 8's part had one unit (no degrees of freedom) and units 6-7's
     # part n / (n - 1) = 2 with one degree of freedom
     assert corr.df[c] > 6

@@ -107,6 +107,12 @@ class CellInfluence(ABC):
         return (np.stack([treated, self.variance() - treated]),
                 np.stack([n_treated, n_control]))
 
+    def welch_dependence(self):
+        """Pairs of :meth:`welch_groups` estimated on shared units, for the degrees of
+        freedom: ``(pairs, shared, r2)`` as :func:`~didmem.inference.small_sample.block_welch`
+        takes them, or None (the default: the groups' units are disjoint)."""
+        return None
+
     # ------------------------------------------------------------------ the bootstrap
     def multiplier_chunks(self, n_draws: int, multiplier: str, rng, n_clusters: int = 0):
         """The multipliers of this route's bootstrap, in its chunks

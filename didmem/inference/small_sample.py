@@ -107,7 +107,8 @@ def welch_correction(treated: np.ndarray, control: np.ndarray, n_treated: np.nda
     return a + b, df
 
 
-def block_welch(parts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def block_welch(parts: np.ndarray, counts: np.ndarray,
+                dependence=None) -> tuple[np.ndarray, np.ndarray]:
     """Welch's correction of a sum of independent means' variances, block by block: the one
     Welch function of the cells (groups of units), the aggregations (blocks) and the holes.
 
@@ -125,6 +126,16 @@ def block_welch(parts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.n
         ``sum_b a_b`` with ``a_b = parts_b n_b / (n_b - 1)``, and the Welch-Satterthwaite
         ``(sum_b a_b)**2 / sum_b a_b**2 / (n_b - 1)`` (blocks of one unit add no term). For a
         single cell against the never-treated block it is :func:`welch_correction`.
+
+    Other Parameters
+    ----------------
+    dependence : tuple, optional
+        ``(pairs, shared, r2)`` for blocks estimated on overlapping units (a panel with
+        holes): ``pairs`` (n_pairs x 2) indices of two blocks, ``shared`` and ``r2``
+        (n_pairs x n_rows) the units they share and the squared correlation of their
+        variables there. Each pair adds ``2 a_k a_l r2 m / ((n_k - 1)(n_l - 1))`` to the
+        denominator: the covariance of two sample variances on ``m`` shared units under
+        normality, so the degrees of freedom no longer treat the blocks as independent.
     """
     parts = np.maximum(np.asarray(parts, dtype=np.float64), 0.0)
     counts = np.asarray(counts, dtype=np.float64)
@@ -133,6 +144,14 @@ def block_welch(parts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.n
     a = parts * _factor(counts)
     with np.errstate(divide="ignore", invalid="ignore"):
         denom = np.where(counts > 1, a**2 / np.maximum(counts - 1, 1), 0.0).sum(axis=0)
+        if dependence is not None:
+            pairs, shared, r2 = dependence
+            full = np.broadcast_to(counts, a.shape)
+            for (k, l), m, r in zip(pairs, np.asarray(shared, dtype=np.float64),
+                                    np.asarray(r2, dtype=np.float64)):
+                ok = (full[k] > 1) & (full[l] > 1) & (m > 0)
+                denom = denom + np.where(ok, 2 * a[k] * a[l] * r * m / (
+                    np.maximum(full[k] - 1, 1) * np.maximum(full[l] - 1, 1)), 0.0)
         total = a.sum(axis=0)
         df = np.where(denom > 0, total**2 / denom, np.nan)
     return total, df
@@ -195,7 +214,7 @@ def small_sample_correction(influence, variance) -> SmallSampleCorrection:
     if prepared.clusters is not None:
         corrected, df = cluster_correction(variance, prepared.n_clusters)
     else:
-        corrected, df = block_welch(*influence.welch_groups())
+        corrected, df = block_welch(*influence.welch_groups(), influence.welch_dependence())
         corrected = np.where(np.isnan(variance), np.nan, corrected)
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = np.where(variance > 0, corrected / variance, 1.0)

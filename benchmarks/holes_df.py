@@ -4,7 +4,7 @@ For each replication (a panel of ``holes_width.py``'s DGPs with holes by one of 
 patterns, and the same panel balanced) the fit's corrected variance ``V`` and degrees of
 freedom of every cell are kept, under two rules: the parts treated as independent
 (``independent``) and with the covariance of the parts that share units
-(``dependent``: :meth:`~didmem.inference.holes.HolesInfluence.welch_dependence`). Per cell
+(``dependent``: :meth:`~didmem.inference.holes.influence.HolesInfluence.welch_dependence`). Per cell
 over the replications:
 
 * ``var_ratio``: the Monte Carlo variance of ``V`` over the variance the degrees of freedom

@@ -27,7 +27,7 @@ what the balanced panel's implies, ``mean hw_balanced * sqrt(Var(tau_holes) / Va
 (variances of the estimates over the replications); its mean over cells is ``width_ratio``
 (1 = exactly the width the variance ratio implies). ``pointwise_before_issue50`` is the
 pointwise coverage of the same fits' intervals under the rule before issue 50 (the plug-in
-parts of :meth:`~didmem.inference.holes.HolesInfluence.observation_groups` with their own
+parts of :meth:`~didmem.inference.holes.influence.HolesInfluence.observation_groups` with their own
 units' counts). Usage::
 
     nice -n 15 python benchmarks/holes_width.py --dgp ar1 --pattern random --reps 200

@@ -11,7 +11,7 @@ import didmem
 from didmem.errors import EstimationError, PanelError
 from didmem.inference._prepared import did_cells
 from didmem.inference._prepared import prepare_panel
-from didmem.inference.holes import HolesInfluence, hole_cells
+from didmem.inference.holes.influence import HolesInfluence, hole_cells
 
 
 def _frame(seed=0, n_times=6):
@@ -169,7 +169,7 @@ def test_moment_route_equals_dense_influence_functions(kind, control_group, base
 def test_fused_rademacher_sums_equal_the_dense_multipliers(rows_per_unit, weighted):
     """64 draws per pass over the rows give each draw's sums exactly (draws not a multiple
     of 64, blocks starting inside a random word, units with several rows)."""
-    from didmem.inference.holes_kernels import _rademacher_sums
+    from didmem.inference.holes.kernels import _rademacher_sums
     from didmem.inference.kernels import rademacher_from_raw
 
     rng = np.random.default_rng(5)

@@ -9,7 +9,7 @@ import pytest
 import didmem
 from didmem.inference._prepared import did_cells, level_cells, prepare_panel
 from didmem.inference._prepared import HoleRows
-from didmem.inference.holes import HolesInfluence, hole_cells
+from didmem.inference.holes.influence import HolesInfluence, hole_cells
 from didmem.inference.small_sample import block_welch
 
 

@@ -24,7 +24,7 @@ The routes:
 route                         form of ``psi``                                  class
 ============================  ===============================================  ============
 balanced, no covariates       per-cohort moments (linear in outcome paths)     :class:`~didmem.inference.grouped.GroupedInfluence`
-holes, cross-sections         coefficients on per-row features                 :class:`~didmem.inference.holes.HolesInfluence`
+holes, cross-sections         coefficients on per-row features                 :class:`~didmem.inference.holes.influence.HolesInfluence`
 covariates (any panel)        stored per unit, block by block                  :class:`StoredInfluence`
 k-th exposure                 sums by history; stored on demand                :class:`~.exposure.cells.ExposureInfluence`
 ============================  ===============================================  ============

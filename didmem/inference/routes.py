@@ -100,7 +100,7 @@ def cell_influence(prepared, cells, *, est_method: str | None = None, covariate_
         return influence
     with_covariates = est_method is not None
     if prepared.holes is not None:
-        from .holes import HolesInfluence, check_hole_cells, hole_cells
+        from .holes.influence import HolesInfluence, check_hole_cells, hole_cells
 
         att, coefficients, stats = hole_cells(prepared.holes, prepared.w, prepared.starts, cells,
                                               prepared.times.size)

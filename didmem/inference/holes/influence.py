@@ -26,8 +26,8 @@ quantity follows from per-block sums of the features
 
 No units x cells matrix is ever formed, and for cross-sections no units x times matrix
 either: a row has one time, so its features are four numbers. ``reference_psi`` builds the
-dense matrix for the tests. The numba kernels live in :mod:`didmem.inference.holes_kernels`,
-the small-sample (Welch) parts of the variances in :mod:`didmem.inference.holes_welch`.
+dense matrix for the tests. The numba kernels live in :mod:`didmem.inference.holes.kernels`,
+the small-sample (Welch) parts of the variances in :mod:`didmem.inference.holes.welch`.
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import numpy as np
-from ..errors import EstimationError
-from ._prepared import HoleRows, _fmt
-from .bootstrap import _CHUNK_ELEMENTS, MultiplierChunks
-from .holes_kernels import (_cell_draws, _combination_coefficients, _pair_diagonal,
-                            _pair_matrix, _rademacher_sums, _sparse_gram, _sparse_sums)
-from .holes_welch import HolesWelchGroups
-from .influence import CellInfluence
+from ...errors import EstimationError
+from .._prepared import HoleRows, _fmt
+from ..bootstrap import _CHUNK_ELEMENTS, MultiplierChunks
+from .kernels import (_cell_draws, _combination_coefficients, _pair_diagonal,
+                      _pair_matrix, _rademacher_sums, _sparse_gram, _sparse_sums)
+from .welch import HolesWelchGroups
+from ..influence import CellInfluence
 
 __all__ = ["HoleRows", "HolesInfluence", "hole_cells", "check_hole_cells", "reference_psi"]
 

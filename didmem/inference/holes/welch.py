@@ -3,7 +3,7 @@ repeated cross-sections: which units estimate each part of a cell's variance, an
 parts that share units depend on each other (issue 50).
 
 :class:`HolesWelchGroups` is a mixin of
-:class:`~didmem.inference.holes.HolesInfluence`: it reads the influence's rows, weights,
+:class:`~didmem.inference.holes.influence.HolesInfluence`: it reads the influence's rows, weights,
 per-block Gram matrices and the cells' coefficients, and gives
 :meth:`~HolesWelchGroups.welch_groups` and :meth:`~HolesWelchGroups.welch_dependence`, which
 :func:`~didmem.inference.small_sample.small_sample_correction` takes.
@@ -43,7 +43,7 @@ def _co_observed(unit_start, time, wy, w_unit, block, n_blocks, n_t):
 
 
 class HolesWelchGroups:
-    """The Welch groups of a :class:`~didmem.inference.holes.HolesInfluence` (a mixin: it
+    """The Welch groups of a :class:`~didmem.inference.holes.influence.HolesInfluence` (a mixin: it
     holds no state of its own)."""
 
     def welch_parts(self):

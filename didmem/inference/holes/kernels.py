@@ -1,4 +1,4 @@
-"""The numba kernels of the holes route (:mod:`didmem.inference.holes`): the cells' pairwise
+"""The numba kernels of the holes route (:mod:`.influence`): the cells' pairwise
 variances from per-block Gram matrices, the Gram matrices and multiplier sums read from the
 rows, the Rademacher sums from random bits, the cells' draws from the sums and the
 aggregations' coefficients. Each takes plain arrays; the layout is the holes module's

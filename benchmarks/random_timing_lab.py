@@ -42,7 +42,8 @@ plug-in beta) the estimate, SE and truth; the SE ratios random timing / DiD.
 
 ``--summarise`` prints the Markdown tables of ``benchmarks/RESULTS.md`` over the seeds with a
 file: coverage with Monte Carlo standard error ``sqrt(p(1-p)/n)`` (per-seed shares: mean +-
-sd/sqrt(n)), ``z = (estimate - truth)/SE`` (mean +- MC se, sd), and SE ratios.
+sd/sqrt(n)), ``z = (estimate - truth)/SE`` (mean +- MC se, sd), the root mean squared error
+over seeds, SE ratios, and the ATT variance check (:func:`att_variance_check`).
 """
 
 from __future__ import annotations
@@ -160,7 +161,10 @@ def att_variance_check(lab, frame: pd.DataFrame) -> dict:
     sd(Y_c - b Y_p)`` over the cohort's instances, and the oracle standard error against the
     ATT, ``sqrt(SE_neyman^2 - var_treated / N_g + var_untreated / N_g)``; returned: their
     medians over cells, the median of ``SE_neyman / SE_oracle`` and the pointwise coverage
-    of ``estimate +- 1.96 SE_oracle``."""
+    of ``estimate +- 1.96 SE_oracle``; and the medians of the cells' ``beta`` as fitted, as
+    recomputed here from the moments (a check: equal for the efficient fit) and with the
+    cohort's untreated paths in place of its treated ones (the coefficient that minimises
+    the Neyman variance of the error against the ATT)."""
     panel = lab.panel
     wide = panel.pivot(index="unit", columns="time", values=METRIC)
     units = pd.read_parquet(lab.out_dir / "truth_units.parquet")
@@ -170,12 +174,28 @@ def att_variance_check(lab, frame: pd.DataFrame) -> dict:
     effect = units.pivot(index="unit", columns="time", values="effect")
     cohort_of = panel.drop_duplicates("unit").set_index("unit")["cohort"]
     times = list(wide.columns)
-    ratios, oracle_ratio, covered = [], [], []
+    ratios, oracle_ratio, covered, b_fit, b_star, b_untreated = [], [], [], [], [], []
     post = frame[(frame["time"] >= frame["cohort"]) & frame["tau"].notna()]
     for row in post.itertuples(index=False):
         ids = cohort_of.index[cohort_of == row.cohort]
         pre = times[times.index(row.cohort) - 1]
         y_pre = wide.loc[ids, pre].to_numpy()
+        # beta* of the cell from its moments, and the same with the cohort's untreated paths
+        # (the coefficient that would minimise the error against the ATT)
+        control = cohort_of.index[~(cohort_of <= row.time)]  # later cohorts and never-treated
+        n_c = control.size
+        pp = pt = 0.0
+        by_cohort = cohort_of[control].fillna(np.inf)
+        for ids_c in by_cohort.groupby(by_cohort).groups.values():
+            c = np.cov(wide.loc[ids_c, pre], wide.loc[ids_c, row.time])
+            pp += len(ids_c) * c[0, 0] / n_c ** 2
+            pt += len(ids_c) * c[0, 1] / n_c ** 2
+        y_t = wide.loc[ids, row.time].to_numpy()
+        y0_t = y_t - effect.loc[ids, row.time].to_numpy()
+        g_pp = np.var(y_pre, ddof=1) / ids.size
+        b_fit.append(row.beta)
+        b_star.append((np.cov(y_pre, y_t)[0, 1] / ids.size + pt) / (g_pp + pp))
+        b_untreated.append((np.cov(y_pre, y0_t)[0, 1] / ids.size + pt) / (g_pp + pp))
         treated = wide.loc[ids, row.time].to_numpy() - row.beta * y_pre
         untreated = treated - effect.loc[ids, row.time].to_numpy()
         v1, v0 = np.var(treated, ddof=1), np.var(untreated, ddof=1)
@@ -183,7 +203,10 @@ def att_variance_check(lab, frame: pd.DataFrame) -> dict:
         ratios.append(np.sqrt(v0 / v1))
         oracle_ratio.append(row.std_error_neyman / oracle)
         covered.append(abs(row.estimate - row.tau) <= Z * oracle)
-    return {"sd_ratio_median": float(np.median(ratios)),
+    return {"beta_fit_median": float(np.median(b_fit)),
+            "beta_star_median": float(np.median(b_star)),
+            "beta_untreated_median": float(np.median(b_untreated)),
+            "sd_ratio_median": float(np.median(ratios)),
             "se_over_oracle_median": float(np.median(oracle_ratio)),
             "pointwise_oracle": float(np.mean(covered))}
 
@@ -305,7 +328,8 @@ def summarise(records: list) -> str:
               "± MC se; z = (estimate - truth) / SE; SE ratio to DiD per seed, median "
               "(min-max).", "",
               "| aggregation | estimator | coverage | with Neyman SE | mean z ± MC se | sd z "
-              "| mean SE | SE ratio to DiD |", "|---|---|---|---|---|---|---|---|"]
+              "| mean SE | RMSE over seeds | SE ratio to DiD |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for kind in AGGREGATIONS:
         for f in FITS:
             a = pd.DataFrame([r["fits"][f]["aggregations"][kind] for r in records])
@@ -320,7 +344,18 @@ def summarise(records: list) -> str:
                 ratio = f"{np.median(rs):.2f} ({rs.min():.2f}-{rs.max():.2f})"
             lines.append(f"| {kind if f == 'rt' else ''} | {label[f]} | {_p(cover)} | "
                          f"{neyman} | {_m(z, 2)} | {z.std(ddof=1):.2f} | "
-                         f"{a['std_error'].mean():.4f} | {ratio} |")
+                         f"{a['std_error'].mean():.4f} | {np.sqrt(np.mean(err ** 2)):.4f} | "
+                         f"{ratio} |")
+    lines += ["", "Paired over seeds, the efficient estimator's squared error against the truth "
+              "less DiD's (mean ± MC se; negative: the efficient estimate is nearer the truth):",
+              ""]
+    for kind in AGGREGATIONS:
+        sq = {f: np.array([(r["fits"][f]["aggregations"][kind]["estimate"]
+                            - r["fits"][f]["aggregations"][kind]["truth"]) ** 2
+                           for r in records]) for f in ("rt", "did")}
+        d = (sq["rt"] - sq["did"]) * 1e6
+        lines.append(f"- {kind}: {d.mean():+.1f} ± {d.std(ddof=1) / np.sqrt(n):.1f} (x 1e-6); "
+                     f"nearer in {int((sq['rt'] < sq['did']).sum())} of {n} seeds")
     lines += ["", "SE ratio random timing / DiD over the post-treatment cells (per seed the "
               "median over cells; over seeds mean ± MC se, min-max):", ""]
     for f in ("rt", "rt_beta1"):
@@ -332,6 +367,10 @@ def summarise(records: list) -> str:
               "over post-treatment cells, mean over seeds ± MC se: sd of the treated "
               "instances' untreated / treated adjusted paths; Neyman SE / oracle SE against "
               "the ATT; pointwise coverage with the oracle SE:", ""]
+    a = pd.DataFrame([r["fits"]["rt"]["att_check"] for r in records])
+    lines.append(f"- the cells' efficient beta: {_m(a['beta_fit_median'])} (recomputed from the "
+                 f"moments: {_m(a['beta_star_median'])}); the same with the cohort's untreated "
+                 f"paths in place of its treated ones: {_m(a['beta_untreated_median'])}")
     for f in ("rt", "rt_beta1"):
         a = pd.DataFrame([r["fits"][f]["att_check"] for r in records])
         lines.append(f"- {label[f]}: sd ratio {_m(a['sd_ratio_median'])}; SE / oracle SE "

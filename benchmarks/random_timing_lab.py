@@ -258,6 +258,10 @@ def one_seed(out: Path, seed: int, scale: str, draws: int) -> dict:
         cells_by_fit[name] = frame.set_index(["cohort", "time"])
         if name != "did":
             fit["att_check"] = att_variance_check(lab, frame)
+        if name == "rt":  # the design check: balance of the pre-treatment outcomes
+            balance = result.balance_test(event_times=(0, 1, 2))
+            fit["balance_t_simple"] = float(balance["t"].iloc[0])  # |t|, as staggered's
+            fit["balance_pvalue_wald"] = float(balance.attrs["pvalue_wald"])
     # SE ratios random timing / DiD over the post-treatment cells both have
     did = cells_by_fit["did"]
     # beta = 1 is Callaway & Sant'Anna: the same post-treatment estimates as DiD's (a
@@ -376,6 +380,11 @@ def summarise(records: list) -> str:
         lines.append(f"- {label[f]}: sd ratio {_m(a['sd_ratio_median'])}; SE / oracle SE "
                      f"{_m(a['se_over_oracle_median'])}; coverage with the oracle SE "
                      f"{_m(a['pointwise_oracle'])}")
+    t = np.array([r["fits"]["rt"]["balance_t_simple"] for r in records])
+    pw = np.array([r["fits"]["rt"]["balance_pvalue_wald"] for r in records])
+    lines.append(f"\nbalance test (result.balance_test(event_times=(0, 1, 2))): |t| of simple's "
+                 f"pre-treatment difference mean {_m(t, 2)} (0.80 under balance); Wald "
+                 f"p-values min {pw.min():.3f}, below 0.05 in {int((pw < 0.05).sum())} of {n}")
     check = max(r["fits"][f]["simple_check_abs"] for r in records for f in ("rt", "rt_beta1"))
     lines.append(f"\nweights check (max |built-in simple - simple from the cells' weights|): "
                  f"{check:.1e}")

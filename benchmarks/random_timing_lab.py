@@ -248,7 +248,7 @@ def one_seed(out: Path, seed: int, scale: str, draws: int) -> dict:
                 values = {"estimate": float(est.estimate[0]),
                           "std_error": float(est.std_error[0]),
                           "std_error_neyman": float(est.std_error_neyman[0]),
-                          "beta": float(est.beta[0])}
+                          "beta": float(est.beta[0]), "x_hat": float(est.x_hat[0])}
                 if kind == "simple":  # the built-in simple, as a check of the weights
                     own = result.aggregate("simple").overall
                     fit["simple_check_abs"] = abs(own["estimate"] - values["estimate"])
@@ -360,6 +360,19 @@ def summarise(records: list) -> str:
         d = (sq["rt"] - sq["did"]) * 1e6
         lines.append(f"- {kind}: {d.mean():+.1f} ± {d.std(ddof=1) / np.sqrt(n):.1f} (x 1e-6); "
                      f"nearer in {int((sq['rt'] < sq['did']).sum())} of {n} seeds")
+    lines += ["", "The coefficient on the pre-treatment difference X that minimises the squared "
+              "error against the truth over the seeds (A = DiD's error + X is the difference in "
+              "means' error; beta_emp = sum A X / sum X^2, its se from the regression), beside "
+              "the efficient fit's beta (mean over seeds):", ""]
+    for kind in AGGREGATIONS:
+        x = np.array([r["fits"]["rt"]["aggregations"][kind]["x_hat"] for r in records])
+        a = x + np.array([r["fits"]["did"]["aggregations"][kind]["estimate"]
+                          - r["fits"]["did"]["aggregations"][kind]["truth"] for r in records])
+        b = float(a @ x / (x @ x))
+        se = float(np.sqrt(np.sum((a - b * x) ** 2) / (n - 1) / (x @ x)))
+        fitted = np.mean([r["fits"]["rt"]["aggregations"][kind]["beta"] for r in records])
+        lines.append(f"- {kind}: beta_emp {b:.2f} ± {se:.2f}; corr(A, X) "
+                     f"{np.corrcoef(a, x)[0, 1]:.2f}; the efficient fit's beta {fitted:.2f}")
     lines += ["", "SE ratio random timing / DiD over the post-treatment cells (per seed the "
               "median over cells; over seeds mean ± MC se, min-max):", ""]
     for f in ("rt", "rt_beta1"):

@@ -122,3 +122,31 @@ def test_empty_steps_still_mark_instances_never_trained():
     out = exposure_cohorts(table, [1, 2, 3, 4], [10, 20, 30])
     np.testing.assert_array_equal(out["cohort"].to_numpy(), [10.0, np.nan, np.nan, np.nan])
     np.testing.assert_array_equal(out["exposures"].to_numpy(), [1, 0, 0, 0])
+
+
+@pytest.mark.parametrize("window", [0, -1, True, 2.5])
+def test_window_hashes_refuse_a_window_that_is_not_a_count(window):
+    # before: 0 and -1 returned hashes read past the tokens, 2.5 a numba TypeError
+    from didmem.orders import window_hashes
+
+    with pytest.raises(ParameterError, match="window must be a positive integer"):
+        window_hashes(np.arange(5), window)
+
+
+def test_token_ids_that_are_not_integers_are_refused_not_truncated():
+    from didmem.orders import window_hashes
+
+    with pytest.raises(ParameterError, match="integer token ids"):
+        window_hashes([1.5, 2.7, 3.0], 2)
+    np.testing.assert_array_equal(window_hashes(np.array([5, 6, 7], np.uint16), 2),
+                                  window_hashes([5, 6, 7], 2))
+
+
+def test_find_windows_refuses_float_token_ids(tmp_path):
+    from didmem.orders import find_windows, write_indexed_dataset
+
+    dataset = write_indexed_dataset(tmp_path / "d", [[1, 2, 3, 4], [5, 6, 7, 8]])
+    with pytest.raises(ParameterError, match="token ids of instance 0 must be"):
+        find_windows(dataset, [0], [[1.0, 2.5, 3.0]], batch_size=1, window=2)
+    found = find_windows(dataset, [0], [[1, 2, 3]], batch_size=1, window=2)
+    assert found["position"].tolist() == [0] and found["tokens"].tolist() == [3]

@@ -27,11 +27,11 @@ DESCRIPTION = (
     "power.png (power and cost against instances per cohort) to --out.")
 
 
-def _ints(text: str) -> list[int]:
+def _ints(text: str, option: str) -> list[int]:
     try:
         return [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise ParameterError(f"expected comma-separated integers, got {text!r}") from None
+        raise ParameterError(f"{option} expects comma-separated integers; got {text!r}.") from None
 
 
 def add_arguments(p) -> None:
@@ -134,16 +134,17 @@ def run(args) -> int:
 
         tokens = PAPER_TOKENS_PER_INSTANCE
     estimator = didmem.DiDEstimator(n_bootstrap=args.n_bootstrap, lower_is_better=args.lower_is_better)
-    n_designs = len(_ints(args.units)) * len(_ints(args.checkpoint_every)) * (
-        1 if args.validation is None else len(_ints(args.validation)))
+    units = _ints(args.units, "--units")
+    every = _ints(args.checkpoint_every, "--checkpoint-every")
+    validation = None if args.validation is None else _ints(args.validation, "--validation")
+    n_designs = len(units) * len(every) * (1 if validation is None else len(validation))
     print(f"didmem power: {n_designs} design(s), "
           + (f"{args.n_simulations} simulated studies each resampled from the pilot "
              f"({n_designs * args.n_simulations} fits; --progress shows how far)"
              if args.pilot else "analytic") + " ...", flush=True)
     analysis = didmem.power_analysis(
-        source, units_per_cohort=_ints(args.units),
-        n_validation=None if args.validation is None else _ints(args.validation),
-        checkpoint_every=_ints(args.checkpoint_every), target=args.target, effect=args.effect,
+        source, units_per_cohort=units, n_validation=validation, checkpoint_every=every,
+        target=args.target, effect=args.effect,
         estimator=estimator, n_simulations=args.n_simulations, seed=args.seed,
         tokens_per_instance=tokens, tokens_per_second=args.tokens_per_second,
         progress=args.progress)

@@ -51,10 +51,10 @@ def permutation_parts(frame, n):
     """CPU seconds of each part of ``n`` permutations, as the Fisher test runs them."""
     from threadpoolctl import threadpool_limits
 
-    from didmem.inference.random_timing import (
+    from didmem.inference.random_timing.design import (
         EstimandRows, TimingDesign, cell_estimates, linear_estimates)
-    from didmem.inference.random_timing_fisher import permuted_design
-    from didmem.inference.random_timing_fit import aggregation_stack
+    from didmem.inference.random_timing.fisher import permuted_design
+    from didmem.inference.random_timing.fit import aggregation_stack
 
     n_t = frame["t"].nunique()
     y = frame["y"].to_numpy().reshape(-1, n_t)

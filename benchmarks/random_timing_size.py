@@ -21,9 +21,9 @@ import time
 
 import numpy as np
 
-from didmem.inference import random_timing_weights as weights
-from didmem.inference.random_timing import TimingDesign, cell_estimates, linear_estimates
-from didmem.inference.random_timing_fisher import fisher_test
+from didmem.inference.random_timing import weights
+from didmem.inference.random_timing.design import TimingDesign, cell_estimates, linear_estimates
+from didmem.inference.random_timing.fisher import fisher_test
 
 COHORTS = np.r_[np.repeat([2.0, 3.0, 4.0, 5.0], 5), np.full(5, np.inf)]
 N_T = 6

@@ -98,8 +98,8 @@ def read(folder: str) -> None:
 def fit(folder: str, n_draws: int) -> None:
     start, cpu0 = time.perf_counter(), _cpu()
     from didmem.inference._prepared import did_cells
-    from didmem.inference.moment_cells import MomentsInfluence, prepare_moments
-    from didmem.inference.moments import dataset_moments
+    from didmem.inference.moments.cells import MomentsInfluence, prepare_moments
+    from didmem.inference.moments.cohort import dataset_moments
     from didmem.panel.scan import ParquetPaths
 
     data = ParquetPaths(folder, unit="unit", time="time", cohort="cohort", outcome="y")
@@ -121,8 +121,8 @@ def check(folder: str) -> None:
     standard error from them (rtol 1e-9), read in turn in one process."""
     start, cpu0 = time.perf_counter(), _cpu()
     from didmem.inference._prepared import did_cells
-    from didmem.inference.moment_cells import MomentsInfluence, prepare_moments
-    from didmem.inference.moments import dataset_moments
+    from didmem.inference.moments.cells import MomentsInfluence, prepare_moments
+    from didmem.inference.moments.cohort import dataset_moments
     from didmem.panel.scan import ParquetPaths
 
     def cells_of(map_items):

@@ -131,4 +131,4 @@ def test_results_leave_inference_to_the_object():
                    "didmem.results._common", "didmem.results.saving"):
         inference = {m for m in graph[module] if m.startswith("didmem.inference")}
         assert inference <= {"didmem.inference.cell_inference", "didmem.inference._choices",
-                             "didmem.inference.pretrend_result"}, (module, inference)
+                             "didmem.inference.pretrend.result"}, (module, inference)

@@ -17,7 +17,7 @@ import pytest
 
 import didmem
 from didmem.errors import EstimationError, OverlapWarning, PanelError
-from didmem.inference import drdid
+from didmem.inference.drdid import panel as drdid
 from didmem.inference.influence import StoredInfluence as CellInfluence
 
 METHODS = ("reg", "ipw", "dr")
@@ -289,7 +289,7 @@ def test_separated_cells_warn_with_counts():
 def test_compiled_kernel_matches_numpy_oracle(est_method, not_yet):
     """Weighted, irregular panel with a time-varying covariate: the compiled per-cell kernel
     equals :mod:`didmem.estimators.drdid` applied cell by cell."""
-    from didmem.inference.covariates import covariate_cells
+    from didmem.inference.covariates.cells import covariate_cells
     from didmem.inference._prepared import did_cells, prepare_panel
 
     from .conftest import staggered_frame

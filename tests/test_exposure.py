@@ -11,7 +11,7 @@ import pytest
 import didmem
 from didmem.datasets import simulate_exposures
 from didmem.inference._prepared import did_cells, prepare_panel
-from didmem.inference.exposure_kernel import exposure_cells_numpy
+from didmem.inference.exposure.kernel import exposure_cells_numpy
 from didmem.panel.exposures import exposure_view, subset_units
 
 
@@ -247,7 +247,7 @@ def test_grouped_bootstrap_equals_the_stored_influence_route(multiplier):
                         .sum() for c, k in enumerate(inf.cells.k)])
     np.testing.assert_allclose(inf.treated_variance(), treated, rtol=1e-12, atol=1e-300)
     # the cells' statistics from sums by history equal the unit-by-unit kernel's
-    from didmem.inference.exposure import exposure_cells, grouped_cells
+    from didmem.inference.exposure.cells import exposure_cells, grouped_cells
 
     kernel, _ = exposure_cells(inf.prepared, inf.cells, inf.hist, inf.n_hist, store=False)
     grouped = grouped_cells(inf.prepared, inf.cells, inf.hist, inf.n_hist)

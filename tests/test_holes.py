@@ -202,7 +202,7 @@ def test_cross_section_estimators_without_covariates_are_the_four_means(kind, es
     cell) give the four means' ATT and the moment route's influence functions."""
     import dataclasses
 
-    from didmem.inference.covariates_holes import covariate_hole_cells
+    from didmem.inference.covariates.holes import covariate_hole_cells
 
     df = _holed(_frame(), 0.15)
     unit = "unit" if kind == "unbalanced" else None

@@ -14,7 +14,7 @@ from didmem.inference.bootstrap import draw_multipliers
 from didmem.inference.grouped import bootstrap_cells
 from didmem.inference.combination_sums import aggregate_coefficients, combine_draws
 from didmem.inference.linear import cell_covariance, combination_draws, combination_variance
-from didmem.inference.moment_cells import CellDrawMap
+from didmem.inference.moments.cells import CellDrawMap
 
 from .conftest import staggered_frame
 

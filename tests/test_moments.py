@@ -12,8 +12,8 @@ from didmem.errors import DataDroppedWarning, EstimationError, PanelError
 from didmem.inference._prepared import did_cells
 from didmem.inference.cell_inference import CellInference, InferenceSettings
 from didmem.inference.linear import combination_moments
-from didmem.inference.moment_cells import MomentsInfluence, prepare_moments
-from didmem.inference.moments import CohortMoments, reference_moments
+from didmem.inference.moments.cells import MomentsInfluence, prepare_moments
+from didmem.inference.moments.cohort import CohortMoments, reference_moments
 from didmem.inference.small_sample import small_sample_correction
 
 TOL = 1e-9
@@ -255,7 +255,7 @@ def test_pattern_counts_give_the_binary_panels_moments():
     """The per-cohort counts of each 0/1 path (:func:`didmem.panel.patterns.count_patterns`,
     from each unit's bits) give the moments of the dense 0/1 panel of every unit (its zeros
     never written)."""
-    from didmem.inference.moments import pattern_moments
+    from didmem.inference.moments.cohort import pattern_moments
     from didmem.panel.patterns import count_patterns, pattern_bits
 
     rng = np.random.default_rng(3)

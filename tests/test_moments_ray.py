@@ -7,7 +7,7 @@ import pytest
 
 import didmem
 from didmem.errors import PanelError
-from didmem.inference.moments import dataset_moments
+from didmem.inference.moments.cohort import dataset_moments
 from didmem.panel.scan import ParquetPaths
 
 from .test_panel_scan import COLUMNS, _write

@@ -14,7 +14,7 @@ from didmem.inference import influence as influence_module
 from didmem.inference import kernels
 from didmem.inference.grouped import GroupedInfluence
 from didmem.inference.influence import CellInfluence
-from didmem.inference.moment_cells import MomentsInfluence
+from didmem.inference.moments.cells import MomentsInfluence
 
 PACKAGE = Path(didmem.__file__).parent
 

@@ -14,8 +14,8 @@ import pytest
 import didmem
 from didmem.errors import PanelError
 from didmem.inference._prepared import did_cells
-from didmem.inference.moment_cells import MomentsInfluence, prepare_moments
-from didmem.inference.moments import CohortMoments, dataset_moments
+from didmem.inference.moments.cells import MomentsInfluence, prepare_moments
+from didmem.inference.moments.cohort import CohortMoments, dataset_moments
 from didmem.panel.scan import ParquetPaths, reference_scatter, scatter_rows
 from didmem.panel.scan_dense import read_dense, scatter_dense
 
@@ -226,7 +226,7 @@ def test_one_pass_equals_the_work_items_and_the_panel(tmp_path, frame, layout, n
 def test_one_pass_moments_in_chunks_of_a_few_units(tmp_path, frame, threads):
     """Cohorts cut into chunks of 3 units, on one thread or two, add up to the panel's
     moments."""
-    from didmem.inference.moments import dense_moments
+    from didmem.inference.moments.cohort import dense_moments
 
     block = read_dense(ParquetPaths(_write(tmp_path / "data", frame), **COLUMNS))
     got = dense_moments(block, chunk_bytes=8 * block.times.size * 3, threads=threads)

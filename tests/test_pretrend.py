@@ -8,7 +8,7 @@ from scipy import stats
 
 import didmem
 from didmem.errors import ParameterError
-from didmem.inference.pretrend import linear_drift, max_t_test, wald_power, wald_test
+from didmem.inference.pretrend.statistics import linear_drift, max_t_test, wald_power, wald_test
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""R did's Wald pre-test in structured form (didmem.inference.pretrend_wald) against the
+"""R did's Wald pre-test in structured form (didmem.inference.pretrend.wald) against the
 dense covariance it replaces, and the cases it leaves to the dense route."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import didmem
-from didmem.inference import pretrend_wald
+from didmem.inference.pretrend import wald as pretrend_wald
 
 
 def _panel(n_cohorts=30, units=40, never=120, seed=0, weights=False):

@@ -14,15 +14,15 @@ import pytest
 
 import didmem
 from didmem.errors import DataDroppedWarning, ParameterError
-from didmem.inference import random_timing_weights as weights
-from didmem.inference.random_timing import (
+from didmem.inference.random_timing import weights
+from didmem.inference.random_timing.design import (
     TimingDesign,
     cell_estimates,
     generalised_inverse,
     linear_estimates,
 )
-from didmem.inference.random_timing_fisher import fisher_test, permuted_design
-from didmem.inference.random_timing_fit import _cell_draws
+from didmem.inference.random_timing.fisher import fisher_test, permuted_design
+from didmem.inference.random_timing.fit import _cell_draws
 
 from .conftest import reference_file
 
@@ -193,7 +193,7 @@ def test_cell_band_draws_are_the_cells_linear_map():
 
 
 def test_fit_from_moments_equals_fit_from_the_panel():
-    from didmem.inference.moments import CohortMoments
+    from didmem.inference.moments.cohort import CohortMoments
 
     frame, data = _panel("sim1")
     wide = frame.pivot(index="i", columns="t", values="y")

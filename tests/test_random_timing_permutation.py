@@ -2,7 +2,7 @@
 
 A permutation's statistics are computed from the centred paths (the column means taken out
 once per test), with the estimands' cohort-major copies prepared once
-(:class:`~didmem.inference.random_timing.EstimandRows`) and without the cells' degrees of
+(:class:`~didmem.inference.random_timing.design.EstimandRows`) and without the cells' degrees of
 freedom; each must equal the design built from scratch from the relabelled units and the
 statistics computed by the general routines, to 1e-10.
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from didmem.inference.random_timing import (
+from didmem.inference.random_timing.design import (
     EstimandRows, TimingDesign, cell_estimates, linear_estimates)
-from didmem.inference.random_timing_fisher import permuted_design
-from didmem.inference.random_timing_fit import _statistics, aggregation_stack
+from didmem.inference.random_timing.fisher import permuted_design
+from didmem.inference.random_timing.fit import _statistics, aggregation_stack
 
 
 def _paths(rng, offset, n_t=8, cohorts=(2, 3, 5, 6, 8, np.inf), size=7):

@@ -17,14 +17,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from didmem.inference import random_timing_weights as weights
-from didmem.inference.random_timing import (
+from didmem.inference.random_timing import weights
+from didmem.inference.random_timing.design import (
     TimingDesign,
     cell_estimates,
     event_study_vcv,
     linear_estimates,
 )
-from didmem.inference.random_timing_fisher import fisher_test
+from didmem.inference.random_timing.fisher import fisher_test
 
 from .conftest import reference_file
 
@@ -184,7 +184,7 @@ def test_fisher_pvalues_equal_r_on_r_permutations(panel, method, estimand):
 @pytest.mark.parametrize("panel", ["sim1", "sim2"])
 @pytest.mark.parametrize("last_treated", [False, True])
 def test_balance_test_matches_r_balance_checks(panel, last_treated):
-    from didmem.inference.random_timing_balance import balance_test
+    from didmem.inference.random_timing.balance import balance_test
 
     ref = pd.read_csv(reference_file("rt_balance.csv"))
     ref = ref[(ref.panel == panel) & (ref.last_treated == last_treated)]

@@ -13,7 +13,7 @@ import pytest
 from scipy.stats import chi2
 
 import didmem
-from didmem.inference.pretrend import PretrendTest, wald_power
+from didmem.inference.pretrend.statistics import PretrendTest, wald_power
 
 pytest.importorskip("matplotlib")
 from didmem.report import render_report, write_report  # noqa: E402

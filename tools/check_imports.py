@@ -70,8 +70,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
      "binary panel as its patterns' counts; the "
      "cohort rules; the suites' published facts; simulated panels"),
     # the estimation wing
-    ("inference", ("didmem.inference",), ("panel",),
-     "R's pre-processing, the influence of the cells, kernels, the bootstrap, bands, pre-tests"),
+    ("inference", ("didmem.inference", "didmem.inference.pretrend", "didmem.inference.drdid",
+                   "didmem.inference.covariates", "didmem.inference.exposure",
+                   "didmem.inference.moments", "didmem.inference.random_timing"), ("panel",),
+     "R's pre-processing; the one choice of a route (``routes.py``); the influence of the "
+     "cells; numba kernels beside their numpy oracles (``kernels.py``, ``reference.py``); the "
+     "one bootstrap loop (``bootstrap.py``); bands; and one subpackage per family: the "
+     "pre-tests, doubly robust cells, covariates, repeated exposure, per-cohort moments, "
+     "random timing"),
     # every result's .plot() draws through didmem.results.plotting, which reads results only
     ("results", ("didmem.results", "didmem.results.plotting"), ("inference",),
      "immutable results that hold their inference; their resolved settings "

@@ -8,8 +8,8 @@ treated unit's *history*, its earlier exposure cohorts (de Chaisemartin & D'Haul
 comparison of switchers with not-yet-switchers of the same baseline): where an earlier
 exposure's effect still changes over time, units with another history drift differently and
 bias the comparison. The estimate pools the histories of a cohort by their treated weight
-(:mod:`didmem.inference.exposure_kernel`); its influence functions
-(:class:`~didmem.inference.exposure.ExposureInfluence`) go to the fit's one inference, so
+(:mod:`didmem.inference.exposure.kernel`); its influence functions
+(:class:`~didmem.inference.exposure.cells.ExposureInfluence`) go to the fit's one inference, so
 the bootstrap, the band, the small-sample correction (with the history-matched controls),
 aggregations and pre-tests are the first exposure's.
 

@@ -3,7 +3,7 @@ cells are differences of weighted means of the outcome paths).
 
 :meth:`GroupTimeEstimator._fit` reads every form of the data (a :class:`~didmem.Panel`, a
 parquet folder read lazily by :meth:`~didmem.Panel.scan`, a binary panel's pattern counts,
-per-cohort :class:`~didmem.inference.moments.CohortMoments`), prepares it, lays out the
+per-cohort :class:`~didmem.inference.moments.cohort.CohortMoments`), prepares it, lays out the
 subclass's cells (:meth:`GroupTimeEstimator._cells`), asks
 :mod:`didmem.inference.routes` (the one place that chooses a route) for the cells'
 influence, draws the inference (:meth:`~didmem.inference.cell_inference.CellInference.draw`,
@@ -44,7 +44,7 @@ INFERENCE_CONSTRAINTS = {
 def _lazy_forms() -> tuple[type, ...]:
     """The forms of the data a group-time fit reads from their moments (imported when asked:
     the folder's reader loads numba and pyarrow)."""
-    from ..inference.moments import CohortMoments
+    from ..inference.moments.cohort import CohortMoments
     from ..panel.patterns import PatternPanel
     from ..panel.scan import ParquetPaths
 
@@ -56,7 +56,7 @@ class GroupTimeEstimator(BaseEstimator):
 
     What is estimated is the subclass's (its cells, :meth:`_cells`); how is
     :mod:`didmem.inference`'s: R's pre-processing (:func:`~didmem.inference._prepared.
-    prepare_panel`, or :func:`~didmem.inference.moment_cells.prepare_moments` on moments),
+    prepare_panel`, or :func:`~didmem.inference.moments.cells.prepare_moments` on moments),
     the route's influence functions (:func:`~didmem.inference.routes.cell_influence`), their
     inference (:class:`~didmem.inference.cell_inference.CellInference`), and one builder of
     the result (:meth:`~didmem.results.cells.GroupTimeResult.from_inference`).
@@ -66,7 +66,7 @@ class GroupTimeEstimator(BaseEstimator):
     per-cohort moments: balanced, one exposure, Gaussian multipliers; see the *Inference*
     page, "Sufficient statistics"), a binary panel given by its patterns' counts
     (:class:`~didmem.panel.patterns.PatternPanel`, such as :func:`didmem.orders.read_memorised`
-    reads) or per-cohort moments (:class:`~didmem.inference.moments.CohortMoments`).
+    reads) or per-cohort moments (:class:`~didmem.inference.moments.cohort.CohortMoments`).
     """
 
     _input_hint = ("Build one with didmem.Panel(df, unit=..., time=..., cohort=..., "
@@ -82,7 +82,7 @@ class GroupTimeEstimator(BaseEstimator):
     def _fit(self, data, params, *, outcome: str | None = None,
              never_treated_code: float | None = None) -> GroupTimeResult:
         """The fit of ``data`` with validated ``params``; ``outcome`` labels a fit from
-        :class:`~didmem.inference.moments.CohortMoments` (default: the ``outcome``
+        :class:`~didmem.inference.moments.cohort.CohortMoments` (default: the ``outcome``
         parameter, else ``"outcome"``) and ``never_treated_code`` is their panel's
         never-treated code (for the hint of an error message only)."""
         from ..inference._prepared import prepare_panel
@@ -138,8 +138,8 @@ class GroupTimeEstimator(BaseEstimator):
         """The moments route's design of ``data`` (a scanned folder, pattern counts or
         moments; a folder is read here, after the parameters are known to fit) and the
         outcome's name."""
-        from ..inference.moment_cells import prepare_moments
-        from ..inference.moments import CohortMoments, dataset_moments, pattern_moments
+        from ..inference.moments.cells import prepare_moments
+        from ..inference.moments.cohort import CohortMoments, dataset_moments, pattern_moments
         from ..inference.routes import moments_refusal
         from ..panel.patterns import PatternPanel
 

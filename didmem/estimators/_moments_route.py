@@ -2,7 +2,7 @@
 
 On a balanced panel without covariates, a group-time estimator's cells, standard errors
 (analytic and Welch's), pre-tests and aggregations follow exactly from per-cohort moments of
-the outcome paths (:mod:`didmem.inference.moments`), and so does the multiplier bootstrap
+the outcome paths (:mod:`didmem.inference.moments.cohort`), and so does the multiplier bootstrap
 with Gaussian multipliers, drawn from its exact distribution given the data. ``estimator.fit``
 takes moments, a parquet folder (:meth:`didmem.Panel.scan`) and pattern counts itself (the
 moments route of :mod:`didmem.inference.routes`); the functions here name those fits for
@@ -32,7 +32,7 @@ def fit_moments(estimator, moments, *, outcome: str, never_treated_code=None):
     """``estimator.fit(moments)`` with the outcome's name for the result's labels and the
     panel's never-treated code (only for the hint of an error message): the group-time fit
     driver (:meth:`~didmem.estimators._grouptime.GroupTimeEstimator._fit`) on
-    :class:`~didmem.inference.moments.CohortMoments`."""
+    :class:`~didmem.inference.moments.cohort.CohortMoments`."""
     return estimator._fit(moments, estimator._validated_params(), outcome=outcome,
                           never_treated_code=never_treated_code)
 
@@ -56,7 +56,7 @@ def fit_patterns(estimator, panel):
 
 def panel_moments(panel, outcome: str | None = None):
     """The moments of a balanced panel in memory without covariates or clusters."""
-    from ..inference.moments import CohortMoments
+    from ..inference.moments.cohort import CohortMoments
 
     if panel.has_holes or panel.covariates or panel.clusters is not None:
         raise ParameterError(

@@ -107,7 +107,7 @@ class BaseEstimator:
             :class:`~didmem.DifferenceEstimator`) also take a parquet folder read lazily
             (:meth:`didmem.Panel.scan`), a binary panel's pattern counts
             (:class:`~didmem.panel.patterns.PatternPanel`) and per-cohort moments
-            (:class:`~didmem.inference.moments.CohortMoments`), fitted from their moments.
+            (:class:`~didmem.inference.moments.cohort.CohortMoments`), fitted from their moments.
 
         Raises
         ------

@@ -29,7 +29,7 @@ class RandomTimingEstimator(BaseEstimator):
     ``beta* = Cov(X, theta_0) / Var(X)``, never less precise than either.
 
     ``fit`` takes a :class:`~didmem.Panel` (balanced, no covariates) or per-cohort
-    :class:`~didmem.inference.moments.CohortMoments` without weights (then no Fisher test).
+    :class:`~didmem.inference.moments.cohort.CohortMoments` without weights (then no Fisher test).
 
     Parameters
     ----------
@@ -92,18 +92,18 @@ class RandomTimingEstimator(BaseEstimator):
                    "per-cohort CohortMoments.")
 
     def _accepts(self, data) -> bool:
-        from ..inference.moments import CohortMoments
+        from ..inference.moments.cohort import CohortMoments
         from ..panel import Panel
         from ..panel.scan import ParquetPaths
 
         return isinstance(data, (Panel, ParquetPaths, CohortMoments))
 
     def _fit(self, panel, params):
-        from ..inference.moments import CohortMoments
-        from ..inference.random_timing_fit import fit_random_timing
+        from ..inference.moments.cohort import CohortMoments
+        from ..inference.random_timing.fit import fit_random_timing
         from ..results.random_timing import RandomTimingResult
 
-        from ..inference.moments import dataset_moments
+        from ..inference.moments.cohort import dataset_moments
         from ..panel.scan import ParquetPaths
 
         name = type(self).__name__
@@ -168,8 +168,8 @@ class RandomTimingEstimator(BaseEstimator):
 
     def _fit_moments(self, moments, params):
         """The fit from per-cohort moments (no Fisher test: it permutes the paths)."""
-        from ..inference.random_timing import TimingDesign
-        from ..inference.random_timing_fit import fit_random_timing
+        from ..inference.random_timing.design import TimingDesign
+        from ..inference.random_timing.fit import fit_random_timing
         from ..results.random_timing import RandomTimingResult
 
         name = type(self).__name__

@@ -7,7 +7,7 @@ into blocks, one per treated cohort, the never-treated last. :func:`did_cells` a
 :func:`level_cells` lay out the (cohort, time) cells of the two estimators. Its steps
 :func:`r_preprocessing` (R's rules on the units' cohorts) and :func:`cohort_blocks` (the
 blocks and their size checks) are shared with the moments' preparation
-(:func:`~didmem.inference.moment_cells.prepare_moments`).
+(:func:`~didmem.inference.moments.cells.prepare_moments`).
 """
 
 from __future__ import annotations

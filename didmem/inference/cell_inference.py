@@ -25,14 +25,14 @@ from threadpoolctl import threadpool_limits
 
 from .._arrays import PicklableProxies, readonly
 from ..errors import InferenceWarning, ParameterError
-from . import pretrend_wald
+from .pretrend import wald as pretrend_wald
 from .bands import analytic_se, bootstrap_se, normal_quantile, simultaneous_band
 from .bootstrap import (BootstrapDraws, MultiplierChunks, check_draws_fit, design_multipliers,
                         resolve_multiplier)
 from .influence import cell_counts
 from .linear import combination_draws
-from .pretrend import PretrendTest
-from .pretrend_cells import (DEFAULT_PRETREND, PRETREND_METHODS, event_time_test,
+from .pretrend.statistics import PretrendTest
+from .pretrend.cells import (DEFAULT_PRETREND, PRETREND_METHODS, event_time_test,
                              max_t_cells_test)
 from .small_sample import (SmallSampleCorrection, block_welch, cluster_correction, normal_level,
                            small_sample_correction, t_critical_values)
@@ -365,7 +365,7 @@ class CellInference(PicklableProxies):
         """Wald test that the cells ``which`` are all zero (R did's pre-test).
 
         With hundreds of cells and never-treated controls the statistic comes from the
-        covariance's structure (:mod:`didmem.inference.pretrend_wald`), not its dense LU.
+        covariance's structure (:mod:`didmem.inference.pretrend.wald`), not its dense LU.
 
         Returns ``(statistic, df, pvalue, note)``: ``statistic = tau' V^-1 tau`` with the
         analytic covariance ``V`` (of the cluster sums with clusters: :meth:`covariance`),

@@ -5,7 +5,7 @@ units' outcome paths: ``w_i (d_i - mu_1) / W_1`` on the cell's cohort and
 ``-w_i (d_i - mu_0) / W_0`` on its controls, ``d_i`` the outcome change from the base
 period (see :mod:`didmem.inference.kernels`). So the cells' estimates, variances, Welch
 parts, covariances and aggregations follow from per-block moments of the paths
-(:class:`~didmem.inference.moment_cells.MomentsInfluence`, the same code that fits a
+(:class:`~didmem.inference.moments.cells.MomentsInfluence`, the same code that fits a
 parquet folder out of core, on Ray, or from pattern counts), and so does the Gaussian
 multiplier bootstrap, drawn from its exact law given the data. :class:`GroupedInfluence`
 holds that route (:attr:`GroupedInfluence.by_moments`) with the paths for what needs each unit: Rademacher and Mammen
@@ -23,8 +23,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from .influence import CellInfluence
-from .moment_cells import MomentsInfluence, cell_estimates
-from .moments import CohortMoments
+from .moments.cells import MomentsInfluence, cell_estimates
+from .moments.cohort import CohortMoments
 
 __all__ = ["GroupedInfluence", "grouped_influence", "bootstrap_cells", "prepared_moments"]
 
@@ -59,7 +59,7 @@ def bootstrap_cells(prepared, cells, stats, *, n_draws: int, multiplier: str, rn
 class GroupedInfluence(CellInfluence):
     """The cells' influence functions on a balanced design without covariates: the units'
     paths, and the same cells held as their blocks' moments (:attr:`by_moments`, a
-    :class:`~didmem.inference.moment_cells.MomentsInfluence`) for what follows from them
+    :class:`~didmem.inference.moments.cells.MomentsInfluence`) for what follows from them
     (see the module notes).
 
     Attributes
@@ -82,7 +82,7 @@ class GroupedInfluence(CellInfluence):
     moments: CohortMoments | None = field(default=None, repr=False)
 
     #: ``stats`` and :meth:`z_gram` give the structured Wald pre-test
-    #: (:mod:`~didmem.inference.pretrend_wald`)
+    #: (:mod:`~didmem.inference.pretrend.wald`)
     cohort_moments = True
 
     @cached_property

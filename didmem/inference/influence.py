@@ -26,7 +26,7 @@ route                         form of ``psi``                                  c
 balanced, no covariates       per-cohort moments (linear in outcome paths)     :class:`~didmem.inference.grouped.GroupedInfluence`
 holes, cross-sections         coefficients on per-row features                 :class:`~didmem.inference.holes.HolesInfluence`
 covariates (any panel)        stored per unit, block by block                  :class:`StoredInfluence`
-k-th exposure                 sums by history; stored on demand                :class:`~didmem.inference.exposure.ExposureInfluence`
+k-th exposure                 sums by history; stored on demand                :class:`~.exposure.cells.ExposureInfluence`
 ============================  ===============================================  ============
 
 A route that computes moments elsewhere (out of core, on a cluster) plugs in as one more

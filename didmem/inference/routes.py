@@ -11,17 +11,17 @@ route       when                                            influence
 ==========  ==============================================  ===================================
 moments     a scanned parquet folder (:meth:`Panel.scan     per-block moments, Gaussian draws
             <didmem.Panel.scan>`), pattern counts, or       from their exact law
-            :class:`~.moments.CohortMoments`                (:mod:`.moment_cells`)
+            :class:`~.moments.cohort.CohortMoments`         (:mod:`.moments.cells`)
 exposure    a panel and ``exposure > 1``                    history-matched controls
-                                                            (:mod:`.exposure`)
+                                                            (:mod:`.exposure.cells`)
 balanced    a balanced panel without covariates             grouped moments with the paths
                                                             (:mod:`.grouped`)
 covariates  a balanced panel with covariates                Sant'Anna & Zhao per cell, stored
-                                                            ``psi`` (:mod:`.covariates`)
+                                                            ``psi`` (:mod:`.covariates.cells`)
 holes       a panel with holes or cross-sections            row-feature coefficients
                                                             (:mod:`.holes`); with covariates the
                                                             repeated-cross-section estimators
-                                                            (:mod:`.covariates_holes`)
+                                                            (:mod:`.covariates.holes`)
 ==========  ==============================================  ===================================
 """
 
@@ -79,21 +79,21 @@ def cell_influence(prepared, cells, *, est_method: str | None = None, covariate_
     """The cells' estimates and influence functions on the route of ``prepared``.
 
     ``prepared`` is a :class:`~didmem.inference._prepared.PreparedPanel` or, on the moments
-    route, a :class:`~didmem.inference.moment_cells.MomentsDesign`. ``est_method`` is the
+    route, a :class:`~didmem.inference.moments.cells.MomentsDesign`. ``est_method`` is the
     covariate estimator (None without covariates); ``covariate_names`` name the covariates
     in messages; ``history`` is ``(hist, n_hist)``, each unit's history code and their
     number, on the exposure route.
     """
     from dataclasses import replace
 
-    from .moment_cells import MomentsDesign
+    from .moments.cells import MomentsDesign
 
     if isinstance(prepared, MomentsDesign):
-        from .moment_cells import MomentsInfluence
+        from .moments.cells import MomentsInfluence
 
         return MomentsInfluence.build(prepared, cells)
     if history is not None:
-        from .exposure import check_matched, exposure_influence
+        from .exposure.cells import check_matched, exposure_influence
 
         influence = exposure_influence(prepared, cells, *history)
         check_matched(influence, prepared, cells)
@@ -106,7 +106,7 @@ def cell_influence(prepared, cells, *, est_method: str | None = None, covariate_
                                               prepared.times.size)
         check_hole_cells(prepared, cells, stats, owner)
         if with_covariates:
-            from .covariates_holes import covariate_hole_cells
+            from .covariates.holes import covariate_hole_cells
 
             stored = covariate_hole_cells(prepared, cells, est_method, covariate_names, owner)[1]
             return replace(stored, stats=stats)
@@ -118,7 +118,7 @@ def cell_influence(prepared, cells, *, est_method: str | None = None, covariate_
     grouped = grouped_influence(prepared, cells)
     if not with_covariates:
         return grouped
-    from .covariates import covariate_cells
+    from .covariates.cells import covariate_cells
 
     stored = covariate_cells(prepared, cells, est_method, covariate_names, owner)[1]
     return replace(stored, stats=grouped.stats)

@@ -3,7 +3,7 @@
 When the outcome is binary (memorised or not at a checkpoint) and there are few checkpoints,
 a unit's whole path is a bit pattern, and the per-cohort counts of each pattern are the
 sufficient statistics of a fit without covariates (each cohort's moments follow from them:
-:func:`didmem.inference.moments.pattern_moments`). :class:`PatternPanel` holds those counts;
+:func:`didmem.inference.moments.cohort.pattern_moments`). :class:`PatternPanel` holds those counts;
 :func:`count_patterns` builds them in one pass over the units from each unit's bits, without
 the unit x time table. :func:`didmem.orders.read_memorised` fills it from lists of memorised
 sequence indices and a training order; :meth:`didmem.DiDEstimator.fit` takes it.

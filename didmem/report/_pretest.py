@@ -29,7 +29,7 @@ def calibrated_test(result):
 
 def _power_curve(test):
     """Power of the Wald test as a function of its noncentrality, or None."""
-    from ..inference.pretrend import noncentral_power
+    from ..inference.pretrend.statistics import noncentral_power
 
     if test.df is None or not test.df:
         return None

@@ -135,7 +135,7 @@ class RandomTimingResult:
         timing (see the docs' *Random timing* page)."""
         import pandas as pd
 
-        from ..inference.random_timing_balance import balance_test
+        from ..inference.random_timing.balance import balance_test
 
         test = balance_test(self.design, event_times=event_times,
                             last_treated=self.params.get("control_group") == "last_treated")

@@ -2,7 +2,7 @@
 'didmem[ray]'``).
 
 The estimation wing cuts a parquet folder into work items whose per-cohort moments add up
-(:func:`didmem.inference.moments.dataset_moments`); it takes a ``map(function, items)``, and
+(:func:`didmem.inference.moments.cohort.dataset_moments`); it takes a ``map(function, items)``, and
 :func:`ray_map` is that map on Ray: each call a task, run where Ray places it, the results
 returned in the items' order. Each task reads its files where the data are and sends back
 only its moments (a few megabytes), so the sum is the local one. On a cluster every node must

@@ -73,7 +73,7 @@ def structured_wald(prepared, cells, stats, which: np.ndarray, estimates: np.nda
     gram : callable
         ``gram(block)``: ``sum_i w_i**2 z_i z_i'`` over the units of a block, ``z_i = (y_i,
         1)`` in the outcome ``stats`` are in (from the blocks' moments:
-        :meth:`~didmem.inference.moment_cells.MomentsInfluence.z_gram`).
+        :meth:`~didmem.inference.moments.cells.MomentsInfluence.z_gram`).
 
     Returns
     -------

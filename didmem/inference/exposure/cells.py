@@ -4,7 +4,7 @@ A fit needs the cells' variances and the bootstrap draws; only aggregations, pre
 clustered variances need the per-unit influence functions themselves. With never-treated
 controls even the cells come from sums by history (:func:`grouped_cells`: per-history
 weights, mean paths and Gram matrices instead of a pass over every control unit per cell). :class:`ExposureInfluence`
-keeps what the cell kernel (:mod:`.exposure_kernel`) returns without storing ``psi`` and
+keeps what the cell kernel (:mod:`.exposure.kernel`) returns without storing ``psi`` and
 builds the stored :class:`~didmem.inference.influence.StoredInfluence` only on demand.
 
 With never-treated controls (every cell's controls are the block of units without a k-th
@@ -20,7 +20,7 @@ multiplier draw ``U`` let, per block ``j`` and history ``h``,
 
 and the draw of cell ``(g, t)`` with base ``b`` and treated block ``k`` is
 ``G_k[t] - G_k[b] - tau SW_k / W1_k``: the sum ``sum_i U_i psi_i`` of the module notes of
-:mod:`.exposure_kernel`, with no per-unit matrix. The cost is that of the first
+:mod:`.exposure.kernel`, with no per-unit matrix. The cost is that of the first
 exposure's bootstrap plus two products of (blocks x histories) by (histories x times) per
 draw. With not-yet-treated controls each cell has its own control histories' weights; the
 draws then come from the stored influence functions.
@@ -34,10 +34,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from scipy import sparse
 
-from .._arrays import PicklableProxies
-from ..errors import EstimationError
-from .influence import CellInfluence, StoredInfluence, cell_layout, unit_weight_drawer
-from .exposure_kernel import exposure_cells_kernel
+from ..._arrays import PicklableProxies
+from ...errors import EstimationError
+from ..influence import CellInfluence, StoredInfluence, cell_layout, unit_weight_drawer
+from .kernel import exposure_cells_kernel
 
 __all__ = ["ExposureInfluence", "check_matched", "exposure_cells", "exposure_influence",
            "grouped_cells", "history_sums", "never_only"]
@@ -317,7 +317,7 @@ class ExposureInfluence(PicklableProxies, CellInfluence):
 
 def check_matched(influence, prepared, cells) -> None:
     """Refuse cells with a treated history without a control of the same history."""
-    from ._prepared import _fmt
+    from .._prepared import _fmt
 
     missing = influence.missing
     if missing.any():  # guarded by the dropping of histories; a layout error if reached

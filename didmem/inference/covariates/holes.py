@@ -2,7 +2,7 @@
 
 As R ``did`` does with ``allow_unbalanced_panel = TRUE`` or ``panel = FALSE``, each cell
 ``(g, t)`` with base period ``b`` is a repeated-cross-section comparison
-(:mod:`didmem.inference.drdid_rc`) of the rows of cohort ``g`` and of its controls
+(:mod:`didmem.inference.drdid.cross_sections`) of the rows of cohort ``g`` and of its controls
 observed at ``t`` or at ``b``, each row with its own covariates. The estimator's influence
 function is per row; a unit's ``psi`` is the sum over its rows divided by the cell's
 number of rows (R's ``(n / n_cell) IF`` summed by id, divided by ``n``), stored block by
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import EstimationError
-from . import drdid_rc
-from .covariates import _label, _rcond, _warn_overlap, _RCOND_MIN
-from .influence import StoredInfluence, cell_layout
+from ...errors import EstimationError
+from ..drdid import cross_sections as drdid_rc
+from .cells import _label, _rcond, _warn_overlap, _RCOND_MIN
+from ..influence import StoredInfluence, cell_layout
 
 __all__ = ["covariate_hole_cells"]
 

@@ -7,7 +7,7 @@ gives its exact null distribution. The statistics are studentised (Roth & Sant'A
 Section 5; Wu & Ding 2021), so the test also has asymptotic size under the weak null of zero
 average effects. A permutation is a gather of the units' paths into cohort means and
 covariances (one product per cohort), after which the statistics of every cell and
-aggregation follow from :mod:`~didmem.inference.random_timing`.
+aggregation follow from :mod:`~didmem.inference.random_timing.design`.
 
 p-values: ``pvalue`` is ``(1 + #{|t*| >= |t|}) / (1 + B)`` over ``B`` random permutations,
 exact (valid in finite samples) for the sharp null; ``pvalue_r`` is R ``staggered``'s
@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from .random_timing import TimingDesign, cohort_codes
+from .design import TimingDesign, cohort_codes
 
 __all__ = ["FisherTest", "fisher_test", "permuted_design", "band_draws"]
 

@@ -1,11 +1,11 @@
-"""Compiled twin of :mod:`didmem.inference.drdid`: every cell at once, in parallel.
+"""Compiled twin of :mod:`didmem.inference.drdid.panel`: every cell at once, in parallel.
 
 :func:`covariate_cells_kernel` gathers each cell's units (its cohort's block, then the
 control blocks), builds the outcome change and the covariates at the base period, fits the
 nuisance models and writes the cell's ``psi = IF / n_cell`` straight into the block-wise
 store of :class:`~didmem.inference.influence.StoredInfluence` (one flat buffer: block ``j``'s
 ``m_j x n_j`` matrix starts at ``offsets[j]``, one contiguous row per cell). The formulas
-are those of :mod:`didmem.inference.drdid`, which the tests hold it to.
+are those of :mod:`didmem.inference.drdid.panel`, which the tests hold it to.
 
 Status codes per cell: 0 fine, 2 the outcome-regression Gram of the controls is singular,
 3 the propensity-score Gram is singular (reciprocal 1-norm condition below machine epsilon).
@@ -167,7 +167,7 @@ def _cell(dy, d, x, w, method, trim_level, ps_cap, ps_given):
     ``ps_given`` holds the fitted logit scores of these units when they were fitted once
     for several cells (an empty array otherwise: the logit is fitted here). Three fused
     passes over the units after the nuisance fits; the formulas are those of
-    :mod:`didmem.inference.drdid` (``r`` is the outcome change less the outcome model).
+    :mod:`didmem.inference.drdid.panel` (``r`` is the outcome change less the outcome model).
     """
     n, p = x.shape
     inf = np.zeros(n)

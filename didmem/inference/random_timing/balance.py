@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import chdtrc, ndtr
 
-from ..errors import EstimationError
-from . import random_timing_weights as weights
-from .random_timing import TimingDesign, generalised_inverse
+from ...errors import EstimationError
+from . import weights
+from .design import TimingDesign, generalised_inverse
 
 __all__ = ["BalanceTest", "balance_test"]
 

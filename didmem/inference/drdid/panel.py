@@ -1,7 +1,7 @@
 """Sant'Anna & Zhao's (2020) two-period panel estimators of the ATT with covariates.
 
 Plain numpy, one 2x2 comparison at a time: the readable statement of the formulas and the
-test oracle of the compiled per-cell kernel in :mod:`didmem.inference.covariates`. Each
+test oracle of the compiled per-cell kernel in :mod:`didmem.inference.covariates.cells`. Each
 function follows R ``DRDID`` (``reg_did_panel``, ``std_ipw_did_panel``, ``drdid_panel``)
 and returns the ATT and its influence function on DRDID's scale, ``IF`` with
 ``var(ATT) ~ mean(IF**2) / n``; didmem's per-unit ``psi`` is ``IF / n``. The influence

@@ -22,7 +22,7 @@ including its conventions (``beta`` solved by normal equations, ``0`` when ``Var
 negative variances set to 0; the generalised inverse with R ``MASS::ginv``'s tolerance).
 
 Everything is computed from the per-cohort counts, means and covariance matrices of the
-outcome paths (:class:`~didmem.inference.moments.CohortMoments` without weights), so a fit
+outcome paths (:class:`~didmem.inference.moments.cohort.CohortMoments` without weights), so a fit
 costs nothing that grows with the units once those are gathered.
 
 References
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..errors import EstimationError
+from ...errors import EstimationError
 
 __all__ = ["TimingDesign", "LinearEstimates", "EstimandRows", "linear_estimates", "cell_estimates",
            "event_study_vcv", "generalised_inverse", "Projections"]
@@ -77,7 +77,7 @@ class TimingDesign:
 
     @classmethod
     def from_moments(cls, moments) -> "TimingDesign":
-        """The design of unweighted :class:`~didmem.inference.moments.CohortMoments`."""
+        """The design of unweighted :class:`~didmem.inference.moments.cohort.CohortMoments`."""
         if np.any(moments.weight != moments.count) or np.any(moments.weight_sq != moments.count):
             raise EstimationError("The random-timing estimator takes unweighted moments; "
                                   "these carry sampling weights.")
@@ -95,7 +95,7 @@ class TimingDesign:
     @classmethod
     def from_paths(cls, times, cohorts, y) -> "TimingDesign":
         """The design of the outcome paths ``y`` (units x times) with their cohorts."""
-        from .moments import CohortMoments
+        from ..moments.cohort import CohortMoments
 
         return cls.from_moments(CohortMoments.from_paths(times, cohorts, y))
 

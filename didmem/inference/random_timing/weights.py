@@ -3,7 +3,7 @@ r"""The linear estimands of Roth & Sant'Anna's estimator, as R ``staggered`` bui
 Every estimand of the random-timing estimator is ``theta = sum_g A_theta[g] . Ybar_g`` with a
 companion ``Xhat = sum_g A_0[g] . Ybar_g`` of pre-treatment differences (the scalar that
 Callaway & Sant'Anna's estimator subtracts: ``beta = 1``). Here both are ``(K, T)`` arrays
-over the cohorts and times of a :class:`~didmem.inference.random_timing.TimingDesign`, in its
+over the cohorts and times of a :class:`~.design.TimingDesign`, in its
 coded positions (times ``0 .. T-1``, each cohort the position of its first treated time), so
 that "the period before ``g``" (R's ``g - 1``) is position ``code(g) - 1`` on any checkpoint
 grid. On R's consecutive integer periods the positions are R's periods shifted by a constant,

@@ -1,6 +1,6 @@
 """The pre-tests of parallel trends on a fit's cells, for :class:`~.cell_inference.CellInference`.
 
-The statistics live in :mod:`didmem.inference.pretrend`; these functions feed them a fit's
+The statistics live in :mod:`.statistics`; these functions feed them a fit's
 pre-treatment cells, their event-time averages (the rows of R's ``dynamic`` aggregation at
 ``e < 0``, handed over by the result), covariances and bootstrap draws. They take the
 inference object by its attributes and never import :mod:`.cell_inference`.
@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from .bands import DEGENERATE
-from ._choices import DEFAULT_PRETREND, PRETREND_METHODS
-from .pretrend import PretrendTest, linear_drift, max_t_test, wald_power, wald_test
+from ..bands import DEGENERATE
+from .._choices import DEFAULT_PRETREND, PRETREND_METHODS
+from .statistics import PretrendTest, linear_drift, max_t_test, wald_power, wald_test
 
 __all__ = ["PRETREND_METHODS", "DEFAULT_PRETREND", "event_time_test", "max_t_cells_test"]
 

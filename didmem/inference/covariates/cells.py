@@ -4,7 +4,7 @@ Each (cohort, time) cell is a two-period comparison of its cohort with its contr
 outcome change ``Y_t - Y_b`` with the covariates at the base period ``b`` (as R ``did``).
 (Strictly, R takes the covariates at the earlier of the two periods, which is the base
 period except for pre-treatment cells under a universal base; so does didmem.)
-One of Sant'Anna & Zhao's estimators (:mod:`didmem.inference.drdid`) gives the ATT and the
+One of Sant'Anna & Zhao's estimators (:mod:`didmem.inference.drdid.panel`) gives the ATT and the
 influence function ``IF`` of the cell's units; didmem's ``psi`` is ``IF / n_cell`` (R's
 ``(n / n_cell) IF`` divided by ``n``), stored block by block in a
 :class:`~didmem.inference.influence.StoredInfluence`.
@@ -16,16 +16,16 @@ import warnings
 
 import numpy as np
 
-from .._messages import listing as _listing
-from ..errors import EstimationError, OverlapWarning
-from . import drdid
-from ._prepared import _fmt
-from .drdid_kernel import METHOD_CODES, covariate_cells_kernel, pscore_kernel
-from .influence import StoredInfluence, cell_layout
+from ..._messages import listing as _listing
+from ...errors import EstimationError, OverlapWarning
+from ..drdid import panel as drdid
+from .._prepared import _fmt
+from ..drdid.kernel import METHOD_CODES, covariate_cells_kernel, pscore_kernel
+from ..influence import StoredInfluence, cell_layout
 
 __all__ = ["EST_METHODS", "covariate_cells"]
 
-from ._choices import EST_METHODS  # noqa: E402  (declared where the estimators read it cheaply)
+from .._choices import EST_METHODS  # noqa: E402  (declared where the estimators read it cheaply)
 _RCOND_MIN = np.finfo(float).eps
 
 
@@ -69,7 +69,7 @@ def covariate_cells(prepared, cells, est_method: str, covariate_names, owner: st
     """ATT and influence functions of every cell with covariates.
 
     ``engine="numba"`` runs the compiled kernel over all cells in parallel;
-    ``engine="numpy"`` runs :mod:`didmem.inference.drdid` cell by cell (the test oracle).
+    ``engine="numpy"`` runs :mod:`didmem.inference.drdid.panel` cell by cell (the test oracle).
 
     Returns
     -------

@@ -22,8 +22,8 @@ import warnings
 import numpy as np
 from scipy.special import chdtrc, chdtri, fdtrc, fdtri
 
-from .pretrend_result import PretrendTest
-from .small_sample import t_to_normal
+from .result import PretrendTest
+from ..small_sample import t_to_normal
 
 __all__ = ["PretrendTest", "wald_test", "max_t_test", "wald_power", "linear_drift"]
 

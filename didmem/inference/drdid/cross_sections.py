@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit, xlogy
 
-from .drdid import TRIM_LEVEL, _normalised, _pscore_parts
+from .panel import TRIM_LEVEL, _normalised, _pscore_parts
 
 __all__ = ["reg_did_rc", "std_ipw_did_rc", "drdid_rc"]
 

@@ -1,8 +1,8 @@
 """One random-timing fit: cells, aggregations, simultaneous bands and Fisher tests.
 
-Glue between :mod:`~didmem.inference.random_timing` (the estimator's formulas),
-:mod:`~didmem.inference.random_timing_weights` (the estimands) and
-:mod:`~didmem.inference.random_timing_fisher` (permutations and band draws). Everything is a
+Glue between :mod:`~didmem.inference.random_timing.design` (the estimator's formulas),
+:mod:`~didmem.inference.random_timing.weights` (the estimands) and
+:mod:`~didmem.inference.random_timing.fisher` (permutations and band draws). Everything is a
 table of rows (``kind``, ``key``, estimate, standard errors, ...): the cells
 (``kind = "cell"``) and the aggregations (``simple``, ``group``, ``calendar``, ``dynamic``;
 ``key`` NaN for an overall value).
@@ -15,12 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..errors import ParameterError
-from . import random_timing_weights as weights
-from .bands import normal_quantile
-from .random_timing import (EstimandRows, Projections, TimingDesign, cell_estimates,
-                            linear_estimates)
-from .random_timing_fisher import band_draws, fisher_test
+from ...errors import ParameterError
+from . import weights
+from ..bands import normal_quantile
+from .design import (EstimandRows, Projections, TimingDesign, cell_estimates,
+                     linear_estimates)
+from .fisher import band_draws, fisher_test
 
 __all__ = ["AggregationStack", "aggregation_stack", "fit_random_timing", "RandomTimingTables"]
 
@@ -142,7 +142,7 @@ def fit_random_timing(times, cohorts, y, **options) -> tuple[TimingDesign, Rando
     (per-cohort moments; then ``times``, ``cohorts``, ``y`` are None and no Fisher test).
 
     One BLAS thread: these are many small products, for which more threads were measured
-    slower on the loaded 2-core machine (as in :mod:`~didmem.inference.moments`).
+    slower on the loaded 2-core machine (as in :mod:`~didmem.inference.moments.cohort`).
     """
     with threadpool_limits(limits=1, user_api="blas"):
         return _fit(times, cohorts, y, **options)

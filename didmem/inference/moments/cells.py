@@ -1,6 +1,6 @@
 """The cells of a fit and their inference from per-cohort moments (no unit's path kept).
 
-:func:`prepare_moments` applies R did's pre-processing to :class:`~didmem.inference.moments.
+:func:`prepare_moments` applies R did's pre-processing to :class:`~didmem.inference.moments.cohort.
 CohortMoments` (as :func:`~didmem.inference._prepared.prepare_panel` does to a panel) and
 returns a :class:`MomentsDesign`: the cohorts as blocks, treated cohorts ascending and the
 never-treated last, laid out as the kernels expect, so that :func:`~didmem.inference.
@@ -30,9 +30,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import EstimationError
-from .influence import CellInfluence
-from .moments import CohortMoments
+from ...errors import EstimationError
+from ..influence import CellInfluence
+from .cohort import CohortMoments
 
 __all__ = ["MomentsDesign", "MomentsInfluence", "prepare_moments", "block_gram",
            "cell_estimates", "moments_centre", "CellDrawMap"]
@@ -137,7 +137,7 @@ def prepare_moments(moments: CohortMoments, *, need_never_treated: bool, anticip
     latest cohort becomes the comparison group and the periods from it on are dropped;
     cohorts treated by the first period plus anticipation are dropped.
     """
-    from ._prepared import cohort_blocks, r_preprocessing
+    from .._prepared import cohort_blocks, r_preprocessing
 
     m = moments.negated() if lower_is_better else moments
     times = m.times
@@ -195,7 +195,7 @@ class MomentsInfluence(CellInfluence):
     centred_at: np.ndarray | None = field(default=None, repr=False)
 
     #: ``stats`` and :meth:`z_gram` give the structured Wald pre-test
-    #: (:mod:`~didmem.inference.pretrend_wald`)
+    #: (:mod:`~didmem.inference.pretrend.wald`)
     cohort_moments = True
 
     def __post_init__(self):
@@ -295,7 +295,7 @@ class MomentsInfluence(CellInfluence):
         n_t = self.prepared.times.size
         gram = np.ascontiguousarray(self.gram[:, : n_t + 1, : n_t + 1])
         suffix = np.ascontiguousarray(np.cumsum(gram[::-1], axis=0)[::-1])
-        from . import kernels
+        from .. import kernels
 
         c, s = self.cells, self.stats
         return kernels.pretest_covariance(
@@ -308,7 +308,7 @@ class MomentsInfluence(CellInfluence):
         ``(omega[row, g(i)] w_i - Omega[row]) / n``."""
         from scipy import sparse
 
-        from .combination_sums import aggregate_coefficients
+        from ..combination_sums import aggregate_coefficients
 
         csc = sparse.csc_matrix(weights)
         d, c, s = self.prepared, self.cells, self.stats
@@ -386,7 +386,7 @@ class MomentsInfluence(CellInfluence):
         :func:`~didmem.inference.bootstrap.multiplier_bootstrap`'s one loop, in this route's
         form). Only ``"normal"`` multipliers without clusters follow
         from moments; Rademacher and Mammen weights need each unit."""
-        from .bootstrap import _CHUNK_ELEMENTS, PREFETCH_CHUNKS, MultiplierChunks
+        from ..bootstrap import _CHUNK_ELEMENTS, PREFETCH_CHUNKS, MultiplierChunks
 
         if multiplier != "normal" or n_clusters:
             raise EstimationError(

@@ -16,7 +16,7 @@ The second moments are held about each cohort's own mean, so that a variance is 
 small difference of two large sums. Moments of disjoint sets of units add up
 (:meth:`CohortMoments.__add__`, Chan, Golub & LeVeque's pairwise update, here with weights):
 partitions of a panel (files of a folder, blocks of a Ray dataset) are summed in any order
-and give the moments of the whole to rounding. :mod:`didmem.inference.moment_cells` turns
+and give the moments of the whole to rounding. :mod:`didmem.inference.moments.cells` turns
 them into the cells and their inference.
 
 References
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..errors import EstimationError
+from ...errors import EstimationError
 
 __all__ = ["CohortMoments", "reference_moments", "dataset_moments", "dense_moments",
            "item_moments", "pattern_moments"]
@@ -238,7 +238,7 @@ def pattern_moments(times, cohorts, patterns, counts) -> CohortMoments:
 
 def item_moments(item) -> CohortMoments:
     """The moments of one work item of a dataset (:func:`didmem.panel.scan.read_item`)."""
-    from ..panel.scan import read_item
+    from ...panel.scan import read_item
 
     if item.units.size == 0:
         return CohortMoments.empty(item.times)
@@ -256,8 +256,8 @@ def dataset_moments(dataset, map_items=None) -> CohortMoments:
     runs them one after the other here, :func:`didmem.runners.ray_tasks.ray_map` on Ray. They
     are added up in the items' order.
     """
-    from ..panel.checks import cohorts_on_time_grid
-    from ..panel.scan_dense import read_dense
+    from ...panel.checks import cohorts_on_time_grid
+    from ...panel.scan_dense import read_dense
 
     block = read_dense(dataset) if map_items is None else None
     if block is not None:

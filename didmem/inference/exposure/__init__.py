@@ -1,0 +1,4 @@
+"""Repeated exposure: the cells of instances trained more than once and their numba kernel.
+
+Modules: ``cells``, ``kernel``.
+"""

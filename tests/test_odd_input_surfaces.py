@@ -156,3 +156,9 @@ def test_a_sequence_index_beyond_int64_is_refused_not_read_as_validation():
     np.testing.assert_array_equal(
         didmem.cohort_from_sequence_index(fits, batch_size=1, steps_per_checkpoint=1),
         didmem.cohort_from_sequence_index([3, 5], batch_size=1, steps_per_checkpoint=1))
+
+
+def test_an_anticipation_beyond_every_cohort_is_named(panel):
+    # before: "no treated cohort with a pre-treatment period remains", naming no option
+    with pytest.raises(EstimationError, match="with anticipation=1000000000 every treated cohort"):
+        didmem.DiDEstimator(n_bootstrap=0, anticipation=10**9).fit(panel)

@@ -164,9 +164,10 @@ def _open(file):
     try:
         return pq.ParquetFile(file)
     except (pa.ArrowException, OSError) as exc:
+        reason = str(exc).rstrip(".")  # pyarrow's ends in '.': not '..' before ours
         raise PanelError(
             f"File {str(file)!r} is not a readable parquet file (cut short, or another "
-            f"format): {exc}. Remove it from the folder or write it again.") from None
+            f"format): {reason}. Remove it from the folder or write it again.") from None
 
 
 def _read(pf, file, columns, row_groups=None, use_threads=True):

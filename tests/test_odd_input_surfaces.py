@@ -129,7 +129,7 @@ def test_the_pretrends_figure_draws_a_membership_result(panel):
     # before: AttributeError: 'MembershipResult' object has no attribute 'pretest'
     result = didmem.MembershipInferenceEstimator().fit(panel)
     ax = plotting.plot_result(result, "pretrends")
-    assert "no pre-test" in ax.get_title() and len(ax.containers) > 0
+    assert "no pre-test of parallel trends" in ax.get_title() and len(ax.containers) > 0
     plt.close("all")
 
 
@@ -162,3 +162,13 @@ def test_an_anticipation_beyond_every_cohort_is_named(panel):
     # before: "no treated cohort with a pre-treatment period remains", naming no option
     with pytest.raises(EstimationError, match="with anticipation=1000000000 every treated cohort"):
         didmem.DiDEstimator(n_bootstrap=0, anticipation=10**9).fit(panel)
+
+
+def test_the_event_study_draws_a_random_timing_result(panel):
+    # before: AttributeError: 'RandomTimingAggregate' object has no attribute 'alpha'
+    result = didmem.RandomTimingEstimator(n_draws=199, seed=0).fit(panel)
+    ax = plotting.plot_result(result, "event_study")
+    assert "the estimator's 95% band" in ax.get_title()
+    assert "no pre-test of parallel trends for a RandomTimingResult" in ax.get_title()
+    assert len(ax.containers) == 2  # before and after treatment
+    plt.close("all")

@@ -566,8 +566,8 @@ def _pretest_line(result, n_pre: int) -> str:
     except (AttributeError, ValueError):  # a results file saved without it
         test = None
     pt = getattr(result, "pretest", None)
-    if pt is None:  # membership inference: pointwise cells, no pre-test of their own
-        return f"no pre-test: a {type(result).__name__}'s cells have pointwise intervals"
+    if pt is None:  # membership inference, random timing: no pre-test of their own
+        return f"no pre-test of parallel trends for a {type(result).__name__}"
     left_out = (f" ({n_pre - pt.df} cells without a standard error left out)"
                 if pt.df and np.isfinite(pt.statistic) and pt.df < n_pre else "")
     if test is not None and np.isfinite(test.statistic):
@@ -946,9 +946,14 @@ def plot_event_study(result, *, ax=None, color: str = BAND_COLOR, pre_color: str
                    linewidth=1)  # between the last pre- and the first post-treatment time
     ax.set_xlabel("event time e = c - g (training steps since treatment)")
     ax.set_ylabel(f"tau by event time\n({outcome_label(result)})")
-    level = f"{100 * (1 - agg.alpha):g}%"
-    band = (f"{level} simultaneous band" if agg.band == "simultaneous"
-            else f"pointwise {level} intervals")
+    alpha = getattr(agg, "alpha", None)  # a random-timing aggregation keeps its fit's
+    if alpha is None:
+        alpha = float(dict(getattr(result, "params", {})).get("alpha", 0.05))
+    level = f"{100 * (1 - alpha):g}%"
+    kind = getattr(agg, "band", None)
+    band = (f"{level} simultaneous band" if kind == "simultaneous"
+            else f"pointwise {level} intervals" if kind is not None
+            else f"the estimator's {level} band")
     pre = sum(1 for v in e if v < 0)
     ax.set_title(f"Event study ({band})\n" + _pretest_line(result, pre), fontsize=9)
     ax.legend(fontsize=8)

@@ -27,11 +27,18 @@ DESCRIPTION = (
     "power.png (power and cost against instances per cohort) to --out.")
 
 
-def _ints(text: str, option: str) -> list[int]:
+def _ints(text) -> list[int]:
+    """Comma-separated integers (an option's ``type``: argparse names the option when it
+    refuses; a list already read passes through)."""
+    import argparse
+
+    if isinstance(text, list):
+        return text
     try:
         return [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise ParameterError(f"{option} expects comma-separated integers; got {text!r}.") from None
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got "
+                                         f"{text!r}") from None
 
 
 def add_arguments(p) -> None:
@@ -55,11 +62,11 @@ def add_arguments(p) -> None:
     add_option(src, Assumptions, "ar1", type=float,
                help="assumed AR(1) correlation of the rest")
     des = p.add_argument_group("designs")
-    des.add_argument("--units", default="10,20,50,100",
+    des.add_argument("--units", default="10,20,50,100", type=_ints,
                      help="instances per cohort, comma-separated (default: %(default)s)")
-    des.add_argument("--validation", help="validation instances, comma-separated (default: the "
+    des.add_argument("--validation", type=_ints, help="validation instances, comma-separated (default: the "
                                           "pilot's, or 2000)")
-    des.add_argument("--checkpoint-every", default="1", help="keep every k-th checkpoint, "
+    des.add_argument("--checkpoint-every", default="1", type=_ints, help="keep every k-th checkpoint, "
                                                              "comma-separated (default: 1)")
     add_option(des, power_analysis, "target", help="what to detect")
     des.add_argument("--effect", type=float, help="effect to detect (default with a pilot: "
@@ -134,17 +141,16 @@ def run(args) -> int:
 
         tokens = PAPER_TOKENS_PER_INSTANCE
     estimator = didmem.DiDEstimator(n_bootstrap=args.n_bootstrap, lower_is_better=args.lower_is_better)
-    units = _ints(args.units, "--units")
-    every = _ints(args.checkpoint_every, "--checkpoint-every")
-    validation = None if args.validation is None else _ints(args.validation, "--validation")
-    n_designs = len(units) * len(every) * (1 if validation is None else len(validation))
+    n_designs = len(_ints(args.units)) * len(_ints(args.checkpoint_every)) * (
+        1 if args.validation is None else len(_ints(args.validation)))
     print(f"didmem power: {n_designs} design(s), "
           + (f"{args.n_simulations} simulated studies each resampled from the pilot "
              f"({n_designs * args.n_simulations} fits; --progress shows how far)"
              if args.pilot else "analytic") + " ...", flush=True)
     analysis = didmem.power_analysis(
-        source, units_per_cohort=units, n_validation=validation, checkpoint_every=every,
-        target=args.target, effect=args.effect,
+        source, units_per_cohort=_ints(args.units),
+        n_validation=None if args.validation is None else _ints(args.validation),
+        checkpoint_every=_ints(args.checkpoint_every), target=args.target, effect=args.effect,
         estimator=estimator, n_simulations=args.n_simulations, seed=args.seed,
         tokens_per_instance=tokens, tokens_per_second=args.tokens_per_second,
         progress=args.progress)

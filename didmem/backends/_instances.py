@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._messages import listing
+from .._messages import listing, python_scalar
 from ..errors import CheckpointError, DidmemError, InstanceError
 
 __all__ = ["Instances", "InstanceBatch", "InstanceError", "CheckpointError", "DeviceMemoryError",
-           "listing"]
+           "listing", "check_scorable", "min_tokens"]
 
 
 class DeviceMemoryError(DidmemError, MemoryError):
@@ -165,3 +165,64 @@ def _as_sequences(token_ids) -> list:
             )
         out.append(np.ascontiguousarray(arr, dtype=np.int64))
     return out
+
+
+def min_tokens(metrics, prefix_length: int, suffix_length: int) -> int:
+    """The fewest tokens an instance needs for ``metrics``: 2 for a next-token loss, and the
+    prefix and the suffix for extraction (Carlini et al. 2023)."""
+    return max(2, prefix_length + suffix_length) if "extractable" in metrics else 2
+
+
+def check_scorable(instances: "Instances", *, min_tokens: int, max_positions, vocab_size: int,
+                   where: str, noun: str = "sequences") -> None:
+    """Refuse instances that a causal language model cannot score, before any is scored.
+
+    The one check of lengths and token ids for every scorer (the backends, before loading
+    weights; the training tracker, before its first evaluation).
+
+    Parameters
+    ----------
+    instances : Instances
+        The instances, with their token ids.
+    min_tokens : int
+        The fewest tokens an instance needs (2 for a next-token loss; the prefix and suffix
+        for extraction).
+    max_positions : int or None
+        The model's ``max_position_embeddings``: an instance of ``n`` tokens needs ``n - 1``
+        positions (its last token is only predicted). ``None``: no limit known.
+    vocab_size : int
+        Token ids must lie in ``[0, vocab_size)``.
+    where : str
+        The model, as the messages name it (``"the model of checkpoint 1000 (...)"``).
+    noun : str
+        What the instances are called in the messages.
+
+    Raises
+    ------
+    InstanceError
+        Naming how many instances fail, which (their units) and why.
+    """
+    lengths = instances.lengths
+    short = lengths < min_tokens
+    if short.any():
+        raise InstanceError(
+            f"{int(short.sum())} {noun} have fewer than {min_tokens} tokens, e.g. units "
+            f"{listing(instances.units[short])} with lengths {listing(lengths[short])}.")
+    if max_positions is not None:
+        long = lengths - 1 > max_positions
+        if long.any():
+            raise InstanceError(
+                f"{int(long.sum())} {noun} are longer than {where} can score: it has "
+                f"{max_positions} positions, so at most {max_positions + 1} tokens (the last is "
+                f"only predicted); units {listing(instances.units[long])} have lengths "
+                f"{listing(lengths[long])}.")
+    bad = [((t < 0) | (t >= vocab_size)) for t in instances.token_ids]
+    rows = [i for i, b in enumerate(bad) if b.any()]
+    if rows:
+        first = rows[0]
+        pos = int(np.flatnonzero(bad[first])[0])
+        raise InstanceError(
+            f"Token ids outside the vocabulary of {where} (size {vocab_size}): unit "
+            f"{python_scalar(instances.units[first])!r} has token "
+            f"{int(instances.token_ids[first][pos])} at position {pos}; {len(rows)} {noun} "
+            "have such tokens.")

@@ -11,7 +11,7 @@ import numpy as np
 from .._validation import Integral, Interval, OneOf, check_all
 from ..errors import ParameterError, optional_import
 from ._instances import (CheckpointError, DeviceMemoryError, InstanceBatch, InstanceError,
-                         Instances, listing)
+                         Instances, check_scorable, listing, min_tokens)
 from ._parts import time_label
 from ._spec import BackendSpec, register_builder
 from .base import OutcomeBackend, check_checkpoint_times
@@ -543,41 +543,15 @@ class TransformersBackend(OutcomeBackend):
         for checkpoint in self._checkpoints:
             self.check_weights(checkpoint)
         cfg = self._config
-        lengths = instances.lengths
         first = self._checkpoints[0]
-        where = f"the model of checkpoint {first} ({self.checkpoint_source(first)!r})"
-        short = lengths < 2
-        if "extractable" in metrics:
-            short = lengths < max(2, self.prefix_length + self.suffix_length)
-        if short.any():
-            need = self.prefix_length + self.suffix_length if "extractable" in metrics else 2
-            raise InstanceError(
-                f"{int(short.sum())} sequences have fewer than {need} tokens, e.g. units "
-                f"{listing(instances.units[short])} with lengths {listing(lengths[short])}."
-            )
-        max_pos = getattr(cfg, "max_position_embeddings", None)
-        if max_pos is not None:
-            long = lengths - 1 > max_pos
-            if long.any():
-                raise InstanceError(
-                    f"{int(long.sum())} sequences are longer than {where} can score: it has "
-                    f"{max_pos} positions, so at most {max_pos + 1} tokens (the last is only "
-                    f"predicted); units {listing(instances.units[long])} have lengths "
-                    f"{listing(lengths[long])}."
-                )
+        check_scorable(
+            instances, min_tokens=min_tokens(metrics, self.prefix_length, self.suffix_length),
+            max_positions=getattr(cfg, "max_position_embeddings", None),
+            vocab_size=cfg.vocab_size,
+            where=f"the model of checkpoint {first} ({self.checkpoint_source(first)!r})")
         if "zlib_ratio" in metrics:
             self.load_tokenizer()
         vocab = cfg.vocab_size
-        for unit, tokens in zip(instances.units, instances.token_ids):
-            bad = (tokens < 0) | (tokens >= vocab)
-            if bad.any():
-                pos = int(np.flatnonzero(bad)[0])
-                n_bad = sum(int(((t < 0) | (t >= vocab)).any()) for t in instances.token_ids)
-                raise InstanceError(
-                    f"Token ids outside the vocabulary of {where} (size {vocab}): unit "
-                    f"{unit!r} has token {int(tokens[pos])} at position {pos}; {n_bad} "
-                    "sequences have such tokens."
-                )
         eos = self._eos_tokens()
         if any(e < 0 or e >= vocab for e in eos):
             raise ParameterError(

@@ -3,10 +3,9 @@
 Pairing two profiles needs each unit's influence on both, matched by the unit's identifier.
 A fitted :class:`~didmem.results.GroupTimeResult` holds its cells' influence in the form of
 its route (:attr:`GroupTimeResult.inference`, :mod:`didmem.inference.influence`); this module
-reads it through the protocol's public methods (``combine``, ``dense``) and adds the
-estimated-weights term of aggregations, as
-:meth:`~didmem.inference.influence.CellInfluence.combination_psi` does, for routes that do
-not form it themselves.
+reads it through the protocol's
+:meth:`~didmem.inference.influence.CellInfluence.combination_psi`, which every route answers
+with the estimated-weights term of aggregations.
 
 The scale is the protocol's: ``estimate - truth ~ sum_i psi_i``, so an analytic variance is
 ``sum_i psi_i**2``.
@@ -23,7 +22,7 @@ from ..errors import EstimationError
 from ..results.aggregations import build_aggregation
 
 __all__ = ["UnitInfluence", "cell_influence", "aggregation_influence", "check_pairable",
-           "rows_influence", "add_weights_term", "unit_blocks"]
+           "rows_influence", "unit_blocks"]
 
 
 @dataclass(frozen=True)
@@ -84,33 +83,11 @@ def check_pairable(result, name: str = "result") -> None:
             "which hold no instance's influence; fit the panel in memory to compare.")
 
 
-def _psi(influence, weights) -> np.ndarray:
-    """``psi @ weights.T`` (units x rows) of the route's influence."""
-    try:
-        return influence.combine(weights)
-    except NotImplementedError:  # routes with only the dense matrix (holes, cross-sections)
-        return influence.dense() @ weights.T.toarray()
-
-
-def add_weights_term(psi: np.ndarray, prepared, omega) -> np.ndarray:
-    """Add R's estimated-weights term ``(w_i omega[row, g(i)] - Omega[row]) / n`` (``omega``
-    rows x cohorts, ``Omega = omega @ pg``) to ``psi`` (units x rows, in place)."""
-    if omega is None or not np.any(omega):
-        return psi
-    n = prepared.n_units
-    for j in range(prepared.n_cohorts):
-        lo, hi = prepared.starts[j], prepared.starts[j + 1]
-        psi[lo:hi] += prepared.w[lo:hi, None] * omega[:, j][None, :] / n
-    psi -= (omega @ prepared.cohort_shares)[None, :] / n
-    return psi
-
-
 def rows_influence(result, weights, omega=None) -> np.ndarray:
     """The units x rows influence of ``weights @ cells`` plus, with ``omega``, the
-    estimated-weights term (:func:`add_weights_term`)."""
-    weights = sparse.csr_matrix(weights)
-    psi = np.array(_psi(result.inference.influence, weights), dtype=float)
-    return add_weights_term(psi, result.prepared, omega)
+    estimated-weights term (:func:`~didmem.inference.influence.add_estimated_weights`)."""
+    return np.array(result.inference.influence.combination_psi(sparse.csr_matrix(weights), omega),
+                    dtype=float)
 
 
 def cell_influence(result, which: np.ndarray) -> UnitInfluence:

@@ -20,10 +20,11 @@ import pandas as pd
 from .._messages import python_scalar
 from .._validation import Alpha, Boolean, Count, Instance, Satisfies, Seed, validate_params
 from ..errors import EstimationError, ParameterError
+from ..inference.influence import add_estimated_weights
 from ..results._common import Estimate, level_label
 from ..results.aggregations import build_aggregation, canonical_aggregation
 from ._joint import Contrast
-from ._unit_influence import UnitInfluence, add_weights_term, unit_blocks
+from ._unit_influence import UnitInfluence, unit_blocks
 from .subgroups import _feature_like, feature_label, unit_feature
 
 __all__ = ["moderator_slopes", "ModeratorResult", "slope_influence"]
@@ -242,8 +243,8 @@ class ModeratorResult:
         r = self.result
         spec = build_aggregation(r.prepared, r.cells, self.slopes, aggregation)
         est = spec.weights @ self.slopes
-        psi = add_weights_term(np.asarray((spec.weights @ self.psi.T).T), r.prepared,
-                               spec.omega)
+        psi = add_estimated_weights(np.array((spec.weights @ self.psi.T).T, dtype=float),
+                                    r.prepared, spec.omega)
         n_keys = spec.keys.size
         c = Contrast.of(self._influence(psi, est), alpha=self.alpha,
                         n_draws=self.n_draws, rng=np.random.default_rng(self.seed),

@@ -194,11 +194,15 @@ class GroupedInfluence(CellInfluence):
         return draw
 
     # ------------------------------------------------------------------ combinations
-    def combination_psi(self, weights, omega) -> np.ndarray:
+    def combination_psi(self, weights, omega=None) -> np.ndarray:
         """From per-block coefficients of ``y_i`` and ``1`` and one matrix product per
         block, formed only for the rows whose cells use the block."""
+        from scipy import sparse
+
         prepared, cells, stats = self.prepared, self.cells, self.stats
-        csc = weights.tocsc()
+        csc = sparse.csc_matrix(weights)
+        if omega is None:
+            omega = np.zeros((csc.shape[0], prepared.n_cohorts))
         n, n_time = prepared.y.shape
         n_keys, k = csc.shape[0], prepared.n_cohorts
         from .combination_sums import aggregate_coefficients
@@ -229,8 +233,7 @@ class GroupedInfluence(CellInfluence):
         """``psi @ matrix.T``: the combinations without the estimated-weights term."""
         from scipy import sparse
 
-        matrix = sparse.csr_matrix(matrix)
-        return self.combination_psi(matrix, np.zeros((matrix.shape[0], self.prepared.n_cohorts)))
+        return self.combination_psi(sparse.csr_matrix(matrix))
 
     def cluster_psi(self, clusters, n_clusters: int) -> np.ndarray:
         sums = np.zeros((n_clusters, self.n_cells))

@@ -146,18 +146,21 @@ class CellInfluence(ABC):
         return int(self.prepared.starts.size - 1)
 
     # ------------------------------------------------------------------ linear combinations
-    def combination_psi(self, weights, omega) -> np.ndarray:
+    def combination_psi(self, weights, omega=None) -> np.ndarray:
         """The units x rows influence functions of the linear combinations ``weights``
-        (rows x cells) plus the estimated-weights term ``(omega[row, g(i)] w_i - Omega[row])
-        / n`` with ``Omega = omega @ pg``."""
-        prepared = self.prepared
-        n = prepared.n_units
-        psi = self.combine(weights)
-        for j in range(prepared.n_cohorts):  # estimated-weights term on cohort j's units
-            lo, hi = prepared.starts[j], prepared.starts[j + 1]
-            psi[lo:hi] += prepared.w[lo:hi, None] * omega[:, j][None, :] / n
-        psi -= (omega @ prepared.cohort_shares)[None, :] / n
-        return psi
+        (rows x cells) plus, with ``omega``, the estimated-weights term
+        (:func:`add_estimated_weights`).
+
+        Every route answers: through its ``combine`` where it has one, else through its dense
+        matrix (holes, cross-sections)."""
+        try:
+            psi = np.asarray(self.combine(weights), dtype=float)
+        except NotImplementedError:
+            from scipy import sparse
+
+            matrix = weights.T.toarray() if sparse.issparse(weights) else np.asarray(weights).T
+            psi = self.dense() @ matrix
+        return add_estimated_weights(psi, self.prepared, omega)
 
     def combination_moments(self, weights, omega, *, blocks: bool = True):
         """``psi' psi`` (rows x rows; of cluster sums with the design's clusters) of the
@@ -189,7 +192,7 @@ class CellInfluence(ABC):
     def covariance(self, which: np.ndarray) -> np.ndarray:
         """``psi[:, which].T @ psi[:, which]`` (unclustered)."""
 
-    def combine(self, matrix) -> np.ndarray:  # pragma: no cover - routes that need it have it
+    def combine(self, matrix) -> np.ndarray:
         """``psi @ matrix.T`` (units x keys) for a keys x cells matrix."""
         raise NotImplementedError
 
@@ -200,6 +203,26 @@ class CellInfluence(ABC):
     @abstractmethod
     def dense(self) -> np.ndarray:
         """The full units x cells matrix (for tests and small panels)."""
+
+
+def add_estimated_weights(psi: np.ndarray, prepared, omega) -> np.ndarray:
+    """Add R ``did``'s estimated-weights term of aggregations to ``psi`` (units x rows, in
+    place) and return it.
+
+    An aggregation weights its cells by the cohorts' estimated shares; their estimation adds
+    ``(w_i omega[row, g(i)] - Omega[row]) / n`` to unit ``i``'s influence, with ``omega``
+    (rows x cohorts) the derivative of the row's weights in the shares and
+    ``Omega = omega @ pg`` (Callaway & Sant'Anna 2021, the aggregations' influence functions).
+    Nothing is added where ``omega`` is None or zero.
+    """
+    if omega is None or not np.any(omega):
+        return psi
+    n = prepared.n_units
+    for j in range(prepared.n_cohorts):  # on cohort j's units
+        lo, hi = prepared.starts[j], prepared.starts[j + 1]
+        psi[lo:hi] += prepared.w[lo:hi, None] * omega[:, j][None, :] / n
+    psi -= (omega @ prepared.cohort_shares)[None, :] / n
+    return psi
 
 
 def cell_layout(cells, n_blocks: int):

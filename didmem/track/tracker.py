@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from .._messages import listing, python_scalar
+from .._messages import listing
 from .._validation import Integral, Interval, OneOf, check_all
-from ..backends._instances import InstanceBatch, InstanceError, Instances
+from ..backends._instances import (InstanceBatch, InstanceError, Instances, check_scorable,
+                                  min_tokens)
 from ..backends._parts import time_label
 from ..errors import ParameterError, optional_import
 from ._store import TrackerFolder
@@ -315,32 +316,11 @@ class MemorisationTracker:
         if self._checked_model is model:
             return  # the instances do not change, nor the model's context and vocabulary
         cfg = model.config
-        lengths = self.instances.lengths
-        need = max(2, self.prefix_length + self.suffix_length) if "extractable" in \
-            self.metrics else 2
-        short = lengths < need
-        if short.any():
-            raise InstanceError(
-                f"{int(short.sum())} tracked instances have fewer than {need} tokens, e.g. "
-                f"units {listing(self.instances.units[short])} with lengths "
-                f"{listing(lengths[short])}.")
-        max_pos = getattr(cfg, "max_position_embeddings", None)
-        if max_pos is not None:
-            long = lengths - 1 > max_pos
-            if long.any():
-                raise InstanceError(
-                    f"{int(long.sum())} tracked instances are longer than the model's context "
-                    f"({max_pos} positions, so at most {max_pos + 1} tokens): units "
-                    f"{listing(self.instances.units[long])} have lengths "
-                    f"{listing(lengths[long])}.")
-        vocab = cfg.vocab_size
-        for unit, tokens in zip(self.instances.units, self.instances.token_ids):
-            bad = (tokens < 0) | (tokens >= vocab)
-            if bad.any():
-                pos = int(np.flatnonzero(bad)[0])
-                raise InstanceError(
-                    f"Tracked unit {python_scalar(unit)!r} has token {int(tokens[pos])} at position {pos}, "
-                    f"outside the model's vocabulary (size {vocab}).")
+        check_scorable(self.instances,
+                       min_tokens=min_tokens(self.metrics, self.prefix_length, self.suffix_length),
+                       max_positions=getattr(cfg, "max_position_embeddings", None),
+                       vocab_size=cfg.vocab_size, where="the tracked model",
+                       noun="tracked instances")
         with _eval_mode(model):
             check_head(model, _device(model))
         self._checked_model = model

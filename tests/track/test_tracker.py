@@ -102,7 +102,7 @@ def test_instance_longer_than_the_context_is_refused(tmp_path):
     tokens = [np.arange(1, 11), np.arange(1, MAX_POSITIONS + 3) % 90 + 1]
     tracker = MemorisationTracker(tmp_path, tokens, unit_ids=["short", "long"],
                                   metrics=METRICS, sample_ids=[0, 1])
-    with pytest.raises(InstanceError, match=r"longer than the model's context \(48 positions.*"
+    with pytest.raises(InstanceError, match=r"longer than the tracked model can score: it has 48 positions.*"
                                             r"units 'long' have lengths 50"):
         tracker.score(tiny_model(), 0)
     assert not list(tmp_path.glob("part-*")) and tracker.evaluations == []

@@ -172,3 +172,17 @@ def test_the_event_study_draws_a_random_timing_result(panel):
     assert "no pre-test of parallel trends for a RandomTimingResult" in ax.get_title()
     assert len(ax.containers) == 2  # before and after treatment
     plt.close("all")
+
+
+def test_comparing_a_saved_result_advises_only_what_exists(tmp_path, panel):
+    # before: "... or pass independent=True", a keyword compare_profiles does not take
+    import inspect
+
+    fit = didmem.DiDEstimator(n_bootstrap=0).fit(panel)
+    fit.save(tmp_path / "r.parquet")
+    saved = didmem.load_result(tmp_path / "r.parquet")
+    with pytest.raises(EstimationError, match="refit the panel") as info:
+        didmem.compare_profiles(saved, fit, n_draws=99)
+    taken = inspect.signature(didmem.compare_profiles).parameters
+    for advised in ("independent",):
+        assert advised in taken or f"{advised}=" not in str(info.value)

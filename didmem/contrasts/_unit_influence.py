@@ -67,8 +67,8 @@ def check_pairable(result, name: str = "result") -> None:
             raise EstimationError(
                 f"{name} was read from a results file, which keeps the cells' standard errors "
                 "but not each instance's influence, and a paired comparison needs it; refit "
-                "the panel and compare the fitted results, or pass independent=True if the "
-                "two results share no instance.")
+                "the panel and compare the fitted results (on the command line: didmem "
+                "compare PANEL_A PANEL_B --outcome ...).")
         raise EstimationError(
             f"{name} is a {kind}; compare_profiles takes group-time results of "
             "DiDEstimator (GroupTimeResult), whose influence functions it pairs.")

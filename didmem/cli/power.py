@@ -64,10 +64,10 @@ def add_arguments(p) -> None:
     des = p.add_argument_group("designs")
     des.add_argument("--units", default="10,20,50,100", type=_ints,
                      help="instances per cohort, comma-separated (default: %(default)s)")
-    des.add_argument("--validation", type=_ints, help="validation instances, comma-separated (default: the "
-                                          "pilot's, or 2000)")
-    des.add_argument("--checkpoint-every", default="1", type=_ints, help="keep every k-th checkpoint, "
-                                                             "comma-separated (default: 1)")
+    des.add_argument("--validation", type=_ints,
+                     help="validation instances, comma-separated (default: the pilot's, or 2000)")
+    des.add_argument("--checkpoint-every", default="1", type=_ints,
+                     help="keep every k-th checkpoint, comma-separated (default: 1)")
     add_option(des, power_analysis, "target", help="what to detect")
     des.add_argument("--effect", type=float, help="effect to detect (default with a pilot: "
                                                   "the pilot's own estimates)")

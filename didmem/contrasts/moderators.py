@@ -146,8 +146,8 @@ def moderator_slopes(panel, moderator, *, estimator=None, alpha=None, n_draws=99
     if not np.all(np.isfinite(m)):
         bad = values.index[~np.isfinite(values.to_numpy(dtype=float))]
         raise ParameterError(f"moderator_slopes: the moderator{feature_label(values.name)} is "
-                             f"not finite for unit {python_scalar(bad[0])!r} ({bad.size} units); give every "
-                             "instance a finite value.")
+                             f"not finite for unit {python_scalar(bad[0])!r} ({bad.size} "
+                             "units); give every instance a finite value.")
     slopes, b1, b0, psi = slope_influence(result, m, leverage=small_sample)
     _refuse_undefined_slopes(values.name, result, m, slopes, b1)
     alpha = float(result.alpha if alpha is None else alpha)
@@ -175,8 +175,9 @@ def _refuse_undefined_slopes(name, result, m, slopes, treated_slopes) -> None:
     raise EstimationError(
         f"moderator_slopes: the moderator{feature_label(name)} takes the single value "
         f"{values[0]:g} among {who} {where} ({int(group.sum())} instances), so its slope "
-        f"there is not defined ({bad.size} of {slopes.size} cells); give a moderator that varies within every "
-        "cohort and among the controls, or compare categories with heterogeneity.")
+        f"there is not defined ({bad.size} of {slopes.size} cells); give a moderator that "
+        "varies within every cohort and among the controls, or compare categories with "
+        "heterogeneity.")
 
 
 @dataclass(frozen=True, eq=False)

@@ -15,7 +15,7 @@ same panels.
 many never-treated, 10
 checkpoints (60 cells: every cohort at every checkpoint, the never-treated being the last control).
 
-    python benchmarks/random_timing_coverage.py --reps 300
+    python benchmarks/random_timing_coverage.py --reps 300 [--per-cohort 30] [--chunk-draws 100]
 """
 
 from __future__ import annotations
@@ -68,7 +68,15 @@ def main():
     parser.add_argument("--reps", type=int, default=300)
     parser.add_argument("--seed", type=int, default=4747)
     parser.add_argument("--per-cohort", type=int, default=30)
+    parser.add_argument("--chunk-draws", type=int, default=0,
+                        help="draw the band in chunks of this many draws (as at the paper's "
+                             "scale, where 1,000 draws of K x T numbers exceed one chunk); "
+                             "0: the library's chunks (here all draws in one)")
     args = parser.parse_args()
+    if args.chunk_draws:
+        from didmem.inference import bootstrap
+
+        bootstrap._CHUNK_ELEMENTS = args.chunk_draws * 7 * N_T  # 7 cohorts x N_T checkpoints
     for k, dgp in enumerate(("iid", "ar1_persistent")):
         rng = np.random.default_rng([args.seed, k])
         covered, ratios = 0, []
@@ -88,6 +96,7 @@ def main():
                                   / did["std_error"].to_numpy()[post]))
         p = covered / args.reps
         print(json.dumps({"dgp": dgp, "reps": args.reps, "per_cohort": args.per_cohort,
+                          "chunk_draws": args.chunk_draws or "one chunk",
                           "cells": int(len(cells)),
                           "band_coverage": round(p, 4),
                           "mc_se": round(float(np.sqrt(p * (1 - p) / args.reps)), 4),

@@ -1,6 +1,6 @@
 """Issue 50 item 3: why the pooled band of a few runs over-covers when the runs agree.
 
-One cell of the pooled profile (``didmem.inference.runs.pooled_cells`` / ``pooled_band``,
+One cell of the pooled profile (``didmem.inference.runs.pooled.pooled_cells`` / ``pooled_band``,
 pointwise): each run's estimate is ``mu + z + w_r`` with ``z ~ N(0, C)`` the instance
 sampling error every run shares and ``w_r ~ N(0, V_d + B)`` the run's own part (``B`` the
 between-run variance). ``C`` and ``V_d`` rest on the instances (thousands of degrees of
@@ -19,13 +19,20 @@ exponential), 1.27 with five, so the variance is ``0.368 share`` too large in ex
 
     python benchmarks/runs_floor.py --reps 4000 --draws 2000
 
-``--band`` runs the simultaneous band itself (:func:`didmem.inference.runs.pooled_band`) on
+``--band`` runs the simultaneous band itself (:func:`didmem.inference.runs.pooled.pooled_band`) on
 ``--cells`` cells whose shared and run-specific parts are equicorrelated (0.5), three runs,
 ``share`` 0.3, and prints the coverage of the band and of its cells' pointwise intervals
 under the rule (``k`` as above) and under the oracle plug-in that knows ``B = 0``
 (``Sigma_w = V_d``: no between-run part added on the diagonal)::
 
     python benchmarks/runs_floor.py --band --reps 400 --draws 1000
+
+``--rules cell ratio shrunk`` compares the plug-ins of the between-run variances
+(:func:`didmem.inference.runs.pooled.between_plug_in`) and ``--between 0 2 mixed`` the DGPs
+(``mixed``: between-run variances that differ across cells)::
+
+    python benchmarks/runs_floor.py --band --reps 300 --draws 1000 --rules cell ratio shrunk \
+        --between 0 2 mixed
 """
 
 from __future__ import annotations
@@ -56,14 +63,20 @@ def coverage(n_runs, share, between, reps, draws, rng, floor=True):
     return float(hit.mean()), float(np.mean(var) / true_var)
 
 
-def band_coverage(n_runs, n_cells, share, between, reps, draws, rng, oracle):
-    import didmem.inference.runs as runs_module
-    from didmem.inference.runs import PooledCells, pooled_band
+def band_coverage(n_runs, n_cells, share, between, reps, draws, rng, oracle, rule="cell"):
+    import didmem.inference.runs.pooled as runs_module
+    from didmem.inference.runs.pooled import PooledCells, pooled_band
 
     eq = 0.5 * np.ones((n_cells, n_cells)) + 0.5 * np.eye(n_cells)
     v_d = eq.copy()
     c = eq * (1 / n_runs) * (1 - share) / share
-    sw = v_d + between * np.eye(n_cells)
+    # ``between``: B / V_d in every cell, or "mixed": 4 in the first quarter of the cells and
+    # 0 elsewhere (the between-run variances differ across cells; mean 1)
+    if between == "mixed":
+        b_cells = np.where(np.arange(n_cells) < n_cells // 4, 4.0, 0.0)
+    else:
+        b_cells = np.full(n_cells, float(between))
+    sw = v_d + np.diag(b_cells)
     root_c, root_w = np.linalg.cholesky(c), np.linalg.cholesky(sw)
     median = runs_module._chi2_median
     if oracle:  # k = 0: Sigma_w = V_d, the truth when B = 0
@@ -83,11 +96,12 @@ def band_coverage(n_runs, n_cells, share, between, reps, draws, rng, oracle):
                 covariance=cov, instance_covariance=c + v_d / n_runs, shared_covariance=c,
                 specific_covariance=v_d, spread=spread, between_variance=between_hat,
                 df=np.full(n_cells, 10.0), n_runs=n_runs, n_dropped=0)
-            band = pooled_band(pooled, alpha=0.05, n_draws=draws, rng=rng, simultaneous=True)
+            band = pooled_band(pooled, alpha=0.05, n_draws=draws, rng=rng, simultaneous=True,
+                               between=rule)
             t = np.abs(pooled.estimate) / band.std_errors
             hits += bool(np.all(t <= band.critical_value))
             point.append(pooled_band(pooled, alpha=0.05, n_draws=draws, rng=rng,
-                                     simultaneous=False))
+                                     simultaneous=False, between=rule))
             point[-1] = float(np.mean(t <= point[-1].critical_values))
     finally:
         runs_module._chi2_median = median
@@ -101,16 +115,25 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--band", action="store_true")
     parser.add_argument("--cells", type=int, default=28)
+    parser.add_argument("--rules", nargs="+", default=["cell", "oracle"],
+                        choices=["cell", "ratio", "shrunk", "oracle"],
+                        help="plug-ins of the between-run variances (pooled_band's "
+                             "between=...; oracle: B = 0)")
+    parser.add_argument("--between", nargs="+", default=["0", "2"],
+                        help="B / V_d in every cell, or 'mixed' (4 in a quarter of the "
+                             "cells, 0 elsewhere)")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     if args.band:
-        for between in (0.0, 2.0):
-            for oracle in (False, True):
+        for between in args.between:
+            between = between if between == "mixed" else float(between)
+            for rule in args.rules:
+                oracle = rule == "oracle"
                 sim, pw = band_coverage(3, args.cells, 0.3, between, args.reps, args.draws,
-                                        rng, oracle)
+                                        rng, oracle, "cell" if oracle else rule)
                 print(json.dumps({
                     "runs": 3, "cells": args.cells, "share": 0.3, "between_over_vd": between,
-                    "plug_in": "oracle B=0" if oracle else "rule", "reps": args.reps,
+                    "plug_in": "oracle B=0" if oracle else rule, "reps": args.reps,
                     "simultaneous": round(sim, 4),
                     "simultaneous_mc_se": round(float(np.sqrt(sim * (1 - sim) / args.reps)), 4),
                     "pointwise": round(pw, 4)}), flush=True)

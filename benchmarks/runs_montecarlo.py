@@ -15,7 +15,12 @@ run, each run with its own random data order), fits :class:`didmem.RunsEstimator
 * the within-instance standard error against the across-instance DiD's on the same data:
   the pooled DiD's with the runs held fixed (``instance_se``, the same conditioning) and one
   run's DiD (run 0), median over the shared post-treatment cells;
-* the within-instance Wald pre-test's rejection rate at 5% (its size: trends are parallel).
+* the within-instance Wald pre-test's rejection rate at 5% (its size: trends are parallel);
+* the efficient combination of the pooled DiD with the runs held fixed and the
+  within-instance comparison (``combined_*`` columns, issue 50): its standard error against
+  the pooled fixed-run one (never above it) and the within-instance one, and the pointwise
+  coverage of its 95% intervals (normal quantile) over the post-treatment cells, against the
+  runs' true effects averaged with equal weights and with the cell's pair weights.
 
 DGPs: ``order`` (runs differ by data order only, mild instance paths), ``difficulty``
 (instance difficulty and instance learning paths vary strongly, and each run has its own
@@ -43,7 +48,8 @@ import numpy as np
 import didmem
 from didmem.datasets import simulate_runs
 from didmem.estimators._runs_fit import _run_cells
-from didmem.inference.runs import _psd_root, gaussian_band, pooled_cells
+from didmem.inference.bands import simultaneous_band
+from didmem.inference.runs.pooled import _psd_root, pooled_cells
 from _provenance import provenance
 
 DGPS = {
@@ -93,11 +99,11 @@ def one_replication(dgp: str, seed: int, draws: int) -> dict:
     # the band with the runs held fixed: the instance part of the variance alone and its
     # Gaussian sup-t value, as a fit that ignored the between-run variance would draw it
     cells = pooled_cells([_run_cells(res.per_run[r], panel.units) for r in res.runs])
-    fixed_band = gaussian_band(_psd_root(cells.instance_covariance).T,
-                               np.full(len(pooled), np.inf), alpha=0.05, n_draws=draws,
-                               rng=np.random.default_rng(seed), simultaneous=True)
-    fixed = (np.abs(pooled["estimate"] - target)
-             <= fixed_band.critical_values * pooled["instance_se"])
+    root = _psd_root(cells.instance_covariance)
+    gauss = np.random.default_rng(seed).standard_normal((draws, root.shape[1])) @ root.T
+    fixed_crit, _ = simultaneous_band(gauss, np.sqrt(np.diag(cells.instance_covariance)),
+                                      0.05, np.sqrt(root.shape[1]), at_least_normal=False)
+    fixed = np.abs(pooled["estimate"] - target) <= fixed_crit * pooled["instance_se"]
     within = res.within.to_frame()
     cohorts = df.pivot_table(index="run", columns="unit", values="cohort",
                              aggfunc="first", dropna=False).to_numpy()
@@ -109,8 +115,29 @@ def one_replication(dgp: str, seed: int, draws: int) -> dict:
         res.pooled.to_frame()[["cohort", "time", "instance_se"]], on=["cohort", "time"]).merge(
         res.per_run[0].to_frame()[["cohort", "time", "std_error"]].rename(
             columns={"std_error": "run0_se"}), on=["cohort", "time"])
+    # the efficient combination of the pooled DiD with the runs held fixed and the
+    # within-instance comparison (issue 50): its standard error against the pooled fixed-run
+    # one, and its pointwise 95% intervals against the runs-fixed target (the runs' true
+    # effects averaged with equal weights, the pooled DiD's; and pair-weighted, the within's)
+    tau = truth.set_index(["run", "cohort", "time"])["tau"]
+    comb = within[post & np.isfinite(within["combined_std_error"].to_numpy())]
+    equal = np.array([np.mean([tau[(r, g, c)] for r in res.runs]) if c >= g else 0.0
+                      for g, c in zip(comb["cohort"], comb["time"])])
+    pair_target = wt[post & np.isfinite(within["combined_std_error"].to_numpy())]
+    half = 1.959964 * comb["combined_std_error"].to_numpy()
+    est = comb["combined_estimate"].to_numpy()
+    fixed_se = comb[["cohort", "time"]].merge(res.pooled.to_frame()[
+        ["cohort", "time", "instance_se"]], on=["cohort", "time"])["instance_se"].to_numpy()
     stat, df_, p = res.within.pretest
     return {
+        "combined_over_pooled_fixed_se": float(np.median(comb["combined_std_error"].to_numpy()
+                                                         / fixed_se)),
+        "combined_over_pooled_fixed_se_max": float(np.max(comb["combined_std_error"].to_numpy()
+                                                          / fixed_se)),
+        "combined_over_within_se": float(np.median(comb["combined_std_error"]
+                                                   / comb["std_error"])),
+        "combined_point_equal": float(np.mean(np.abs(est - equal) <= half)),
+        "combined_point_pairs": float(np.mean(np.abs(est - pair_target) <= half)),
         "pooled_cover": bool(inside.all()), "pooled_point": float(inside.mean()),
         "pooled_fixed_cover": bool(fixed.all()),
         "pooled_se_over_instance_se": float(np.median(pooled["std_error"]
@@ -151,6 +178,16 @@ def summarise(dgp: str, out: list, seconds: float) -> dict:
             "q10_q90": [float(q) for q in np.quantile([o["ratio_one_run"] for o in out],
                                                       [0.1, 0.9])]},
         "within_pretest_size_5pct": rate(pre) if pre else None,
+        "combined_se_over_pooled_fixed_se": {
+            "median": float(np.median([o["combined_over_pooled_fixed_se"] for o in out])),
+            "max_over_cells_and_reps": float(np.max(
+                [o["combined_over_pooled_fixed_se_max"] for o in out]))},
+        "combined_se_over_within_se_median": float(np.median(
+            [o["combined_over_within_se"] for o in out])),
+        "combined_pointwise_coverage_equal_weights": float(np.mean(
+            [o["combined_point_equal"] for o in out])),
+        "combined_pointwise_coverage_pair_weights": float(np.mean(
+            [o["combined_point_pairs"] for o in out])),
         "mean_run_share_of_pooled_variance": float(np.mean([o["run_share"] for o in out])),
     }
 

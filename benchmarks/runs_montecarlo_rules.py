@@ -1,7 +1,7 @@
 """Candidate rules for the pooled band's critical value, compared offline on stored components.
 
-The pooled band's rule (:func:`didmem.inference.runs.pooled_band`) was chosen with this script
-on seeds 20000-20399, apart from the seeds whose coverage ``benchmarks/runs_montecarlo.py``
+The pooled band's rule (:func:`didmem.inference.runs.pooled.pooled_band`) was chosen with this
+script on seeds 20000-20399, apart from the seeds whose coverage ``benchmarks/runs_montecarlo.py``
 reports. ``collect`` fits :class:`didmem.RunsEstimator` on replications of one of that
 script's DGPs and stores, per replication, what every rule needs (the run estimates, the sums
 ``sum_r psi_r' psi_r`` and ``(sum_r psi_r)' (sum_r psi_r)`` over the shared cells, the mean
@@ -14,7 +14,10 @@ coverage of the mean truth with its Monte Carlo standard error. Rules:
 * ``plugin``: the studentised sup simulated from the components with the run-specific
   variance ``max(S, V_d)`` plugged in;
 * ``median``: the same with the median-unbiased ``k S`` (the package's rule: evaluated
-  through :func:`~didmem.inference.runs.pooled_band` itself);
+  through :func:`~didmem.inference.runs.pooled.pooled_band` itself);
+* ``ratio``, ``shrunk`` (issue 50): the simulated band with the between-run variances pooled
+  over cells, one ratio to ``V_d`` or empirical-Bayes shrinkage of the per-cell plug-ins
+  toward their mean (:func:`~didmem.inference.runs.pooled.between_plug_in`);
 * ``fiducial``: a generalised pivot (the runs' mean deviation drawn as ``S``'s rows times a
   Gaussian over ``sqrt(chi2_{R-1} / (R - 1))``, floored at ``V_d``).
 
@@ -37,10 +40,10 @@ from scipy import stats
 import didmem
 from didmem.datasets import simulate_runs
 from didmem.estimators._runs_fit import _run_cells
-from didmem.inference.runs import PooledCells, _common_cells, pooled_band
+from didmem.inference.runs.pooled import PooledCells, _common_cells, pooled_band
 from runs_montecarlo import DGPS
 
-RULES = ("satterthwaite", "plugin", "median", "fiducial")
+RULES = ("satterthwaite", "plugin", "median", "fiducial", "ratio", "shrunk")
 
 
 def collect(dgp: str, seed0: int, reps: int, n_runs: int | None, out: str) -> None:
@@ -109,8 +112,9 @@ def band(rule: str, p: PooledCells, rng, draws: int):
     r = p.n_runs
     se = np.sqrt(np.diag(p.covariance))
     s, d = np.diag(p.spread), np.diag(p.specific_covariance)
-    if rule == "median":
-        out = pooled_band(p, alpha=0.05, n_draws=draws, rng=rng, simultaneous=True)
+    if rule in ("median", "ratio", "shrunk"):
+        out = pooled_band(p, alpha=0.05, n_draws=draws, rng=rng, simultaneous=True,
+                          between="cell" if rule == "median" else rule)
         return out.std_errors, out.critical_values
     if rule == "plugin":
         run_var = p.specific_covariance + np.diag(np.maximum(s - d, 0))

@@ -208,8 +208,14 @@ def test_moderator_standard_error_is_the_sum_of_the_two_regressions_hc0():
 def test_saved_results_are_refused_with_what_to_do(pair, tmp_path):
     a, b = pair
     saved = didmem.load_result(a.save(tmp_path / "a.parquet"))
-    with pytest.raises(EstimationError, match="refit"):
+    with pytest.raises(EstimationError, match="refit") as info:
         compare_profiles(saved, b)
+    # every keyword the advice names is one compare_profiles takes
+    import inspect
+    import re
+
+    named = re.findall(r"(\w+)=", str(info.value))
+    assert set(named) <= set(inspect.signature(compare_profiles).parameters), named
 
 
 def test_plot_slopes_draws_the_dynamic_slopes():

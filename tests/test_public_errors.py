@@ -41,6 +41,9 @@ ALLOWED = {
     ("didmem/results/membership.py", "ValueError"):
         "MembershipResult._from_file, called only by load_result, which turns it into a "
         "ResultFileError naming the file (a malformed alpha in an altered file)",
+    ("didmem/results/_random_timing_file.py", "ValueError"):
+        "RandomTimingResult._from_file, called only by load_result, which turns it into a "
+        "ResultFileError naming the file (an altered file's table or design)",
     ("didmem/_lazy.py", "AttributeError"):
         "the module __getattr__ protocol: hasattr, getattr with a default and 'from package "
         "import submodule' need AttributeError for a name the package does not have",

@@ -15,8 +15,9 @@ import pytest
 
 import didmem
 from didmem import EstimationError, PanelError, ParameterError
-from didmem.inference.runs import (RunCells, gaussian_band, pooled_band, pooled_cells,
-                                  wald_pretest, within_cells)
+from didmem.inference.bands import simultaneous_band
+from didmem.inference.runs.pooled import RunCells, pooled_band, pooled_cells
+from didmem.inference.runs.within import WithinInfluence, within_cells
 
 
 def _frame(n_runs=3, seed=0, **options):
@@ -263,10 +264,12 @@ def test_pooled_band_of_identical_runs_is_the_run_band():
     pooled = pooled_cells([run] * 4)
     options = dict(alpha=0.05, n_draws=20_000, simultaneous=True)
     band = pooled_band(pooled, rng=np.random.default_rng(5), **options)
-    alone = gaussian_band(psi, np.full(5, np.inf), rng=np.random.default_rng(6), **options)
-    np.testing.assert_allclose(band.std_errors, alone.std_errors, rtol=1e-10)
+    se = np.sqrt(np.einsum("ij,ij->j", psi, psi))
+    draws = np.random.default_rng(6).normal(size=(20_000, 60)) @ psi  # the run's own band
+    alone, _ = simultaneous_band(draws, se, 0.05, np.sqrt(60), at_least_normal=False)
+    np.testing.assert_allclose(band.std_errors, se, rtol=1e-10)
     assert band.rule == "simultaneous"
-    assert band.critical_value == pytest.approx(alone.critical_value, abs=0.06)
+    assert band.critical_value == pytest.approx(alone, abs=0.06)
     assert band.critical_value > 1.96 + 0.3  # a simultaneous value, not the pointwise one
     np.testing.assert_allclose(band.critical_values, band.critical_value)
 
@@ -323,12 +326,84 @@ def test_pooled_variance_and_band_in_a_small_gaussian_monte_carlo():
     assert 0.90 <= np.mean(covered) <= 0.99
 
 
-def test_wald_pretest_of_known_cells():
-    psi = np.diag([0.5, 0.25, 1.0])
-    stat, df, p = wald_pretest(np.array([1.0, 0.5, 9.0]), psi, np.array([True, True, False]))
-    assert df == 2 and stat == pytest.approx(1 / 0.25 + 0.25 / 0.0625)
-    assert 0 < p < 1
-    assert np.isnan(wald_pretest(np.zeros(3), psi, np.zeros(3, dtype=bool))[0])
+# ---------------------------------------------------------------------------- within: the shared inference
+def _within_of(fitted_panel, **options):
+    panel = fitted_panel
+    y = np.stack([panel.run_panel(r).outcome_matrix() for r in panel.runs])
+    cohorts = np.stack([panel.run_panel(r).cohorts for r in panel.runs])
+    return within_cells(y, cohorts, panel.times, **options)
+
+
+def test_within_influence_is_a_cell_influence_with_two_welch_groups(fitted):
+    """The within-instance cells as a route of the shared inference: variances
+    ``sum_i psi_i**2``, Welch's correction with the paired instances and the validation
+    instances as its two groups, and the bootstrap draws ``U psi``."""
+    from didmem.inference.cell_inference import CellInference, InferenceSettings
+    from didmem.inference.influence import CellInfluence
+    from didmem.inference.small_sample import block_welch
+
+    panel, _ = fitted
+    within = _within_of(panel)
+    influence = WithinInfluence.build(within, panel.times)
+    assert isinstance(influence, CellInfluence)
+    psi = within.psi
+    np.testing.assert_allclose(influence.variance(), (psi ** 2).sum(axis=0), rtol=1e-12)
+    val = within.validation
+    cohorts = np.stack([panel.run_panel(r).cohorts for r in panel.runs])
+    never = np.isinf(cohorts) | (cohorts > panel.times[-1])
+    np.testing.assert_array_equal(val, np.all(never, axis=0))
+    assert 2 <= val.sum() < val.size
+    parts, counts = influence.welch_groups()
+    np.testing.assert_allclose(parts[1], (psi[val] ** 2).sum(axis=0), rtol=1e-12, atol=1e-18)
+    np.testing.assert_array_equal(counts[0], within.n_instances)
+    settings = InferenceSettings(n_draws=50, multiplier="normal", seed=4, alpha=0.05,
+                                 cband=None, small_sample=True, owner="test")
+    inference = CellInference.draw(influence, settings)
+    want, df = block_welch(parts, counts)
+    live = np.isfinite(inference.variance)
+    np.testing.assert_allclose(inference.correction.variance[live], want[live], rtol=1e-12)
+    # one paired group only: df n - 1 and the factor n / (n - 1), as a single sample's
+    none = _within_of(panel, run_trends="none")
+    alone = CellInference.draw(WithinInfluence.build(none, panel.times), settings)
+    ok = np.isfinite(alone.variance) & (none.n_instances > 1)
+    np.testing.assert_allclose(alone.correction.df[ok], none.n_instances[ok] - 1, rtol=1e-12)
+    n = none.n_instances[ok]
+    np.testing.assert_allclose(alone.correction.factor[ok], n / (n - 1), rtol=1e-12)
+    # the draws are U psi with the fit's Gaussian multipliers
+    weights = np.random.default_rng(4).normal(size=(50, psi.shape[0]))
+    np.testing.assert_allclose(inference.bootstrap.cells, weights @ psi, rtol=1e-10,
+                               atol=1e-14)
+
+
+def test_within_profile_band_and_pretest_come_from_the_shared_inference(fitted):
+    """The fitted within-instance profile: Welch standard errors, each cell's t quantile at the
+    sup-t value's pointwise level (its df from the two groups), and R did's Wald pre-test of
+    the pre-treatment cells, ``tau' (psi' psi)^-1 tau`` with as many df as cells."""
+    from scipy.special import chdtrc
+
+    from didmem.inference.small_sample import block_welch
+
+    panel, res = fitted
+    within = _within_of(panel)
+    frame = res.within.to_frame()
+    np.testing.assert_allclose(frame["estimate"], within.estimate, rtol=1e-12)
+    var, df = block_welch(*WithinInfluence.build(within, panel.times).welch_groups())
+    live = np.isfinite(frame["std_error"].to_numpy())
+    np.testing.assert_allclose(frame["std_error"][live], np.sqrt(var[live]), rtol=1e-10)
+    assert res.within.band == "simultaneous"
+    half = ((frame["ci_upper"] - frame["ci_lower"]) / (2 * frame["std_error"]))[live]
+    assert np.all(half > 1.96) and np.all(half <= res.within.critical_value + 1e-12)
+    # the cells with fewer degrees of freedom get the larger t quantiles
+    order = np.argsort(df[live])
+    assert np.all(np.diff(half.to_numpy()[order]) <= 1e-9)
+    pre = ((within.time < within.cohort) & ~within.reference & (within.n_pairs > 0)
+           & live)
+    est = within.estimate[pre]
+    cov = within.psi[:, pre].T @ within.psi[:, pre]
+    stat = float(est @ np.linalg.solve(cov, est))
+    got = res.within.pretest
+    assert got[1] == pre.sum() and got[0] == pytest.approx(stat, rel=1e-8)
+    assert got[2] == pytest.approx(chdtrc(pre.sum(), stat), rel=1e-8)
 
 
 # ---------------------------------------------------------------------------- the fit
@@ -351,11 +426,15 @@ def test_each_run_is_the_did_of_its_panel(fitted):
 def test_pooled_profile_of_copies_of_one_run_is_that_run():
     """Three copies of one run: the pooled estimates and standard errors (Welch-corrected,
     as the run's own) are the run's, with no between-run variance, and the band is a
-    simultaneous one."""
+    simultaneous one; the within-instance comparison has no variance, and says so."""
     frame, _ = _frame()
     one = frame[frame["run"] == 0]
     copies = pd.concat([one.assign(run=k) for k in range(3)], ignore_index=True)
-    res = didmem.RunsEstimator(n_bootstrap=2000, seed=1).fit(_panel(copies))
+    # the within-instance comparison of identical copies is exactly 0 with no variance:
+    # the shared band says so (on every draw: the influence functions are exactly 0)
+    with pytest.warns(didmem.InferenceWarning, match="non-degenerate bootstrap"):
+        res = didmem.RunsEstimator(n_bootstrap=2000, seed=1).fit(_panel(copies))
+    assert res.within.to_frame()["std_error"].isna().all()
     alone = didmem.DiDEstimator(n_bootstrap=0).fit(
         didmem.Panel(one, unit="unit", time="time", cohort="cohort", outcome="y"))
     pooled = res.pooled.to_frame()
@@ -472,3 +551,114 @@ def test_bands_cover_across_runs_in_a_small_monte_carlo():
         within_ok.append(bool(((pre["ci_lower"] <= 0) & (0 <= pre["ci_upper"])).all()))
     assert np.mean(pooled_ok) >= 0.85
     assert np.mean(within_ok) >= 0.85  # pre-treatment cells: the truth is 0 in every pair
+
+
+# ---------------------------------------------------------------------------- issue 50 item 3
+def test_combination_never_has_more_variance_than_either_estimate():
+    """The inverse-variance combination of two estimates linear in the same instances: its
+    variance is ``(Va Vb - C^2) / (Va + Vb - 2C)``, the least over every weight, and never
+    above the smaller of the two (here over random influence functions of every correlation,
+    including estimates more variable than either's own, and a missing within estimate)."""
+    from didmem.inference.runs.combined import combine_cells
+
+    rng = np.random.default_rng(3)
+    n, c = 30, 200
+    base = rng.normal(size=(n, c))
+    mix = rng.uniform(-1, 1, size=c)
+    pa = base * rng.uniform(0.1, 2, size=c)
+    pb = (mix * base + np.sqrt(1 - mix ** 2) * rng.normal(size=(n, c))) * rng.uniform(0.1, 2,
+                                                                                     size=c)
+    a, b = rng.normal(size=c), rng.normal(size=c)
+    b[0] = np.nan
+    both = combine_cells(a, pa, b, pb)
+    va, vb, cov = (pa * pa).sum(0), (pb * pb).sum(0), (pa * pb).sum(0)
+    var = both.std_error ** 2
+    assert np.all(var[1:] <= np.minimum(va, vb)[1:] * (1 + 1e-12))
+    np.testing.assert_allclose(var[1:], ((va * vb - cov ** 2) / (va + vb - 2 * cov))[1:],
+                               rtol=1e-10)
+    # the weight minimises the variance: any other weight gives more
+    for w in (-0.5, 0.0, 0.3, 1.0, 1.5):
+        other = (1 - w) ** 2 * va + w ** 2 * vb + 2 * w * (1 - w) * cov
+        assert np.all(var[1:] <= other[1:] * (1 + 1e-12))
+    # the combined estimate's influence is the weighted one, whose cross-product is var
+    psi = (1 - both.weight) * pa + both.weight * pb
+    np.testing.assert_allclose((psi * psi).sum(0)[1:], var[1:], rtol=1e-10)
+    assert both.estimate[0] == a[0] and var[0] == pytest.approx(va[0])
+    # identical estimators: the combination is either
+    same = combine_cells(a, pa, a, pa)
+    np.testing.assert_allclose(same.estimate, a)
+    np.testing.assert_allclose(same.std_error ** 2, va, rtol=1e-12)
+
+
+def test_fitted_combination_is_no_wider_than_the_pooled_fixed_run_or_within(fitted):
+    _, res = fitted
+    within = res.within.to_frame().merge(res.pooled.to_frame()[["cohort", "time", "instance_se",
+                                                                "estimate"]],
+                                         on=["cohort", "time"], suffixes=("", "_pooled"))
+    ok = np.isfinite(within["std_error"]) & np.isfinite(within["combined_std_error"])
+    assert ok.sum() >= 5
+    rows = within[ok]
+    assert np.all(rows["combined_std_error"] <= rows["instance_se"] * (1 + 1e-9))
+    # against the uncorrected-variance within SE up to its Welch factor (at most n / (n - 1))
+    assert np.all(rows["combined_std_error"] <= rows["std_error"] * (1 + 1e-9))
+    w = rows["combined_weight"]
+    np.testing.assert_allclose(rows["combined_estimate"],
+                               (1 - w) * rows["estimate_pooled"] + w * rows["estimate"],
+                               rtol=1e-10, atol=1e-12)
+
+
+def test_between_plug_ins_of_the_pooled_band():
+    from didmem.inference.runs.pooled import between_plug_in
+
+    rng = np.random.default_rng(9)
+    n, c, r = 40, 6, 3
+    runs = [_run_cells(rng.normal(size=c) * 0.5, rng.normal(size=(n, c)) * 0.05)
+            for _ in range(r)]
+    pooled = pooled_cells(runs)
+    s, d = np.diag(pooled.spread), np.diag(pooled.specific_covariance)
+    from scipy.stats import chi2
+
+    k = (r - 1) / chi2.ppf(0.5, r - 1)
+    np.testing.assert_allclose(between_plug_in(pooled), np.maximum(k * s - d, 0), rtol=1e-12)
+    ratio = between_plug_in(pooled, "ratio")
+    np.testing.assert_allclose(ratio / d, max(0.0, np.mean(s / d) - 1), rtol=1e-10)
+    shrunk = between_plug_in(pooled, "shrunk")
+    assert np.all(shrunk >= 0)
+    # shrunk toward the mean: its spread over cells is at most that of S - V_d
+    assert np.std(shrunk) <= np.std(s - d) + 1e-15
+    with pytest.raises(EstimationError, match="Unknown between-run plug-in"):
+        between_plug_in(pooled, "nope")
+
+
+def test_within_aggregations_are_the_shared_ones_with_fixed_cohort_weights(fitted, tmp_path):
+    """The within-instance comparison aggregates as a fit does: ``simple`` is the mean of its
+    post-treatment cells weighted by their cohorts' (run, instance) pairs, with the variance
+    of the combined influence ``sum_i (psi_i w)^2`` times Welch's ``n / (n - 1)`` (one group of
+    instances) and no estimated-weights term (the cohorts are the runs' data orders)."""
+    panel, res = fitted
+    within = _within_of(panel)
+    keep = within.estimable
+    live = within.subset(keep)
+    cohorts = np.stack([panel.run_panel(r).cohorts for r in panel.runs])
+    pairs = {g: (cohorts == g).sum() for g in np.unique(live.cohort)}
+    post = (live.time >= live.cohort) & ~live.reference
+    w = np.where(post, [pairs[g] for g in live.cohort], 0.0)
+    w = w / w.sum()
+    simple = res.within.aggregate("simple")
+    assert simple.overall.estimate == pytest.approx(w @ live.estimate, rel=1e-10)
+    n = live.psi.shape[0]
+    var = np.sum((live.psi @ w) ** 2) * n / (n - 1)
+    assert simple.overall.std_error == pytest.approx(np.sqrt(var), rel=1e-8)
+    inst = res.within.aggregate("instantaneous")
+    frame = res.within.to_frame()
+    first = frame[frame["time"] == frame["cohort"]].set_index("cohort")["estimate"]
+    np.testing.assert_allclose(inst.estimates, first.loc[inst.keys].to_numpy(), rtol=1e-12)
+    dynamic = res.within.aggregate("dynamic")
+    assert np.all(np.isfinite(dynamic.std_errors[dynamic.keys >= 0]))
+    import pickle
+
+    again = pickle.loads(pickle.dumps(res))  # results cross processes (the lab's workers)
+    assert again.within.aggregate("simple").overall.estimate == simple.overall.estimate
+    back = didmem.load_result(res.save(tmp_path / "runs.parquet"))
+    with pytest.raises(ParameterError, match="read back from a file"):
+        back.within.aggregate("simple")

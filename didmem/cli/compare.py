@@ -92,16 +92,10 @@ def run(args) -> int:
                      outcome=args.outcome, never_treated=args.never_treated)
 
     if args.by:
+        from ._estimate_by import instance_feature
+
         frame = read_panel_frame(paths[0])
-        if args.by not in frame.columns:
-            raise ParameterError(f"--by {args.by!r} is not a column of {str(paths[0])!r}; its "
-                                 f"columns: {list(frame.columns)}.")
-        spread = frame.groupby(args.unit)[args.by].nunique(dropna=False)
-        if (spread > 1).any():
-            raise ParameterError(f"--by {args.by!r} varies within unit "
-                                 f"{spread.index[spread > 1][0]!r}; an instance feature is "
-                                 "constant within each unit.")
-        feature = frame.groupby(args.unit)[args.by].first()
+        feature = instance_feature(frame, args.by, args.unit, repr(str(paths[0])))
         het = heterogeneity(panel_of(frame), feature, estimator=estimator, seed=args.seed,
                             **draws)
         print(het.summary())

@@ -47,11 +47,69 @@ FOLDER_ADVICE = (
 
 def estimator_choices() -> tuple:
     """``--estimator``'s choices: a study's estimators (:data:`didmem.study.estimate.ESTIMATORS`),
-    then ``"membership"`` (:class:`~didmem.MembershipInferenceEstimator`; the command line's
-    only: its result is not a group-time result, so a study does not take it)."""
+    then the command line's own, whose results are not group-time results, so a study does not
+    take them: ``"random-timing"`` (:class:`~didmem.RandomTimingEstimator`) and
+    ``"membership"`` (:class:`~didmem.MembershipInferenceEstimator`)."""
     from ..study.estimate import ESTIMATORS
 
-    return (*ESTIMATORS, "membership")
+    return (*ESTIMATORS, "random-timing", "membership")
+
+
+RANDOM_TIMING_FLAGS = (("--beta", "beta", None), ("--fisher", "n_fisher", 0),
+                       ("--randomised", "randomised", "training"))
+"""``--estimator random-timing``'s own options: (flag, keyword, value when not given)."""
+
+
+def _beta(text: str):
+    """``--beta``: ``efficient`` (None, the plug-in efficient coefficient) or a number."""
+    import argparse
+
+    if text == "efficient":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'efficient' or a number (1: Callaway & "
+                                         f"Sant'Anna, 0: the difference in means), got "
+                                         f"{text!r}") from None
+
+
+def _control_option(parser) -> None:
+    """``--control``: the choices of every estimator it configures (did and difference,
+    random-timing); not given, each estimator's own default."""
+    from .._validation import add_option
+    from ..estimators.did import DiDEstimator
+    from ..estimators.random_timing import RandomTimingEstimator
+
+    choices = choices_of(DiDEstimator, "control_group")
+    choices += [c for c in choices_of(RandomTimingEstimator, "control_group")
+                if c not in choices]
+    add_option(parser, DiDEstimator, "control_group", "--control", default=None,
+               choices=choices,
+               help="control group (default: never_treated for did and difference, "
+                    "not_yet_treated for random-timing; last_treated: random-timing only)")
+
+
+def _random_timing_options(parser) -> None:
+    """``--beta``, ``--fisher`` and ``--randomised`` from :class:`~didmem.RandomTimingEstimator`'s
+    declarations (its module imports its numerics only at fit)."""
+    from .._validation import add_option
+    from ..estimators.random_timing import RandomTimingEstimator
+
+    add_option(parser, RandomTimingEstimator, "beta", type=_beta,
+               metavar="{efficient,1,0,B}",
+               help="--estimator random-timing only: the coefficient on the pre-treatment "
+                    "difference; efficient (the default: the plug-in efficient one), 1 "
+                    "(Callaway & Sant'Anna; with --control last_treated Sun & Abraham) or 0 "
+                    "(the difference in means)")
+    add_option(parser, RandomTimingEstimator, "n_fisher", "--fisher", metavar="N",
+               help="--estimator random-timing only: N permutations of the Fisher "
+                    "randomisation test (exact p-values for the sharp null of no effect); a "
+                    "panel file only, not a folder")
+    add_option(parser, RandomTimingEstimator, "randomised",
+               help="--estimator random-timing only: whose cohorts the training order "
+                    "assigned at random: the training instances among themselves, or all "
+                    "(the validation split was random too)")
 
 
 def add_arguments(parser) -> None:
@@ -71,10 +129,13 @@ def add_arguments(parser) -> None:
                         help="the outcome column (required, except with --memorised)")
     parser.add_argument("--out", required=True, help="the results file to write (.parquet)")
     add_option(parser, EstimateSettings, "estimator", choices=list(estimator_choices()),
-               help="difference-in-differences, the plain difference, or membership "
+               help="difference-in-differences, the plain difference, Roth & Sant'Anna's "
+                    "efficient estimator under random timing (design-based standard errors; "
+                    "its band from --n-bootstrap Gaussian draws), or membership "
                     "inference (the outcome is the attack's score: its AUC per checkpoint "
                     "and implied profile)")
-    add_option(parser, DiDEstimator, "control_group", "--control", help="control group")
+    _control_option(parser)
+    _random_timing_options(parser)
     parser.add_argument("--base-period", choices=choices_of(DiDEstimator, "base_period"),
                         help="did only: the pre-treatment cells' base period (default: varying); "
                              "'didmem sensitivity' needs universal")
@@ -83,6 +144,12 @@ def add_arguments(parser) -> None:
                help="did only: the effect of the K-th exposure of each instance, from the "
                     "cohort columns COHORT, COHORT_2, ..., COHORT_K (the --cohort name with "
                     "_2 ... _K), with controls of the same exposure history")
+    parser.add_argument("--by", default=None, metavar="FEATURE",
+                        help="did only: a profile per subgroup of this instance feature (a "
+                             "column constant within each unit), each with its own controls; "
+                             "writes the subgroups' profiles to OUT and their differences and "
+                             "equality tests beside it (OUT's stem + .differences.parquet, "
+                             ".equality.parquet)")
     parser.add_argument("--run", default=None, metavar="COLUMN",
                         help="the training-run column of a panel of several runs (seeds): "
                              "writes each run's profile, the pooled profile (runs a random "
@@ -149,8 +216,19 @@ def run(args) -> int:
         args.outcome = args.outcome or "memorised"
     elif not args.outcome:
         raise ParameterError("--outcome is required: name the outcome column.")
+    if args.by is not None:
+        from ._estimate_by import run_by
+
+        return run_by(args, RANDOM_TIMING_FLAGS)
     if args.estimator == "membership" or args.members is not None:
         return _run_membership(args)
+    if args.estimator == "random-timing":
+        return _run_random_timing(args)
+    given = [flag for flag, name, unset in RANDOM_TIMING_FLAGS if getattr(args, name) != unset]
+    if given:
+        raise ParameterError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} "
+                             f"to --estimator random-timing only; got --estimator "
+                             f"{args.estimator}.")
     cls = ESTIMATORS[args.estimator]
     takes = defaults_of(cls)  # the estimator's own keywords: the flags that apply to it
     for flag, name, unset in (("--base-period", "base_period", None),
@@ -164,7 +242,9 @@ def run(args) -> int:
     options = {} if args.base_period is None else {"base_period": args.base_period}
     if args.exposure != 1:
         options["exposure"] = args.exposure
-    estimator = cls(control_group=args.control_group, n_bootstrap=args.n_bootstrap,
+    if args.control_group is not None:
+        options["control_group"] = args.control_group
+    estimator = cls(n_bootstrap=args.n_bootstrap,
                     seed=args.seed, lower_is_better=args.lower_is_better,
                     outcome=args.outcome, small_sample=not args.r_inference, **options)
     if args.memorised:
@@ -201,7 +281,9 @@ def _run_runs(args) -> int:
                                                      f"--estimator {args.estimator}, "
                                                      f"--exposure {args.exposure}") + ".")
     options = {} if args.base_period is None else {"base_period": args.base_period}
-    estimator = RunsEstimator(control_group=args.control_group, n_bootstrap=args.n_bootstrap,
+    if args.control_group is not None:
+        options["control_group"] = args.control_group
+    estimator = RunsEstimator(n_bootstrap=args.n_bootstrap,
                               seed=args.seed, lower_is_better=args.lower_is_better,
                               outcome=args.outcome, small_sample=not args.r_inference,
                               run_trends=args.run_trends, **options)
@@ -231,9 +313,52 @@ def _route(args) -> str:
             "moments")
 
 
+def _run_random_timing(args) -> int:
+    """``--estimator random-timing``: Roth & Sant'Anna's estimator, its design-based standard
+    errors and, with ``--fisher N``, the Fisher randomisation test, on a panel file or a
+    folder (from its moments: no Fisher test there)."""
+    from ..estimators.random_timing import RandomTimingEstimator
+    from ..panel import Panel
+
+    given = [flag for flag, value, unset in (
+        ("--base-period", args.base_period, None), ("--exposure", args.exposure, 1),
+        ("--run", args.run, None), ("--r-inference", args.r_inference, False),
+        ("--memorised", args.memorised, False)) if value != unset]
+    if given:
+        raise ParameterError(f"{', '.join(given)} do not apply to --estimator random-timing "
+                             "(Roth & Sant'Anna's estimator of one balanced panel, "
+                             "first exposure); drop them, or use --estimator did.")
+    folder = Path(args.panel).is_dir()
+    if folder and args.n_fisher:
+        raise ParameterError(f"--fisher permutes the instances' outcome paths, which a folder's "
+                             f"moments do not keep; got the folder {args.panel!r}. Drop --fisher "
+                             f"(the design-based standard errors need only the moments), or "
+                             f"{JOIN_FOLDER.format(folder=repr(str(args.panel)))}.")
+    options = {} if args.control_group is None else {"control_group": args.control_group}
+    estimator = RandomTimingEstimator(
+        beta=args.beta, randomised=args.randomised, n_fisher=args.n_fisher,
+        n_draws=args.n_bootstrap, seed=args.seed, outcome=args.outcome,
+        lower_is_better=args.lower_is_better, **options)
+    if folder:
+        res = _fit_folder(estimator, args)
+    else:
+        if args.runner != "local" or args.address is not None:
+            raise ParameterError("--runner ray and --address apply to a folder of parquet "
+                                 f"files; got the file {args.panel!r}.")
+        frame = read_panel_frame(Path(args.panel))
+        panel = Panel(frame, unit=args.unit, time=args.time, cohort=args.cohort,
+                      outcome=args.outcome, never_treated=args.never_treated,
+                      balance=args.balance)
+        res = estimator.fit(panel)
+    print(res.summary())
+    if _route(args):
+        print(f"  source: {_route(args)}")
+    print(f"\nwrote {res.save(Path(args.out))}")
+    return 0
+
+
 def _run_membership(args) -> int:
     """``--estimator membership``: the AUC per checkpoint and implied profile of a score."""
-    from ..estimators.did import DiDEstimator
     from ..estimators.membership import MembershipInferenceEstimator
     from ..panel import Panel
 
@@ -241,11 +366,13 @@ def _run_membership(args) -> int:
         raise ParameterError(f"--members applies to --estimator membership only; got "
                              f"--estimator {args.estimator}.")
     given = [flag for flag, value, unset in (
-        ("--control", args.control_group, defaults_of(DiDEstimator)["control_group"]),
+        ("--control", args.control_group, None),
         ("--base-period", args.base_period, None), ("--exposure", args.exposure, 1),
         ("--run", args.run, None), ("--r-inference", args.r_inference, False),
         ("--memorised", args.memorised, False), ("--runner", args.runner, "local"),
-        ("--address", args.address, None)) if value != unset]
+        ("--address", args.address, None),
+        *((flag, getattr(args, name), unset) for flag, name, unset in RANDOM_TIMING_FLAGS))
+        if value != unset]
     if given:
         raise ParameterError(f"{', '.join(given)} do not apply to --estimator membership (it "
                              "compares members' and non-members' scores at each checkpoint of "

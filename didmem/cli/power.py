@@ -14,6 +14,10 @@ from ._options import (bootstrap_option, panel_column_options, progress_option,
 
 __all__ = ["HELP", "DESCRIPTION", "add_arguments", "run", "OUTPUTS"]
 
+PLANNED = {"did": "DiDEstimator", "random-timing": "RandomTimingEstimator"}
+"""``--estimator``: the estimators :func:`didmem.power_analysis` plans, by their command-line
+names (those of ``didmem estimate --estimator``) and class names."""
+
 OUTPUTS = ("power.csv", "power.png")
 """The files ``didmem power`` writes to ``--out``."""
 
@@ -69,6 +73,11 @@ def add_arguments(p) -> None:
     des.add_argument("--checkpoint-every", default="1", type=_ints,
                      help="keep every k-th checkpoint, comma-separated (default: 1)")
     add_option(des, power_analysis, "target", help="what to detect")
+    des.add_argument("--estimator", choices=list(PLANNED), default=None,
+                     help="the estimator the study will use (default: did): "
+                          "difference-in-differences, or Roth & Sant'Anna's efficient estimator "
+                          "under random timing (a shuffled training order; needs --pilot and "
+                          "--target overall), to see how many fewer instances it needs")
     des.add_argument("--effect", type=float, help="effect to detect (default with a pilot: "
                                                   "the pilot's own estimates)")
     add_option(des, PowerAnalysis.recommend, "power", type=float, help="target power")
@@ -140,7 +149,17 @@ def run(args) -> int:
         from ..power import PAPER_TOKENS_PER_INSTANCE
 
         tokens = PAPER_TOKENS_PER_INSTANCE
-    estimator = didmem.DiDEstimator(n_bootstrap=args.n_bootstrap, lower_is_better=args.lower_is_better)
+    if args.estimator == "random-timing":  # its overall interval needs no bootstrap
+        if not args.pilot:
+            raise ParameterError("--estimator random-timing plans from a pilot (--pilot FILE): "
+                                 "it resamples the pilot's instances and fits the estimator.")
+        if args.target != "overall":
+            raise ParameterError(f"--estimator random-timing plans --target overall (the "
+                                 f"overall effect's interval); got --target {args.target}.")
+        estimator = didmem.RandomTimingEstimator(lower_is_better=args.lower_is_better)
+    else:
+        estimator = didmem.DiDEstimator(n_bootstrap=args.n_bootstrap,
+                                        lower_is_better=args.lower_is_better)
     n_designs = len(_ints(args.units)) * len(_ints(args.checkpoint_every)) * (
         1 if args.validation is None else len(_ints(args.validation)))
     print(f"didmem power: {n_designs} design(s), "
@@ -158,7 +177,8 @@ def run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "power.csv", index=False)
-    print(f"{analysis.target} memorisation, {analysis.method} power ({analysis.effect_source} effect); "
+    print(f"{type(estimator).__name__}: "
+          f"{analysis.target} memorisation, {analysis.method} power ({analysis.effect_source} effect); "
           f"mde at power {analysis.mde_power:g}:")
     cols = ["units_per_cohort", "n_validation", "checkpoint_every", "checkpoints", "tokens",
             "gpu_hours", "effect", "power", "power_mc_error", "mde"]

@@ -68,7 +68,7 @@ def check_pairable(result, name: str = "result") -> None:
                 f"{name} was read from a results file, which keeps the cells' standard errors "
                 "but not each instance's influence, and a paired comparison needs it; refit "
                 "the panel and compare the fitted results (on the command line: didmem "
-                "compare PANEL_A PANEL_B --outcome ...).")
+                "compare A_PANEL B_PANEL).")
         raise EstimationError(
             f"{name} is a {kind}; compare_profiles takes group-time results of "
             "DiDEstimator (GroupTimeResult), whose influence functions it pairs.")

@@ -7,8 +7,10 @@ import numpy as np
 import pandas as pd
 
 from ..errors import EstimationError, ParameterError
-from ..inference.runs import (RunCells, gaussian_band, pooled_band, pooled_cells,
-                              wald_pretest, within_cells)
+from ..inference.cell_inference import CellInference, InferenceSettings
+from ..inference.runs.pooled import RunCells, pooled_band, pooled_cells
+from ..inference.runs.combined import combine_cells
+from ..inference.runs.within import WithinInfluence, within_cells
 from ..results._common import _interval, _significant
 from ..results.runs import RunsProfile, RunsResult
 from .did import DiDEstimator
@@ -66,12 +68,74 @@ def _run_cells(result, units: pd.Index) -> RunCells:
                     live=np.isfinite(np.asarray(result.analytic_std_errors)))
 
 
-def _cells_frame(cohort, time, base_time, estimate, band, extra: dict) -> pd.DataFrame:
-    lo, hi = _interval(estimate, band.std_errors, band.critical_values)
+def _cells_frame(cohort, time, base_time, estimate, std_errors, critical_values,
+                 extra: dict) -> pd.DataFrame:
+    lo, hi = _interval(estimate, std_errors, critical_values)
     return pd.DataFrame({
         "cohort": cohort, "time": time, "base_time": base_time, "event_time": time - cohort,
-        "post": cohort <= time, "estimate": estimate, "std_error": band.std_errors,
+        "post": cohort <= time, "estimate": estimate, "std_error": std_errors,
         "ci_lower": lo, "ci_upper": hi, "significant": _significant(lo, hi), **extra})
+
+
+def _within_profile(panel, runs, cohorts, params, seed):
+    """The within-instance comparison through the shared inference: its cells
+    (:func:`~didmem.inference.runs.within.within_cells`) as a
+    :class:`~didmem.inference.runs.within.WithinInfluence`, their band and small-sample
+    correction and the Wald pre-test of the pre-treatment cells from
+    :class:`~didmem.inference.cell_inference.CellInference`. Returns the cells' frame, the
+    band, the pre-test ``(statistic, df, pvalue)``, the cells with their influence functions
+    scaled by the square roots of their Welch factors (``psi' psi`` is then each cell's
+    corrected variance; what the combination with the pooled DiD reads), and the inference
+    (the aggregations')."""
+    sign = -1.0 if params["lower_is_better"] else 1.0
+    outcome = params["outcome"]
+    y = np.stack([sign * panel.run_panel(r).outcome_matrix(outcome) for r in runs])
+    within = within_cells(y, cohorts, panel.times, base_period=params["base_period"],
+                          anticipation=params["anticipation"], run_trends=params["run_trends"])
+    settings = InferenceSettings.from_params({**params, "seed": int(seed)}, "RunsEstimator")
+    # the shared inference over the cells with an estimate (a pair with a control run, or a
+    # reference cell); the others stay in the table with NaN
+    keep = within.estimable
+    live = within.subset(keep)
+    cohort_values = np.unique(live.cohort)
+    pairs = [(cohorts == g).sum() for g in cohort_values]  # (run, instance) pairs first at g
+    influence = WithinInfluence.build(live, panel.times, pairs)
+    inference = CellInference.draw(influence, settings)
+    analytic, band = inference.cell_band(inference.variance)
+    per_cell = (band.cell_critical_values if band.cell_critical_values is not None
+                else np.full(analytic.size, band.critical_value))
+    se, crit = np.full(keep.size, np.nan), np.full(keep.size, np.nan)
+    se[keep], crit[keep] = band.std_errors, per_cell
+    frame = _cells_frame(within.cohort, within.time, within.base_time, within.estimate, se,
+                         crit, {"n_pairs": within.n_pairs, "n_instances": within.n_instances})
+    before = (live.time < live.cohort) & ~live.reference & (live.n_pairs > 0)
+    pre = np.flatnonzero(before & np.isfinite(analytic))
+    stat, df, p, _ = inference.pretest(live.estimate, pre, n_before=int(before.sum()))
+    psi = np.zeros_like(within.psi)
+    psi[:, keep] = live.psi
+    if inference.correction is not None:
+        psi[:, keep] *= np.sqrt(np.nan_to_num(np.asarray(inference.correction.factor, float),
+                                              nan=1.0))
+    return frame, band, (stat, df, p), (within, psi), inference
+
+
+def _combined_columns(pooled, within, within_psi) -> dict:
+    """The efficient combination of the pooled DiD with the runs held fixed and the
+    within-instance comparison, on the within-instance cells that the pooled profile has
+    (:func:`~didmem.inference.runs.combined.combine_cells`; NaN elsewhere)."""
+    where = {key: j for j, key in enumerate(zip(pooled.cohort.tolist(), pooled.time.tolist()))}
+    idx = np.array([where.get(key, -1) for key in zip(within.cohort.tolist(),
+                                                       within.time.tolist())])
+    has = (idx >= 0) & ~within.reference
+    out = {name: np.full(idx.size, np.nan) for name in
+           ("combined_estimate", "combined_std_error", "combined_weight")}
+    if has.any():
+        both = combine_cells(pooled.estimate[idx[has]], pooled.instance_psi[:, idx[has]],
+                             within.estimate[has], within_psi[:, has])
+        out["combined_estimate"][has] = both.estimate
+        out["combined_std_error"][has] = both.std_error
+        out["combined_weight"][has] = both.weight
+    return out
 
 
 def fit_runs(panel, params) -> RunsResult:
@@ -102,23 +166,15 @@ def fit_runs(panel, params) -> RunsResult:
     pooled = pooled_cells([_run_cells(per_run[r], panel.units) for r in runs])
     band = pooled_band(pooled, rng=np.random.default_rng(seeds[-2]), **band_options)
     pooled_frame = _cells_frame(
-        pooled.cohort, pooled.time, pooled.base_time, pooled.estimate, band,
+        pooled.cohort, pooled.time, pooled.base_time, pooled.estimate, band.std_errors,
+        band.critical_values,
         {"df": pooled.df, "between_sd": np.sqrt(pooled.between_variance),
          "instance_se": np.sqrt(np.diag(pooled.instance_covariance)),
          "n_runs": np.full(pooled.cohort.size, len(runs), dtype=np.int64)})
 
-    sign = -1.0 if params["lower_is_better"] else 1.0
-    y = np.stack([sign * panel.run_panel(r).outcome_matrix(outcome) for r in runs])
-    within = within_cells(y, cohorts, panel.times, base_period=params["base_period"],
-                          anticipation=params["anticipation"], run_trends=params["run_trends"])
-    # clustered by instance: t quantiles with (instances - 1) degrees of freedom per cell
-    wband = gaussian_band(within.psi, within.n_instances - 1.0,
-                          rng=np.random.default_rng(seeds[-1]), **band_options)
-    within_frame = _cells_frame(within.cohort, within.time, within.base_time, within.estimate,
-                                wband, {"n_pairs": within.n_pairs,
-                                        "n_instances": within.n_instances})
-    pre = (within.time < within.cohort) & ~within.reference & (within.n_pairs > 0)
-    pretest = wald_pretest(within.estimate, within.psi, pre)
+    within_frame, wband, pretest, (within, within_psi), winference = _within_profile(
+        panel, runs, cohorts, {**params, "outcome": outcome}, seeds[-1])
+    within_frame = within_frame.assign(**_combined_columns(pooled, within, within_psi))
 
     common = dict(outcome=outcome, alpha=float(params["alpha"]))
     return RunsResult(
@@ -128,6 +184,6 @@ def fit_runs(panel, params) -> RunsResult:
                            n_dropped=pooled.n_dropped, **common),
         within=RunsProfile(estimand="within_instance", cells=within_frame,
                            critical_value=wband.critical_value, band=wband.rule,
-                           pretest=pretest, **common),
+                           pretest=pretest, inference=winference, **common),
         params=dict(params), lower_is_better=bool(params["lower_is_better"]),
         n_units=panel.n_units, **common)

@@ -20,13 +20,18 @@ class RunsEstimator(BaseEstimator):
        random factor: its band adds the between-run variance (estimated from the spread of
        the run estimates beyond their instance sampling) to the instances' (the runs'
        influence functions summed per instance), with Satterthwaite t quantiles
-       (:func:`~didmem.inference.runs.pooled_cells`). The summary states the between-run
+       (:func:`~didmem.inference.runs.pooled.pooled_cells`). The summary states the between-run
        standard deviation and its share of the band's variance.
     3. **The within-instance comparison**: at checkpoint ``c``, the instances first trained
        at ``g`` in one run against the same instances in the runs that have not trained
        them by ``c``, each differenced against its own base-period score
-       (:func:`~didmem.inference.runs.within_cells`), with a Wald pre-test of its
-       pre-treatment cells; influence functions per instance.
+       (:func:`~didmem.inference.runs.within.within_cells`); influence functions per
+       instance, so its band (with the small-sample correction), and the Wald pre-test of
+       its pre-treatment cells, are the shared ones of every group-time fit
+       (:class:`~didmem.inference.runs.within.WithinInfluence`), and it aggregates as a fit
+       does (``RunsResult.within.aggregate``). Its cells also carry the efficient
+       combination with the pooled DiD with the runs held fixed (``combined_*`` columns,
+       :func:`~didmem.inference.runs.combined.combine_cells`).
 
     Parameters
     ----------

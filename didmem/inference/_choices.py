@@ -11,4 +11,4 @@ EST_METHODS = ("dr", "ipw", "reg")
 
 RUN_TRENDS = ("never_treated", "none")
 """How the within-instance comparison across runs removes a run's shift at a checkpoint
-(:func:`didmem.inference.runs.within_cells`)."""
+(:func:`didmem.inference.runs.within.within_cells`)."""

@@ -23,9 +23,10 @@ EXACT_CHOICES = ("all", "auto")
 DEFAULT_METRICS = ("mean_token_loglik", "sequence_loglik", "token_accuracy")
 
 
-_SEVERAL_RUNS = ("runs", "vary_init", "track")
-"""The settings of several runs (and ``track``): left out of :meth:`LabConfig.to_dict` at
-their defaults, so that a single run's manifest (and so its reuse) is as before they existed."""
+_SEVERAL_RUNS = ("runs", "vary_init", "track", "rare_share", "rare_jump")
+"""The settings of several runs (and ``track``, and the rare instances): left out of
+:meth:`LabConfig.to_dict` at their defaults, so that a single run's manifest (and so its
+reuse) is as before they existed."""
 
 
 def _fail(name: str, rule: str, value) -> None:
@@ -69,6 +70,18 @@ class LabConfig:
         spread evenly over the other domains; needs ``n_domains >= 2``. ``None`` (the default)
         draws validation domains like the training ones (uniformly), so both splits have
         the same composition in expectation.
+    rare_share : float
+        In ``[0, 1)``: the share of instances (training and validation alike, each drawn
+        independently; a replacement is rare when the instance it replaces is) whose text
+        is *rare*: each of its transitions jumps to a word drawn uniformly with probability
+        ``rare_jump`` instead of following the chain, so it holds more rare words and less
+        of the shared structure. With ``rare_share > 0`` the panel gets the instance
+        features ``rare`` (0 or 1) and ``surprisal`` (the mean of ``-log p(w)`` over the
+        instance's words ``w`` under the Zipfian unigram law, in nats), the moderators of
+        :func:`didmem.heterogeneity` and :func:`didmem.moderator_slopes`. ``0`` (the
+        default): no rare instances and no such columns.
+    rare_jump : float
+        In ``(0, 1]``: the share of a rare instance's transitions drawn uniformly.
     seq_len : int
         Tokens per instance (every instance has exactly this length; no padding).
     batch_size : int
@@ -183,6 +196,8 @@ class LabConfig:
     n_domains: int = 1
     domain_contrast: float = 0.9
     validation_mix: float | None = None
+    rare_share: float = 0.0
+    rare_jump: float = 0.5
     seq_len: int = 32
     # design
     batch_size: int = 16
@@ -241,6 +256,8 @@ class LabConfig:
         "validation_shift": Interval(0, 1),
         "repeat_share": Interval(0, 1, closed="right"),
         "duplicate_fraction": Interval(0, 1, closed="left"),
+        "rare_share": Interval(0, 1, closed="left"),
+        "rare_jump": Interval(0, 1, closed="right"),
         "min_lr_ratio": Interval(0, 1),
         "zipf_exponent": Interval(0, None, closed="neither"),
         "learning_rate": Interval(0, None, closed="neither"),
@@ -273,6 +290,9 @@ class LabConfig:
             raise ParameterError(
                 f"validation_mix={self.validation_mix} needs a corpus of several domains; "
                 f"set n_domains to 2 or more (it is {self.n_domains}).")
+        if self.rare_share > 0 and self.text_files:
+            raise ParameterError("rare_share > 0 needs the generated language; it is not "
+                                 "available with text_files.")
         if self.n_domains > 1 and self.text_files:
             raise ParameterError("n_domains > 1 needs the generated language; it is not "
                                  "available with text_files.")

@@ -8,7 +8,10 @@ Generated instances mix two kinds of content:
 * with ``n_domains > 1``, several such languages (domains), each with its own words and
   chain, the later ones with less Markov structure (:func:`domain_markov_weight`);
 * instance-specific content that can only be memorised: a secret ``name FIRST LAST code d1 ..
-  dD`` with a random name and a random digit string, inserted at a random place.
+  dD`` with a random name and a random digit string, inserted at a random place;
+* with ``rare_share > 0``, *rare* instances whose transitions jump to a uniformly drawn word
+  with probability ``rare_jump``: rarer words, less shared structure
+  (:meth:`MarkovCorpus.surprisal` measures it).
 
 Every instance has exactly ``seq_len`` tokens and begins with ``<bos>``. The words and names
 are pseudo-words made from syllables drawn with the seed; nothing is copied from elsewhere.
@@ -135,6 +138,11 @@ class MarkovCorpus:
         cfg = self.config
         n_text = cfg.seq_len - 1 - cfg.secret_len
         cdf = self._cdfs[domain]
+        if np.ndim(shift):  # one share per instance (rare instances)
+            shift = np.asarray(shift, dtype=np.float64)
+            jumps = bool(np.any(shift > 0))
+        else:
+            jumps = shift > 0
         words = np.empty((n, n_text), dtype=np.int64)
         cur = np.searchsorted(self._uni_cdf, rng.random(n), side="right")
         cur = np.minimum(cur, cfg.n_words - 1)
@@ -142,7 +150,7 @@ class MarkovCorpus:
         for t in range(1, n_text):
             u = rng.random(n)
             nxt = (cdf[cur] < u[:, None]).sum(axis=1)
-            if shift > 0:
+            if jumps:
                 jump = rng.random(n) < shift
                 nxt = np.where(jump, rng.integers(0, cfg.n_words, n), nxt)
             cur = np.minimum(nxt, cfg.n_words - 1)
@@ -159,9 +167,10 @@ class MarkovCorpus:
             Number of instances.
         rng : numpy.random.Generator
             Stream to draw from.
-        shift : float
+        shift : float or numpy.ndarray
             Share of transitions drawn uniformly over the words instead of from the chain
-            (a shifted distribution for validation).
+            (a shifted distribution for validation), or one share per instance (rare
+            instances).
         domains : numpy.ndarray of int, optional
             Domain of each instance (default: all in the first domain). The text of the
             instances of domain ``d`` is drawn from that domain's chain, domain by domain.
@@ -174,6 +183,9 @@ class MarkovCorpus:
         cfg = self.config
         secret_len = cfg.secret_len
         n_text = cfg.seq_len - 1 - secret_len
+        if np.ndim(shift) and np.shape(shift) != (n,):
+            raise ParameterError(f"shift must be a number or {n} numbers; got the shape "
+                                 f"{np.shape(shift)}.")
         if domains is None:
             text = self._words(n, rng, shift, 0)
         else:
@@ -186,7 +198,8 @@ class MarkovCorpus:
             for d in range(len(self.transitions)):
                 rows = np.flatnonzero(domains == d)
                 if len(rows):
-                    text[rows] = self._words(len(rows), rng, shift, d)
+                    text[rows] = self._words(len(rows), rng,
+                                             shift[rows] if np.ndim(shift) else shift, d)
         out = np.empty((n, cfg.seq_len), dtype=np.int64)
         out[:, 0] = self.tokenizer.bos_id
         if not secret_len:
@@ -203,6 +216,28 @@ class MarkovCorpus:
             o = offset[i]
             out[i, 1:] = np.concatenate([text[i, :o], secret[i], text[i, o:]])
         return out
+
+    def surprisal(self, tokens: np.ndarray) -> np.ndarray:
+        """Mean ``-log p(w)`` (nats) of each instance's words under the unigram law.
+
+        Parameters
+        ----------
+        tokens : numpy.ndarray
+            ``n x seq_len`` token ids of this corpus's instances.
+
+        Returns
+        -------
+        numpy.ndarray
+            One value per instance over its words (every domain's ``r``-th word has the
+            unigram probability of rank ``r``); the beginning token and the secret do not
+            count.
+        """
+        table = np.full(len(self.tokenizer), np.nan)
+        for ids in self._domain_word_ids:
+            table[ids] = -np.log(self.unigram)
+        values = table[np.asarray(tokens, dtype=np.int64)]
+        words = np.isfinite(values)
+        return np.where(words, values, 0.0).sum(axis=1) / np.maximum(words.sum(axis=1), 1)
 
     def describe(self) -> dict:
         """Settings for the manifest."""

@@ -27,7 +27,7 @@ __all__ = ["LabDesign", "build_design", "STREAMS"]
 
 #: Names of the independent random streams spawned from the master seed, in spawn order.
 STREAMS = ("language", "train", "validation", "replacement", "placement", "duplicates",
-           "init", "subsets", "repeats", "truth_draws")
+           "init", "subsets", "repeats", "truth_draws", "rarity")
 
 
 def _streams(seed: int) -> dict:
@@ -63,6 +63,9 @@ class LabDesign:
     domains : numpy.ndarray
         Domain of every instance (all 0 with one domain); a replacement has the domain of
         the analysed instance it replaces.
+    rare : numpy.ndarray of bool
+        Whether each instance is rare (all False with ``rare_share = 0``); a replacement is
+        rare when the analysed instance it replaces is.
     membership : numpy.ndarray
         ``n_subset_models x n_analysed_total`` boolean matrix: True where the analysed
         instance is IN the model's training data.
@@ -101,6 +104,14 @@ class LabDesign:
     repeat_analysed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     repeat_exposures: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     other_replacements: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
+    rare: np.ndarray | None = None
+
+    @property
+    def rare_flags(self) -> np.ndarray:
+        """:attr:`rare`, all False when the design has none."""
+        if self.rare is None:
+            return np.zeros(len(self.tokens), dtype=bool)
+        return self.rare
 
     @property
     def position_cohorts(self) -> np.ndarray:
@@ -322,10 +333,13 @@ def build_design(config) -> LabDesign:
     analysed_ids = order[analysed_pos]
     train_dom, val_dom = _domains(cfg, n_train, rngs)
     rep_dom = None if train_dom is None else train_dom[analysed_ids]
-    train_tokens = corpus.sample(n_train, rngs["train"], domains=train_dom)
-    val_tokens = corpus.sample(cfg.n_validation, rngs["validation"], shift=cfg.validation_shift,
+    rare = _rare(cfg, n_train, analysed_ids, rngs["rarity"])
+    train_shift, val_shift, rep_shift = _shifts(cfg, rare, n_train)
+    train_tokens = corpus.sample(n_train, rngs["train"], domains=train_dom, shift=train_shift)
+    val_tokens = corpus.sample(cfg.n_validation, rngs["validation"], shift=val_shift,
                                domains=val_dom)
-    rep_tokens = corpus.sample(len(analysed_pos), rngs["replacement"], domains=rep_dom)
+    rep_tokens = corpus.sample(len(analysed_pos), rngs["replacement"], domains=rep_dom,
+                               shift=rep_shift)
     n_all = n_train + cfg.n_validation + len(analysed_pos)
     domains = (np.zeros(n_all, dtype=np.int64) if train_dom is None
                else np.concatenate([train_dom, val_dom, rep_dom]))
@@ -348,8 +362,8 @@ def build_design(config) -> LabDesign:
             membership[:, i] = base[sub_rng.permutation(m)]
     subset_seeds = sub_rng.integers(0, 2**31 - 1, size=m, dtype=np.int64)
     init_seed = int(rngs["init"].integers(0, 2**31 - 1))
-    other = _other_replacements(cfg, analysed_cohorts, replacement_ids, domains,
-                                rngs["truth_draws"])
+    other = _other_replacements(cfg, analysed_cohorts, replacement_ids,
+                                replacement_strata(domains, rare), rngs["truth_draws"])
 
     return LabDesign(
         config=cfg,
@@ -370,7 +384,36 @@ def build_design(config) -> LabDesign:
         repeat_analysed=repeat_analysed,
         repeat_exposures=repeat_exposures,
         other_replacements=other,
+        rare=rare,
     )
+
+
+def replacement_strata(domains: np.ndarray, rare) -> np.ndarray:
+    """What another replacement draw must share with an instance: its domain, and with rare
+    instances also whether it is rare (``2 * domain + rare``)."""
+    return domains if rare is None else 2 * domains + np.asarray(rare, dtype=np.int64)
+
+
+def _rare(cfg, n_train: int, analysed_ids: np.ndarray, rng: np.random.Generator):
+    """Whether each instance (training, validation, replacements) is rare; None without
+    rare instances (and then nothing is drawn, so the other streams are as before)."""
+    if not cfg.rare_share:
+        return None
+    drawn = rng.random(n_train + cfg.n_validation) < cfg.rare_share
+    return np.concatenate([drawn, drawn[analysed_ids]])
+
+
+def _shifts(cfg, rare, n_train: int) -> tuple:
+    """The share of uniform transitions of the training, validation and replacement
+    instances: ``validation_shift`` for the validation instances, and for a rare instance
+    also ``rare_jump`` (independently: ``1 - (1 - a)(1 - b)``), one per instance. Without
+    rare instances the scalars, as before."""
+    if rare is None:
+        return 0.0, cfg.validation_shift, 0.0
+    n_val = cfg.n_validation
+    jump = np.where(rare, cfg.rare_jump, 0.0)
+    val = 1.0 - (1.0 - cfg.validation_shift) * (1.0 - jump[n_train:n_train + n_val])
+    return jump[:n_train], val, jump[n_train + n_val:]
 
 
 def _other_replacements(cfg, cohorts: np.ndarray, replacement_ids: np.ndarray,

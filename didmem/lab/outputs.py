@@ -26,7 +26,7 @@ FORMAT_VERSION = 2
 ENTRIES = (
     "checkpoints", "twin", "exact", "subsets", "data_order.parquet", "instances.parquet",
     "sample.parquet", "panel.parquet", "truth.parquet", "truth_units.parquet",
-    "truth_draws.parquet", "twin_scores.parquet", "exact_check.parquet", "membership.parquet",
+    "truth_draws.parquet", "truth_controls.parquet", "twin_scores.parquet", "exact_check.parquet", "membership.parquet",
     "subset_scores.parquet", "losses.parquet",
     "study.toml", "study_instances.parquet", "study_order.parquet", "runs",
     IN_PROGRESS, MANIFEST,

@@ -46,8 +46,8 @@ class LabResult:
     config : LabConfig
         Its settings.
     panel : pandas.DataFrame
-        ``panel.parquet``: ``unit``, ``time``, ``cohort`` (NaN for validation), ``domain``
-        and the metrics.
+        ``panel.parquet``: ``unit``, ``time``, ``cohort`` (NaN for validation), ``domain``,
+        with rare instances ``rare`` and ``surprisal``, and the metrics.
     truth : pandas.DataFrame
         ``truth.parquet``: ``cohort``, ``time``, ``metric``, ``tau`` (the direct effect,
         ``tau_total - spillover``: what DiD with never-treated controls estimates; exact
@@ -350,7 +350,7 @@ def _score_run_tables(cfg, design, root: Path, runs: dict, reference, lap) -> di
 #: The tables of several runs that are also written stacked, with a ``run`` column, at the
 #: top of the output directory (each run's directory has all of its own).
 STACKED_TABLES = ("panel.parquet", "truth.parquet", "truth_units.parquet",
-                  "truth_draws.parquet", "exact_check.parquet", "sample.parquet")
+                  "truth_draws.parquet", "truth_controls.parquet", "exact_check.parquet", "sample.parquet")
 
 
 def _several_runs(cfg, design, root: Path, lap, workers: int = 1) -> dict:
@@ -580,7 +580,7 @@ def _score_all(cfg, design, runs, reference=None) -> dict:
 
 def _tables(cfg, design, runs, scores) -> dict:
     """Every parquet table of the run, by file name."""
-    truth, effects, draws, exact = _truth_tables(cfg, design, scores)
+    truth, effects, draws, exact, controls = _truth_tables(cfg, design, scores)
     tables = {
         "data_order.parquet": _order_table(cfg, design),
         "instances.parquet": _instances_table(design),
@@ -589,6 +589,7 @@ def _tables(cfg, design, runs, scores) -> dict:
         "truth.parquet": truth,
         "truth_units.parquet": effects,
         "truth_draws.parquet": draws,
+        "truth_controls.parquet": controls,
         "twin_scores.parquet": scores["twin"][["unit", "time"] + list(cfg.metrics)],
         "exact_check.parquet": exact,
         "losses.parquet": _losses_table(cfg, runs),
@@ -604,7 +605,8 @@ def _later_cohorts(design, exposure: int) -> np.ndarray:
 
 
 def _panel_table(cfg, design, main: pd.DataFrame) -> pd.DataFrame:
-    """``panel.parquet``: the main run's scores with each unit's cohorts and domain."""
+    """``panel.parquet``: the main run's scores with each unit's cohorts, domain and instance
+    features (:func:`instance_features`)."""
     units = main["unit"]
     panel = main[["unit", "time"]].copy()
     cohorts = pd.Series(design.analysed_cohorts.astype(np.float64), index=design.analysed_ids)
@@ -613,14 +615,29 @@ def _panel_table(cfg, design, main: pd.DataFrame) -> pd.DataFrame:
         later = pd.Series(_later_cohorts(design, e), index=design.analysed_ids)
         panel[f"cohort_{e}"] = units.map(later).to_numpy(np.float64)
     panel["domain"] = design.domains[units.to_numpy()]
+    for name, values in instance_features(design).items():
+        panel[name] = values[units.to_numpy()]
     for m in cfg.metrics:
         panel[m] = main[m].to_numpy(np.float64)
     return panel
 
 
+def instance_features(design) -> dict:
+    """The instance features that drive memorisation, by name, one value per instance: with
+    rare instances (``rare_share > 0``) ``rare`` (0 or 1) and ``surprisal``
+    (:meth:`~didmem.lab.corpus.MarkovCorpus.surprisal`); none otherwise."""
+    if design.rare is None:
+        return {}
+    return {"rare": design.rare.astype(np.int64),
+            "surprisal": design.corpus.surprisal(design.tokens)}
+
+
 def _truth_tables(cfg, design, scores) -> tuple:
-    """``truth.parquet``, ``truth_units.parquet``, ``truth_draws.parquet`` and
-    ``exact_check.parquet``: the direct truth of every exposure and its checks."""
+    """``truth.parquet``, ``truth_units.parquet``, ``truth_draws.parquet``,
+    ``exact_check.parquet`` and ``truth_controls.parquet``: the direct truth of every
+    exposure, its checks, and each exact run's effect on every never-treated instance (the
+    spillover instance by instance: a subgroup's own spillover is its mean over the
+    subgroup's never-treated instances)."""
     metrics = list(cfg.metrics)
     main = scores["main"]
     cohorts = pd.Series(design.analysed_cohorts, index=design.analysed_ids)
@@ -628,11 +645,14 @@ def _truth_tables(cfg, design, scores) -> tuple:
     twin = scores["twin"]
     twin_spill = mean_effect(main, twin, validation, metrics)
     twin_effects = direct_effects(instance_effects(main, twin, cohorts, metrics), twin_spill)
-    exact_effects, nyt_spill, draws = {}, {}, []
+    exact_effects, nyt_spill, draws, controls = {}, {}, [], []
     for g in cfg.exact_cohort_steps:
         after = main[main["time"] >= g]
         run = scores[f"exact/cohort{g}"]
-        spill = mean_effect(after, run, validation, metrics)
+        controls.append(instance_effects(  # the spillover instance by instance
+            after, run, pd.Series(np.full(validation.size, g, dtype=np.int64),
+                                  index=validation), metrics))
+        spill = controls[-1].groupby(["metric", "time"])["effect"].mean()
         exact_effects[g] = direct_effects(
             instance_effects(after, run, cohorts[cohorts == g], metrics), spill)
         nyt_spill[g] = not_yet_treated_effect(after, run, validation, cohorts[cohorts > g],
@@ -653,7 +673,11 @@ def _truth_tables(cfg, design, scores) -> tuple:
                           + _later_truth(cfg, design, main, scores, metrics),
                           ignore_index=True)
         truth = truth[["exposure"] + [c for c in truth.columns if c != "exposure"]]
-    return truth, effects, draws, exact
+    controls = pd.concat(controls, ignore_index=True) if controls else pd.DataFrame(
+        {"unit": np.zeros(0, np.int64), "cohort": np.zeros(0, np.int64),
+         "time": np.zeros(0, np.int64), "metric": np.zeros(0, object),
+         "effect": np.zeros(0)})
+    return truth, effects, draws, exact, controls
 
 
 def _draw_truth(effects: pd.DataFrame, draw: int) -> pd.DataFrame:
@@ -740,6 +764,7 @@ def _instances_table(design) -> pd.DataFrame:
         "instance": np.arange(len(design.tokens)),
         "split": design.split,
         "domain": design.domains,
+        **instance_features(design),
         "tokens": [row.astype(np.int64) for row in design.tokens],
         "text": [tok.decode(row) for row in design.tokens],
     })
@@ -760,6 +785,8 @@ def _sample_table(cfg, design) -> pd.DataFrame:
         sample[f"cohort_{e}"] = np.concatenate([_later_cohorts(design, e),
                                                 np.full(n_val, np.nan)])
     sample["domain"] = design.domains[sample["unit"].to_numpy()]
+    for name, values in instance_features(design).items():
+        sample[name] = values[sample["unit"].to_numpy()]
     return sample
 
 

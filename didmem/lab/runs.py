@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..panel import cohort_from_sequence_index
-from .design import STREAMS, _analysed_positions, _other_replacements
+from .design import STREAMS, _analysed_positions, _other_replacements, replacement_strata
 
 __all__ = ["run_design", "run_streams", "stack_runs", "run_directory", "RUN_COLUMN"]
 
@@ -92,8 +92,9 @@ def run_design(design, run: int):
         design, order=order, analysed_positions=positions, analysed_ids=analysed_ids,
         replacement_ids=replacement_ids, analysed_cohorts=cohorts,
         membership=design.membership[:, which], init_seed=init_seed,
-        other_replacements=_other_replacements(cfg, cohorts, replacement_ids, design.domains,
-                                               rngs["truth_draws"]))
+        other_replacements=_other_replacements(
+            cfg, cohorts, replacement_ids, replacement_strata(design.domains, design.rare),
+            rngs["truth_draws"]))
 
 
 def stack_runs(tables: list) -> pd.DataFrame:

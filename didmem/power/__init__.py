@@ -39,7 +39,9 @@ _CONSTRAINTS = {
     "effect": Interval(allow_none=True),
     "method": OneOf(None, *METHODS),
     "pool": OneOf(*POOLS),
-    "estimator": Instance("didmem.estimators.did:DiDEstimator", allow_none=True),
+    "estimator": Instance("didmem.estimators.did:DiDEstimator",
+                          "didmem.estimators.random_timing:RandomTimingEstimator",
+                          allow_none=True),
     "n_simulations": Count(2),
     "mde_power": POWER,
     "alpha": Alpha(allow_none=True),
@@ -97,11 +99,15 @@ def power_analysis(source, *, units_per_cohort, n_validation=None, checkpoint_ev
         exchangeable before training, so one variance structure is estimated from all of
         them, which matters with a small pilot) or a unit of its own cohort (``"cohort"``,
         plain resampling; keeps cohort-specific variances and effect heterogeneity).
-    estimator : DiDEstimator, optional
+    estimator : DiDEstimator or RandomTimingEstimator, optional
         The estimator the study will use (default ``DiDEstimator()``, whose default band is
         used); ignored when ``source`` is a result, whose settings are used. Only the
         simulated route uses its band rule; the analytic route assumes never-treated
-        controls and the varying base period.
+        controls and the varying base period. A :class:`~didmem.RandomTimingEstimator`
+        (Roth & Sant'Anna's efficient estimator, for a randomly shuffled training order)
+        takes a pilot panel, the simulated route and ``target="overall"``: the same
+        simulated studies as DiD's with the same seed, each fitted with it, so that a plan
+        says how many fewer instances it needs for the same power (see Notes).
     n_simulations : int
         Simulated studies per design (2 to 1,000,000).
     mde_power : float
@@ -160,6 +166,12 @@ def power_analysis(source, *, units_per_cohort, n_validation=None, checkpoint_ev
     is ``Phi(delta/se - c) + Phi(-delta/se - c)``. It is a normal approximation: with
     fewer than about 30 instances per cohort the bootstrap band of the estimator differs
     from it (see the docs' *Planning* page), and the simulated route should be used.
+
+    Random timing: the pilot is centred by a DiD fit (never-treated controls where it has
+    validation instances), units are resampled as above, and each study is fitted with the
+    random-timing estimator (no Fisher test); a key is significant when ``|estimate + delta|
+    > critical_value * std_error_neyman``, the interval its result reports for the overall
+    (``simple``) effect. Its power is the interval's, not the Fisher test's.
     """
     from ._designs import design_table
 

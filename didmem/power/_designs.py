@@ -19,6 +19,8 @@ from ._analytic import (analytic_power, key_contrasts, key_covariance_parts,
                         small_sample_critical, sup_t_critical, t_power, welch_df)
 from ._choices import AGGREGATION
 from ._pilot import Pilot, centred, fit_quiet, pilot_from
+from ._random_timing import (centring_params, check_random_timing, exchangeable,
+                             is_random_timing, random_timing_keys)
 from ._shrinkage import shrink
 from ._types import PAPER_TOKENS_PER_INSTANCE, Assumptions, PowerAnalysis
 
@@ -43,6 +45,9 @@ def design_table(source, units_per_cohort, n_validation, checkpoint_every, targe
                                else published.tokens_per_instance)
     estimator = DiDEstimator() if estimator is None else estimator
     rng = np.random.default_rng(seed)
+    random_timing = is_random_timing(estimator)
+    if random_timing:
+        check_random_timing(source, method, target)
 
     if isinstance(source, Assumptions):
         if method == "simulated":
@@ -73,6 +78,7 @@ def design_table(source, units_per_cohort, n_validation, checkpoint_every, targe
             f"base_period={params['base_period']!r}, anticipation={params['anticipation']!r}. "
             "Use the simulated route (a pilot) for these settings.")
 
+    fitter = _Fitter(params, target, random_timing)
     rows = []
     n_designs = len(every) * len(units) * len(validation)
     simulated = method == "simulated"
@@ -82,15 +88,40 @@ def design_table(source, units_per_cohort, n_validation, checkpoint_every, targe
         for k in every:
             rows.extend(_designs_at(k, source, pilot, params, method, target, units, validation,
                                     alpha, effect, pool, n_simulations, mde_power, rng,
-                                    published, tokens_per_instance, tokens_per_second, bar))
+                                    published, tokens_per_instance, tokens_per_second, bar,
+                                    fitter))
     return PowerAnalysis(table=pd.DataFrame(rows), target=target, method=method,
                       effect_source="stated" if effect is not None else "pilot",
                       mde_power=mde_power, alpha=alpha)
 
 
+class _Fitter:
+    """The fit of one simulated study (or of the pilot) and its keys: the planned
+    estimator's, DiDEstimator's or RandomTimingEstimator's (its overall effect)."""
+
+    def __init__(self, params, target, random_timing: bool):
+        self.params, self.target, self.random_timing = params, target, random_timing
+
+    def centring(self, pilot: Pilot) -> dict:
+        """The DiD settings that centre the pilot (its own with DiD, a DiD fit for others)."""
+        return centring_params(pilot.cohorts) if self.random_timing else self.params
+
+    def keys(self, panel, seed=None, pilot: bool = False):
+        """``(keys, estimates, standard errors, critical value)`` of the target."""
+        if self.random_timing:
+            from ..estimators.random_timing import RandomTimingEstimator
+
+            p = dict(self.params)  # the overall interval needs no draws, and no Fisher test
+            p.update(n_fisher=0, n_draws=0, **({} if seed is None else {"seed": seed}))
+            return random_timing_keys(fit_quiet(RandomTimingEstimator, p, panel))
+        p = {**self.params, **({"n_bootstrap": 0} if pilot else {}),
+             **({} if seed is None else {"seed": seed})}
+        return _keys(fit_quiet(DiDEstimator, p, panel, AGGREGATION[self.target]), self.target)
+
+
 def _designs_at(k, source, pilot, params, method, target, units, validation, alpha, effect,
                 pool, n_simulations, mde_power, rng, published, tokens_per_instance,
-                tokens_per_second, bar) -> list:
+                tokens_per_second, bar, fitter) -> list:
     """The rows of the designs that keep every ``k``-th checkpoint."""
     rows = []
     if pilot is None:
@@ -107,10 +138,11 @@ def _designs_at(k, source, pilot, params, method, target, units, validation, alp
         stats = _analytic_layout(pos, n_kept, sigma, target)
     else:
         _check_simulated_sizes(pos.size, n_kept, units, validation)
-        centre, _ = centred(thin, DiDEstimator, params)
+        centre, _ = centred(thin, DiDEstimator, fitter.centring(thin))
+        if fitter.random_timing:  # the null of random timing: exchangeable groups
+            centre = exchangeable(centre)
         sampler = centre.sampler(pool)
-        shrunk = shrink(*_keys(fit_quiet(DiDEstimator, {**params, "n_bootstrap": 0},
-                                         thin.panel(), AGGREGATION[target]), target)[1:3])
+        shrunk = shrink(*fitter.keys(thin.panel(), pilot=True)[1:3])
     # the pilot's key effects as the truth: shrunk towards their pooled mean, and drawn
     # from their posterior for the interval of the planned power
     draws = None if effect is not None or shrunk is None else \
@@ -124,7 +156,7 @@ def _designs_at(k, source, pilot, params, method, target, units, validation, alp
                 small_sample=bool(params.get("small_sample", False)))
             bar.step()
         else:
-            est, se, cr = _simulate(sampler, u, v, params, target, n_simulations, rng, bar)
+            est, se, cr = _simulate(sampler, u, v, fitter, n_simulations, rng, bar)
             power, mc, mde, crit, eff, band = _simulated_design(
                 est, se, cr, effect, keys_effect, draws, mde_power)
         n_inst = pos.size * u + v
@@ -260,13 +292,12 @@ def _analytic_design(parts, u, v, alpha, effect, keys_effect, draws, mde_power, 
             _power_band(power_of, draws))
 
 
-def _simulate(sampler, u, v, params, target, n_sim, rng, bar=None):
+def _simulate(sampler, u, v, fitter, n_sim, rng, bar=None):
     est = se = ref_keys = None
     crit = np.empty(n_sim)
     for s in range(n_sim):
-        p = {**params, "seed": int(rng.integers(2**63))}
-        agg = fit_quiet(DiDEstimator, p, sampler.draw(u, v, rng).panel(), AGGREGATION[target])
-        keys, e, sd, c = _keys(agg, target)
+        seed = int(rng.integers(2**63))
+        keys, e, sd, c = fitter.keys(sampler.draw(u, v, rng).panel(), seed=seed)
         if ref_keys is None:
             ref_keys = keys
             est, se = np.full((n_sim, keys.size), np.nan), np.full((n_sim, keys.size), np.nan)

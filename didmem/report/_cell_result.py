@@ -53,10 +53,12 @@ def check_reportable(named) -> None:
             raise ParameterError(f"The report takes fitted or saved results; {name!r} is a "
                                  f"{kind}: {_ELSEWHERE[kind]}.")
         if not (is_cell_result(res) or hasattr(res, "per_run")
+                or (hasattr(res, "randomised") and hasattr(res, "balance_test"))
                 or (hasattr(res, "to_frame") and hasattr(res, "aggregate")
                     and hasattr(res, "pretest"))):
             raise ParameterError(f"The report takes fitted or saved results (GroupTimeResult, "
-                                 f"SavedResult, RunsResult, a CellResult or MembershipResult); "
+                                 f"SavedResult, RunsResult, a CellResult, MembershipResult or "
+                                 f"RandomTimingResult); "
                                  f"{name!r} is a {kind}.")
 
 

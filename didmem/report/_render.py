@@ -21,6 +21,7 @@ from ._differences import differences_html
 from ._finding import checkpoint_step, exposure_of, finding_html
 from ._html import CSS, figure_block, figure_png, fmt, plural, table
 from ._pretest import pretest_html
+from ._random_timing import is_random_timing, random_timing_html
 from ._runs import expand_runs, runs_html
 from ._sensitivity import check_sensitivity, compute_sensitivity, sensitivity_html
 from ._truth import (cells_with_truth, cohort_weights, error_summary, overlay, true_aggregate,
@@ -307,7 +308,11 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
     Parameters
     ----------
     results : GroupTimeResult, SavedResult, RunsResult, CellResult, sequence or mapping of them
-        One result, several, or ``{name: result}``. A result of cells without a band
+        One result, several, or ``{name: result}``. A random-timing result
+        (:class:`~didmem.RandomTimingEstimator`, fitted or loaded) gets its own section: the
+        estimator and the randomisation it assumes in words, the design-based and Neyman
+        standard errors, the Fisher test where it was run, the balance test, its
+        aggregations, cells and settings. A result of cells without a band
         (:class:`~didmem.CellResult`, such as the architectural estimator's, and the
         :class:`~didmem.MembershipResult` of membership inference, with its AUC) gets
         a shorter section: its finding, figures, cells and settings. A
@@ -373,6 +378,9 @@ def render_report(results, *, title: str = "didmem report", figures: Sequence[st
     for i, (name, res) in enumerate(named.items()):
         if is_cell_result(res):  # membership inference and the other estimators' cells
             out += cell_result_html(f"r{i}", name, res, truths[name])
+            continue
+        if is_random_timing(res):  # design-based inference: no pre-test, own aggregations
+            out += random_timing_html(f"r{i}", name, res)
             continue
         out += _result_html(f"r{i}", name, res, figures=figures, figure_options=figure_options,
                             sensitivity=sensitivity, truth=truths[name], mixed=mixed)

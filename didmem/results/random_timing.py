@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import ParameterError
+from ._table_file import TableFile
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,6 +38,9 @@ def _frame(tables, rows, key_name):
     crit = tables.critical_value[rows]
     out.update(estimate=est, std_error=se, std_error_neyman=se_n, beta=tables.beta[rows],
                ci_lower=est - crit * se_n, ci_upper=est + crit * se_n)
+    if key_name == "cell":  # as a group-time result's cells: the profile figure draws them
+        out.update(event_time=out["time"] - out["cohort"], post=out["time"] >= out["cohort"],
+                   significant=(out["ci_lower"] > 0) | (out["ci_upper"] < 0))
     if tables.n_fisher:
         out["fisher_pvalue"] = tables.fisher_pvalue[rows]
         out["fisher_pvalue_r"] = tables.fisher_pvalue_r[rows]
@@ -74,8 +78,13 @@ class RandomTimingAggregate:
 
 
 @dataclass(frozen=True, eq=False)
-class RandomTimingResult:
+class RandomTimingResult(TableFile):
     """The fit of :class:`didmem.RandomTimingEstimator`.
+
+    ``save(path)`` writes a results file (every row of the cells and aggregations, the design's
+    per-cohort moments and the settings) that :func:`didmem.load_result` reads back as an
+    equal result: ``to_frame``, ``aggregate``, ``balance_test``, ``summary`` and the report
+    answer the same.
 
     Attributes
     ----------
@@ -108,7 +117,10 @@ class RandomTimingResult:
         return self.tables.fisher_sup_pvalue
 
     def to_frame(self) -> "pd.DataFrame":
-        """The (cohort, time) cells: estimate, std_error, std_error_neyman, beta, band."""
+        """The (cohort, time) cells: estimate, std_error, std_error_neyman, beta, the band
+        (``ci_lower``, ``ci_upper``, simultaneous over the cells), ``event_time`` (c - g),
+        ``post`` (c >= g), ``significant`` (the band excludes zero) and, with Fisher tests,
+        ``fisher_pvalue`` and ``fisher_pvalue_r``."""
         return _frame(self.tables, np.flatnonzero(self.tables.kind == "cell"), "cell")
 
     def aggregate(self, aggregation: str = "simple") -> RandomTimingAggregate:
@@ -145,42 +157,70 @@ class RandomTimingResult:
         frame.attrs.update(wald=test.wald, df=test.df, pvalue_wald=test.pvalue_wald)
         return frame
 
+    @property
+    def estimator_words(self) -> str:
+        """The estimator in words: Roth & Sant'Anna's, with its beta and controls."""
+        beta = self.params.get("beta")
+        named = {None: "the plug-in efficient beta", 0: "beta = 0: the difference in means",
+                 1: "beta = 1: Callaway & Sant'Anna's comparison"}
+        which = named[beta] if beta in named else f"beta = {beta:g}"
+        controls = ("the last-treated cohort" if self.params.get("control_group")
+                    == "last_treated" else "the not-yet-treated cohorts")
+        return (f"Roth & Sant'Anna's estimator under random timing ({which}; controls "
+                f"{controls})")
+
+    @property
+    def assumption(self) -> str:
+        """The randomisation the inference rests on, in words (the summary's and the
+        report's)."""
+        if self.randomised == "all":
+            who = ("every instance's cohort, the validation (never-treated) instances' "
+                   "included, was assigned at random (the training order's shuffle and a "
+                   "random validation split)")
+        else:
+            who = ("the training instances' cohorts were assigned at random among them (the "
+                   "training order's shuffle, as in Pythia, PolyPythias and OLMo); the "
+                   "validation (never-treated) instances are not assumed randomised and keep "
+                   "their label in the Fisher test")
+        return (f"Random timing: {who}. The standard errors are design-based: their "
+                "randomness is that assignment (Roth & Sant'Anna 2023), not the sampling of "
+                "instances, and they do not rest on parallel trends; a curriculum or "
+                "data-mixing schedule breaks the assumption.")
+
     def summary(self) -> str:
         """A short text summary naming the estimator and the randomisation assumption."""
         simple = self.aggregate("simple").overall
-        beta = self.params.get("beta")
         lines = [
-            f"{self.estimator}: Roth & Sant'Anna's estimator under random timing "
-            f"(beta = {'plug-in efficient' if beta is None else beta}, controls "
-            f"{self.params.get('control_group')})",
-            f"Assumes the cohorts of the {self.randomised} instances were assigned at random "
-            "(a shuffled training order).",
+            f"{self.estimator}: {self.estimator_words}",
+            f"Assumes: {self.assumption}",
             f"{self.n_units} instances, {self.design.cohorts.size} cohorts, "
-            f"{self.design.n_times} checkpoints.",
+            f"{self.design.n_times} checkpoints; outcome {self.outcome or '(unnamed)'}.",
             f"simple: {simple['estimate']:.6g} (design-based SE {simple['std_error']:.3g}, "
-            f"Neyman SE {simple['std_error_neyman']:.3g})",
+            f"Neyman SE {simple['std_error_neyman']:.3g}; interval [{simple['ci_lower']:.4g}, "
+            f"{simple['ci_upper']:.4g}])",
         ]
         if self.tables.n_fisher:
-            lines.append(f"Fisher randomisation test ({self.tables.n_fisher} permutations): "
-                         f"sup-t over cells p = {self.fisher_sup_pvalue:.4g}")
+            lines.append(f"Fisher randomisation test ({self.tables.n_fisher} permutations, "
+                         f"exact under the sharp null of no effect): sup-t over cells p = "
+                         f"{self.fisher_sup_pvalue:.4g}; simple p = "
+                         f"{simple['fisher_pvalue']:.4g}")
+        else:
+            lines.append("No Fisher randomisation test (n_fisher=0).")
         return "\n".join(lines)
 
-    def save(self, path):
-        """Refused: a random-timing fit has no results-file format yet (``didmem.load_result``
-        reads the difference-in-differences kinds only).
+    # the results file (a didmem.load_result kind): every row of the tables and the design
+    FILE_KIND, FILE_WHAT = "random_timing", "random-timing results"
 
-        Write its rows instead: ``result.to_frame().to_parquet(path)`` (the cells) and
-        ``result.aggregate(name).to_frame()`` for an aggregation.
+    def _file_contents(self):
+        from ._random_timing_file import file_contents
 
-        Raises
-        ------
-        ParameterError
-            Always, naming the alternative.
-        """
-        raise ParameterError(
-            f"RandomTimingResult has no results-file format (not written: {str(path)!r}); "
-            "write its cells with result.to_frame().to_parquet(path) and an aggregation with "
-            "result.aggregate(name).to_frame().to_parquet(path).")
+        return file_contents(self)
+
+    @classmethod
+    def _from_file(cls, frame, settings: dict) -> "RandomTimingResult":
+        from ._random_timing_file import from_file
+
+        return from_file(cls, frame, settings)
 
     def __repr__(self) -> str:
         return (f"RandomTimingResult({self.n_units} units, {self.design.cohorts.size} cohorts,"

@@ -43,6 +43,15 @@ WITHIN_TARGET = ("its target is the effect averaged over these runs' (run, insta
 """What the within-instance band covers (issue 50), stated in the summary and the report."""
 
 
+@dataclass(frozen=True)
+class _WithinFit:
+    """What an aggregation reads of a fit: the cells' estimates, the inference, the band."""
+
+    estimates: np.ndarray
+    inference: Any
+    band: str
+
+
 @dataclass(frozen=True, eq=False)
 class RunsProfile(CellTable, PicklableProxies):
     """The pooled or the within-instance profile of a fit across runs.
@@ -59,12 +68,16 @@ class RunsProfile(CellTable, PicklableProxies):
         the between-run standard deviation of
         tau_r(g, c), ``instance_se`` the standard error with the runs held fixed, ``n_runs``;
         within-instance: ``n_pairs`` (run, instance) pairs with a control run,
-        ``n_instances``).
+        ``n_instances``, and the efficient combination with the pooled DiD with the runs held
+        fixed, ``combined_estimate``, ``combined_std_error`` and ``combined_weight`` (the
+        weight on the within-instance estimate; :mod:`didmem.inference.runs.combined`:
+        never a larger variance than either, on the runs-held-fixed target)).
     critical_value : float
         The pooled band's value, simulated from its variance components with the runs'
-        spread (:func:`~didmem.inference.runs.pooled_band`); the within-instance band's on
-        the normal scale (each cell's interval uses the t quantile at that value's level
-        with ``n_instances - 1`` degrees of freedom: its instances are the clusters).
+        spread (:func:`~didmem.inference.runs.pooled.pooled_band`); the within-instance band's is
+        the shared one of every group-time fit: with the small-sample correction, the largest
+        of the cells' t quantiles (each cell's interval uses its own, with its Welch degrees
+        of freedom, at the sup-t value's pointwise level; its instances are the clusters).
     band : {"simultaneous", "pointwise"}
     pretest : tuple or None
         The within-instance comparison's Wald pre-test ``(statistic, df, pvalue)`` of its
@@ -81,6 +94,9 @@ class RunsProfile(CellTable, PicklableProxies):
     band: str
     pretest: tuple | None = None
     n_dropped: int = 0
+    #: the within-instance comparison's shared inference (its aggregations'); None for the
+    #: pooled profile and for a result read back from a file
+    inference: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "cells", self.cells.reset_index(drop=True).copy())
@@ -100,10 +116,32 @@ class RunsProfile(CellTable, PicklableProxies):
         return profile_matrix(self.to_frame(), value, significant_only)
 
     def aggregate(self, kind: str = "simple", **options):
-        """Not available: aggregate each run's profile (``RunsResult.per_run[run]``)."""
-        raise ParameterError(
-            f"The {self.estimand} profile across runs has no aggregations; read its cells "
-            "(to_frame), or aggregate one run's profile: RunsResult.per_run[run].aggregate().")
+        """Aggregate the within-instance comparison's cells, as
+        :meth:`GroupTimeResult.aggregate <didmem.results.cells.GroupTimeResult.aggregate>`
+        does a fit's (the same layouts, standard errors, small-sample correction and band),
+        with the cohorts weighted by their (run, instance) pairs, fixed by the runs' data
+        orders (no estimated-weights term).
+
+        The pooled profile has none (its band is its own; aggregate each run's profile,
+        ``RunsResult.per_run[run].aggregate()``), nor has a profile read back from a file.
+        """
+        if self.inference is None:
+            where = ("read back from a file (aggregate the fitted result)"
+                     if self.estimand == "within_instance" else
+                     "pooled over runs, whose band is its own")
+            raise ParameterError(
+                f"The {self.estimand} profile across runs has no aggregations here: it is "
+                f"{where}; read its cells (to_frame), or aggregate one run's profile: "
+                "RunsResult.per_run[run].aggregate().")
+        from ..inference.runs.within import fixed_weights
+        from .aggregations import AggregateResult, build_aggregation
+
+        inference = self.inference
+        fit = _WithinFit(estimates=inference.influence.estimates, inference=inference,
+                         band=self.band)
+        spec = build_aggregation(inference.prepared, inference.cells, fit.estimates, kind,
+                                 **options)
+        return AggregateResult._from_spec(fit, fixed_weights(spec))
 
     def plot(self, kind: str = "profile", **options):
         """The profile heatmap (``kind="profile"``, :func:`didmem.results.plotting.plot_profile`)."""

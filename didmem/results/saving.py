@@ -127,7 +127,8 @@ _TABLE_KINDS = {"sensitivity": ("didmem.honest.result", "SensitivityResult"),
                 "power_analysis": ("didmem.power", "PowerAnalysis"),
                 "dose_response": ("didmem.results.dose", "DoseResponseResult"),
                 "runs": ("didmem.results.runs", "RunsResult"),
-                "membership": ("didmem.results.membership", "MembershipResult")}
+                "membership": ("didmem.results.membership", "MembershipResult"),
+                "random_timing": ("didmem.results.random_timing", "RandomTimingResult")}
 """The class that reads each ``kind`` of :class:`~didmem.results._table_file.TableFile`
 (imported when a file of that kind is read: the analyses beside the results import this
 module, so it cannot import them)."""
@@ -276,13 +277,14 @@ def result_meta(result) -> dict:
 
 def load_result(path):
     """Read a results file written by :meth:`GroupTimeResult.save` / :func:`save_result`, or
-    by the ``save`` of :class:`~didmem.SensitivityResult`, :class:`~didmem.PowerAnalysis` or
-    :class:`~didmem.DoseResponseResult`.
+    by the ``save`` of :class:`~didmem.SensitivityResult`, :class:`~didmem.PowerAnalysis`,
+    :class:`~didmem.DoseResponseResult`, :class:`~didmem.MembershipResult` or
+    :class:`~didmem.results.random_timing.RandomTimingResult`.
 
     Returns
     -------
-    SavedResult, RunsResult, SensitivityResult, PowerAnalysis or DoseResponseResult
-        What the file holds.
+    SavedResult, RunsResult, SensitivityResult, PowerAnalysis, DoseResponseResult, ...
+        What the file holds (also MembershipResult, RandomTimingResult).
 
     Raises
     ------

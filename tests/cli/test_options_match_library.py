@@ -10,7 +10,7 @@ import argparse
 import pytest
 
 import didmem
-from didmem._validation import OneOf, constraints_of, defaults_of
+from didmem._validation import OneOf, choices_of, constraints_of, defaults_of
 from didmem.cli import build_parser
 from didmem.cli._options import CLI_SEED
 from didmem.study.estimate import EstimateSettings
@@ -19,7 +19,8 @@ OWNERS = {
     "sensitivity": [didmem.sensitivity],
     "power": [didmem.power_analysis, didmem.Assumptions, didmem.PowerAnalysis.recommend,
              didmem.DiDEstimator],
-    "estimate": [didmem.DiDEstimator, didmem.Panel, EstimateSettings],
+    "estimate": [didmem.DiDEstimator, didmem.Panel, EstimateSettings,
+                 didmem.RandomTimingEstimator],
 }
 
 
@@ -62,7 +63,10 @@ def test_defaults_and_choices_are_the_librarys(command):
         if isinstance(constraint, OneOf) and action.choices is not None:
             library = [v for v in constraint.values if v is not None]
             if (command, flag) == ("estimate", "--estimator"):  # then the command line's
-                library += ["membership"]  # own: membership inference (not a study's)
+                library += ["random-timing", "membership"]  # own (not a study's)
+            if (command, flag) == ("estimate", "--control"):  # and random timing's own
+                library += [v for v in choices_of(didmem.RandomTimingEstimator,
+                                                  "control_group") if v not in library]
             assert list(action.choices) == library, (command, flag)
 
 

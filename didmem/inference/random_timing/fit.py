@@ -17,10 +17,11 @@ from threadpoolctl import threadpool_limits
 
 from ...errors import ParameterError
 from . import weights
-from ..bands import normal_quantile
+from ..bands import normal_quantile, sup_t_statistics
 from .design import (EstimandRows, Projections, TimingDesign, cell_estimates,
                      linear_estimates)
-from .fisher import band_draws, fisher_test
+from .fisher import band_multipliers, fisher_test
+from .permutation import PermutationStatistics
 
 __all__ = ["AggregationStack", "aggregation_stack", "fit_random_timing", "RandomTimingTables"]
 
@@ -86,7 +87,8 @@ class RandomTimingTables:
 
 def _statistics(design, beta, last_treated, rows: EstimandRows):
     """Neyman-studentised statistics of the cells and the given aggregation rows (no
-    refinement: cheap enough to permute)."""
+    refinement), computed directly: the oracle of
+    :class:`~.permutation.PermutationStatistics`, which a Fisher test permutes."""
     cells = cell_estimates(design, beta, last_treated, refine=False, with_df=False)
     agg = linear_estimates(design, rows, None, beta, refine=False)
     return np.r_[_ratio(cells.estimate, cells.std_error_neyman),
@@ -115,6 +117,27 @@ def _cell_draws(design, cells, w):
     return (treated - control).T
 
 
+def _band_draws(design, cells, comb, n_draws, seed):
+    """Gaussian draws (n_draws, cells + rows) with the Neyman covariance of the cells and of
+    the estimands ``comb`` (rows, K T): the chunks of per-cohort draws of
+    :func:`~.fisher.band_multipliers` through the one bootstrap loop."""
+    from ..bootstrap import multiplier_bootstrap
+
+    n_cells, n_rows = cells.estimate.size, comb.shape[0]
+
+    def drawer():
+        def draw(row0, w, out):
+            m = w.shape[-1]
+            out.cells[row0:row0 + m, :n_cells] = _cell_draws(design, cells, w)
+            np.matmul(comb, w.reshape(comb.shape[1], m), out=out.cells[row0:row0 + m,
+                                                                     n_cells:].T)
+            out.total[row0:row0 + m] = np.nan  # (no units' multipliers to sum)
+        return draw
+
+    multipliers = band_multipliers(design, n_draws, np.random.default_rng(seed))
+    return multiplier_bootstrap(drawer, multipliers, n_cells + n_rows, 0).cells
+
+
 def _t_margins(critical, df):
     """Each row's t quantile at the normal value's level, ``F^{-1}_{t, df}(Phi(c))``: the
     Gaussian copula with t margins of :mod:`didmem.inference.small_sample` (Welch-
@@ -133,7 +156,7 @@ def _critical(draws, se, alpha):
     keep = se > 0
     if not keep.any():
         return np.nan
-    stats = np.abs(draws[:, keep] / se[keep]).max(axis=1)
+    stats = sup_t_statistics(draws, np.where(keep, se, 1.0), keep)  # (in blocks of draws)
     return float(np.quantile(stats, 1 - alpha))
 
 
@@ -169,12 +192,7 @@ def _fit(times, cohorts, y, *, beta, last_treated, randomised, alpha, n_draws, n
     if n_draws > 0:
         comb = (stack.a_theta - agg.beta[:, None, None] * stack.a_0).reshape(
             stack.names.size, -1)
-
-        def combined(w):
-            return np.concatenate([_cell_draws(design, cells, w),
-                                   (comb @ w.reshape(comb.shape[1], -1)).T], axis=1)
-
-        draws = band_draws(design, combined, n_draws, seed=w_seed)
+        draws = _band_draws(design, cells, comb, n_draws, w_seed)
         cell_crit = _critical(draws[:, :cells.estimate.size], cells.std_error_neyman, alpha)
         rest = draws[:, cells.estimate.size:]
         for name in AGGREGATIONS:
@@ -190,10 +208,10 @@ def _fit(times, cohorts, y, *, beta, last_treated, randomised, alpha, n_draws, n
         # and calendar: each permutation's cost grows with the rows)
         n_cells = cells.estimate.size
         rows = np.flatnonzero(np.isnan(stack.keys) | (stack.names == "dynamic"))
-        tested_rows = EstimandRows.of(stack.a_theta[rows], stack.a_0[rows])
-        test = fisher_test(times, cohorts, y,
-                           lambda d: _statistics(d, beta, last_treated, tested_rows),
-                           n_permutations=n_fisher, randomised=randomised, seed=f_seed)
+        statistic = PermutationStatistics(design, beta, last_treated, stack.a_theta[rows],
+                                          stack.a_0[rows])
+        test = fisher_test(times, cohorts, y, statistic, n_permutations=n_fisher,
+                           randomised=randomised, seed=f_seed, control_sums=True)
         tested = np.r_[np.arange(n_cells), n_cells + rows]
         p[tested], p_r[tested] = test.pvalue, test.pvalue_r
         sup_obs = test.observed[:n_cells].max(initial=0.0)

@@ -87,37 +87,67 @@ def _pre_period(code: float, n_times: int):
     return int(p) if 0 <= p <= n_times - 1 and float(p).is_integer() else None
 
 
-def simple_weights(codes, sizes, n_times: int, last_treated: bool):
-    """``A_theta``, ``A_0`` of ``simple``: every treated cell, weighted by ``N_g``."""
-    codes = np.asarray(codes)
-    k = codes.size
+def _cells(codes, sizes, gis, ts, last_treated: bool) -> np.ndarray:
+    """The weights over cohorts of the cells ``(gis[i], ts[i])`` (rows): each
+    :func:`cell_weights` at once."""
+    table = _control_table(codes, sizes, last_treated)
+    k = table.codes.size
+    gis = np.asarray(gis, dtype=np.int64)
+    ts = np.asarray(ts, dtype=np.float64)
+    if last_treated:
+        start = np.where(table.codes[-1] > ts, k - 1, k)
+    else:
+        start = np.searchsorted(table.codes, np.maximum(table.codes[gis], ts), side="right")
+    out = table.vectors[start]  # (a copy)
+    out[np.arange(gis.size), gis] += 1.0
+    return out
+
+
+def _pre_periods(codes, gis, n_times: int):
+    """Each cohort's pre-period position and whether it is one (:func:`_pre_period`)."""
+    p = np.asarray(codes, dtype=np.float64)[gis] - 1
+    has = (p >= 0) & (p <= n_times - 1) & (p == np.floor(p))
+    return np.where(has, p, 0).astype(np.int64), has
+
+
+def _place(cell_rows, gis, ts, codes, n_times: int):
+    """``A_theta``, ``A_0`` of the sum of the weighted cell rows ``(gis[i], ts[i])`` (each a
+    vector over cohorts, already weighted): at ``t`` for theta, at ``g``'s pre-period for
+    ``A_0``."""
+    k = cell_rows.shape[1]
     a_theta = np.zeros((k, n_times))
     a_0 = np.zeros((k, n_times))
-    top = codes.max()
-    pairs = [(gi, t) for gi in range(k) for t in range(n_times) if codes[gi] <= t < top]
-    total = sum(sizes[gi] for gi, _ in pairs)
-    for gi, t in pairs:
-        w = sizes[gi] / total * cell_weights(codes, sizes, gi, t, last_treated)
-        a_theta[:, t] += w
-        p = _pre_period(codes[gi], n_times)
-        if p is not None:
-            a_0[:, p] += w
+    np.add.at(a_theta.T, np.asarray(ts, dtype=np.int64), cell_rows)
+    p, has = _pre_periods(codes, gis, n_times)
+    np.add.at(a_0.T, p[has], cell_rows[has])
     return a_theta, a_0
+
+
+def _treated_cells(codes, n_times: int):
+    """Every ``(g, t)`` with ``g <= t < max(g)``, by cohort then time."""
+    codes = np.asarray(codes, dtype=np.float64)
+    gi, ti = np.nonzero(codes[:, None] <= np.arange(n_times)[None, :])
+    keep = ti < codes.max()
+    return gi[keep], ti[keep]
+
+
+def simple_weights(codes, sizes, n_times: int, last_treated: bool):
+    """``A_theta``, ``A_0`` of ``simple``: every treated cell, weighted by ``N_g``."""
+    codes = np.asarray(codes, dtype=np.float64)
+    sizes = np.asarray(sizes, dtype=np.float64)
+    gi, ti = _treated_cells(codes, n_times)
+    share = sizes[gi] / sizes[gi].sum()
+    return _place(share[:, None] * _cells(codes, sizes, gi, ti, last_treated), gi, ti,
+                  codes, n_times)
 
 
 def _cohort_mean(codes, sizes, gi: int, n_times: int, last_treated: bool):
     """Cohort ``g``'s mean over its treated periods (R's ``..._for_ATE_cohort_g``)."""
-    k = codes.size
-    a_theta = np.zeros((k, n_times))
-    a_0 = np.zeros((k, n_times))
-    periods = [t for t in range(n_times) if codes[gi] <= t < codes.max()]
-    p = _pre_period(codes[gi], n_times)
-    for t in periods:
-        w = cell_weights(codes, sizes, gi, t, last_treated) / len(periods)
-        a_theta[:, t] += w
-        if p is not None:
-            a_0[:, p] += w
-    return a_theta, a_0
+    codes = np.asarray(codes, dtype=np.float64)
+    periods = np.flatnonzero((codes[gi] <= np.arange(n_times)) & (np.arange(n_times) < codes.max()))
+    gis = np.full(periods.size, gi)
+    rows = _cells(codes, sizes, gis, periods, last_treated) / max(periods.size, 1)
+    return _place(rows, gis, periods, codes, n_times)
 
 
 def _eligible_cohorts(codes, n_times: int):
@@ -147,18 +177,13 @@ def cohort_key_weights(codes, sizes, n_times: int, last_treated: bool):
 
 def _calendar_period(codes, sizes, t: int, n_times: int, last_treated: bool):
     """Period ``t``'s ``N_g``-weighted mean over the cohorts treated by ``t``."""
-    k = codes.size
-    a_theta = np.zeros((k, n_times))
-    a_0 = np.zeros((k, n_times))
-    treated = [gi for gi in range(k) if codes[gi] <= t]
-    total = sum(sizes[gi] for gi in treated)
-    for gi in treated:
-        w = sizes[gi] / total * cell_weights(codes, sizes, gi, t, last_treated)
-        a_theta[:, t] += w
-        p = _pre_period(codes[gi], n_times)
-        if p is not None:
-            a_0[:, p] += w
-    return a_theta, a_0
+    codes = np.asarray(codes, dtype=np.float64)
+    sizes = np.asarray(sizes, dtype=np.float64)
+    treated = np.flatnonzero(codes <= t)
+    ts = np.full(treated.size, t)
+    share = sizes[treated] / sizes[treated].sum()
+    return _place(share[:, None] * _cells(codes, sizes, treated, ts, last_treated), treated,
+                  ts, codes, n_times)
 
 
 def _calendar_periods(codes, n_times: int):

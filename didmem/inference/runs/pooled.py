@@ -1,4 +1,4 @@
-"""Inference across training runs: the pooled profile and the within-instance comparison.
+"""Inference across training runs: the pooled profile, the one band of its own.
 
 Two estimands of a panel of several runs (``Panel(..., run=...)``) beside each run's own
 difference in differences (see the docs' *Estimands* and *Several runs* pages):
@@ -9,12 +9,14 @@ difference in differences (see the docs' *Estimands* and *Several runs* pages):
   part (run effects plus each run's own instance error), which the runs' spread estimates
   on ``R - 1`` degrees of freedom; :func:`pooled_band` simulates the studentised
   deviations from these components for the band's critical value.
-* :func:`within_cells`: each instance compared with itself across runs: in run ``r`` the
-  instances first trained at ``g``, against the same instances in the runs that have not
-  trained them by ``c``, each differenced against its own base-period score. Influence
-  functions per instance (the instances are the clusters).
+* the within-instance comparison (:mod:`didmem.inference.runs.within`): each instance
+  compared with itself across runs. Its influence functions are per instance, so it is one
+  more :class:`~didmem.inference.influence.CellInfluence` and takes the shared band,
+  small-sample correction and pre-test (:class:`~didmem.inference.cell_inference.
+  CellInference`); only the pooled band, whose variance has a part on ``R - 1`` degrees of
+  freedom, is simulated here.
 
-Both bands come from Gaussian multiplier draws, through the one bootstrap loop
+The pooled band's draws go through the one bootstrap loop
 (:func:`~didmem.inference.bootstrap.multiplier_bootstrap`).
 """
 
@@ -23,17 +25,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import chdtrc, chdtri
+from scipy.special import chdtri
 
-from ..errors import EstimationError
-from .bands import analytic_se, normal_quantile, simultaneous_band
-from .bootstrap import _CHUNK_ELEMENTS, MultiplierChunks, multiplier_bootstrap
-from .small_sample import normal_level, t_critical_values
+from ...errors import EstimationError
+from ..bands import normal_quantile, simultaneous_band
+from ..bootstrap import _CHUNK_ELEMENTS, MultiplierChunks, multiplier_bootstrap
+from ..small_sample import t_critical_values
 
-__all__ = ["RunCells", "CellBand", "PooledCells", "WithinCells", "pooled_cells",
-           "pooled_band", "within_cells", "gaussian_band", "RUN_TRENDS"]
+__all__ = ["RunCells", "CellBand", "PooledCells", "pooled_cells", "pooled_band",
+           "between_plug_in", "BETWEEN_RULES", "RUN_TRENDS"]
 
-from ._choices import RUN_TRENDS  # noqa: E402  (declared where the estimator reads it cheaply)
+from .._choices import RUN_TRENDS  # noqa: E402  (declared where the estimator reads it cheaply)
 
 _DF_CAP = 1e6  # degrees of freedom beyond which a t quantile is the normal one
 
@@ -74,37 +76,6 @@ class CellBand:
     rule: str
 
 
-def gaussian_band(rows: np.ndarray, df: np.ndarray, *, alpha: float, n_draws: int, rng,
-                  simultaneous: bool) -> CellBand:
-    """The band of cells whose estimates deviate as ``sum_k U_k rows[k]``, U standard normal.
-
-    ``rows`` (k x cells) are the influence rows (their cross-product is the covariance);
-    with ``n_draws > 0`` and ``simultaneous`` the sup-t value of Gaussian multiplier draws
-    (the one bootstrap loop, :func:`~didmem.inference.bootstrap.multiplier_bootstrap`), else
-    the pointwise normal quantile; each cell then gets the t quantile with its ``df`` at
-    that value's pointwise level (the normal one where ``df`` is infinite).
-    """
-    rows = np.ascontiguousarray(rows, dtype=np.float64)
-    se = analytic_se(np.einsum("ij,ij->j", rows, rows))
-    crit, rule = normal_quantile(1 - alpha / 2), "pointwise"
-    if n_draws > 0 and simultaneous and np.isfinite(se).sum() > 1:
-        chunks = MultiplierChunks(rng, n_draws, rows.shape[0], "normal",
-                                  chunk=max(1, _CHUNK_ELEMENTS // max(rows.shape[0], 1)))
-
-        def drawer():
-            def draw(row0, weights, out):
-                m = weights.shape[0]
-                out.cells[row0:row0 + m] = weights @ rows
-                out.total[row0:row0 + m] = weights.sum(axis=1)
-            return draw
-
-        draws = multiplier_bootstrap(drawer, chunks, rows.shape[1], 0)
-        crit, rule = simultaneous_band(draws.cells, se, alpha, np.sqrt(rows.shape[0]),
-                                       at_least_normal=False)
-    per_cell = t_critical_values(normal_level(crit), np.where(df >= _DF_CAP, np.inf, df))
-    return CellBand(se, per_cell, float(crit), rule)
-
-
 # ------------------------------------------------------------------------------ pooled
 @dataclass(frozen=True)
 class PooledCells:
@@ -138,6 +109,11 @@ class PooledCells:
     n_runs : int
     n_dropped : int
         Cells some run lacks (left out of the pooled profile).
+    instance_psi : ndarray or None
+        ``psi_bar`` (instances x cells): the runs' influence functions averaged per instance,
+        the pooled DiD's with the runs held fixed (``instance_covariance`` is its
+        cross-product); what the efficient combination with the within-instance comparison
+        reads (:mod:`didmem.inference.runs.combined`).
     """
 
     cohort: np.ndarray
@@ -154,6 +130,7 @@ class PooledCells:
     df: np.ndarray
     n_runs: int
     n_dropped: int
+    instance_psi: np.ndarray | None = None
 
 
 def _common_cells(runs: list[RunCells]):
@@ -225,7 +202,7 @@ def pooled_cells(runs: list[RunCells]) -> PooledCells:
                        run_estimates=est, covariance=covariance, instance_covariance=instance,
                        shared_covariance=shared, specific_covariance=specific, spread=spread,
                        between_variance=between, df=np.minimum(df, _DF_CAP), n_runs=n_runs,
-                       n_dropped=n_dropped)
+                       n_dropped=n_dropped, instance_psi=psi_bar)
 
 
 def _psd_root(matrix: np.ndarray) -> np.ndarray:
@@ -234,8 +211,43 @@ def _psd_root(matrix: np.ndarray) -> np.ndarray:
     return vecs * np.sqrt(np.clip(vals, 0.0, None))
 
 
+BETWEEN_RULES = ("cell", "ratio", "shrunk")
+"""Plug-ins of the between-run variances that :func:`pooled_band` simulates from."""
+
+
+def between_plug_in(pooled: PooledCells, rule: str = "cell") -> np.ndarray:
+    r"""The between-run variances ``B_c`` that the pooled band simulates from.
+
+    ``"cell"`` (the band's rule): ``max(0, k S_cc - V_d,cc)`` per cell,
+    ``k = (R - 1) / chi2_{R-1}(0.5)`` (median-unbiased; ``R - 1`` degrees of freedom each).
+    ``"ratio"``: one factor for every cell, ``B_c = beta V_d,cc`` with
+    ``beta = max(0, mean_c(S_cc / V_d,cc) - 1)`` (unbiased for a common ratio: ``E S_cc =
+    V_d,cc + B_c``). ``"shrunk"``: the per-cell unbiased ``b_c = S_cc - V_d,cc`` shrunk toward
+    their mean ``b`` by the empirical-Bayes weight ``v / (v + tau^2)``, ``v`` the mean sampling
+    variance ``2 S_cc^2 / (R + 1)`` (unbiased for ``2 E[S]^2 / (R - 1)``) and
+    ``tau^2 = max(0, var_c(b_c) - v)``, floored at 0. Issue 50: with three runs the per-cell
+    plug-in makes the band conservative where the runs agree (``benchmarks/runs_floor.py
+    --band``); the other two are measured there.
+    """
+    s, d = np.diag(pooled.spread), np.diag(pooled.specific_covariance)
+    r = pooled.n_runs
+    if rule == "cell":
+        return np.maximum((r - 1) / _chi2_median(r - 1) * s - d, 0.0)
+    if rule == "ratio":
+        ok = d > 0
+        beta = max(0.0, float(np.mean(s[ok] / d[ok])) - 1.0) if ok.any() else 0.0
+        return beta * d
+    if rule == "shrunk":
+        b = s - d
+        v = float(np.mean(2 * s ** 2 / (r + 1)))
+        tau2 = max(0.0, float(np.var(b)) - v)
+        weight = v / (v + tau2) if v + tau2 > 0 else 1.0
+        return np.maximum(weight * b.mean() + (1 - weight) * b, 0.0)
+    raise EstimationError(f"Unknown between-run plug-in {rule!r}; one of {BETWEEN_RULES}.")
+
+
 def pooled_band(pooled: PooledCells, *, alpha: float, n_draws: int, rng,
-                simultaneous: bool) -> CellBand:
+                simultaneous: bool, between: str = "cell") -> CellBand:
     r"""The pooled profile's band: the studentised deviations simulated from its components.
 
     The statistic is ``T_c = (tau_bar_c - mu_c) / se_c`` with
@@ -254,7 +266,8 @@ def pooled_band(pooled: PooledCells, *, alpha: float, n_draws: int, rng,
     than those reported in ``benchmarks/RESULTS.md``). The simultaneous critical value is
     the ``1 - alpha`` quantile of ``max_c |T_c|``; pointwise ones each cell's quantile of
     ``|T_c|``. Draws go through the one bootstrap loop with Gaussian multipliers. Without
-    draws, each cell gets the t quantile with its Satterthwaite ``df``.
+    draws, each cell gets the t quantile with its Satterthwaite ``df``. ``between`` names
+    the plug-in of the between-run variances (:func:`between_plug_in`).
     """
     se = np.sqrt(np.diag(pooled.covariance))
     r, m = pooled.n_runs, se.size
@@ -263,9 +276,8 @@ def pooled_band(pooled: PooledCells, *, alpha: float, n_draws: int, rng,
         per_cell = t_critical_values(1 - alpha / 2,
                                      np.where(pooled.df >= _DF_CAP, np.inf, pooled.df))
         return CellBand(se, per_cell, float(crit), "pointwise")
-    s, d = np.diag(pooled.spread), np.diag(pooled.specific_covariance)
-    k = (r - 1) / _chi2_median(r - 1)
-    plug_between = np.maximum(k * s - d, 0.0)
+    d = np.diag(pooled.specific_covariance)
+    plug_between = between_plug_in(pooled, between)
     root_w = _psd_root(pooled.specific_covariance + np.diag(plug_between))
     root_dev = _psd_root(pooled.shared_covariance + (pooled.specific_covariance
                                                     + np.diag(plug_between)) / r)
@@ -296,168 +308,3 @@ def pooled_band(pooled: PooledCells, *, alpha: float, n_draws: int, rng,
             per_cell = np.quantile(np.abs(draws.cells / se), 1 - alpha, axis=0)
         crit, rule = normal_quantile(1 - alpha / 2), "pointwise"
     return CellBand(se, per_cell, float(crit), rule)
-
-
-# ------------------------------------------------------------------------------ within
-@dataclass(frozen=True)
-class WithinCells:
-    """The within-instance comparison's cells and their influence functions.
-
-    Attributes
-    ----------
-    cohort, time, base_time : ndarray
-    estimate : ndarray
-        NaN where no instance of the cohort has a run that has not trained it by then.
-    psi : ndarray (instances x cells)
-        Influence functions per instance (cluster sums: an instance's pairs in every run).
-    n_pairs : ndarray
-        (run, instance) pairs of the cohort with at least one control run.
-    n_instances : ndarray
-        Distinct instances among them.
-    reference : ndarray of bool
-        Cells fixed at 0 (the universal base period's own cell).
-    """
-
-    cohort: np.ndarray
-    time: np.ndarray
-    base_time: np.ndarray
-    estimate: np.ndarray
-    psi: np.ndarray
-    n_pairs: np.ndarray
-    n_instances: np.ndarray
-    reference: np.ndarray
-
-
-def _cell_layout(cohorts: np.ndarray, times: np.ndarray, base_period: str, anticipation: float):
-    """The cells (cohort, time index, base index, reference) as the DiD lays them out."""
-    treated = np.unique(cohorts[np.isfinite(cohorts)])
-    treated = treated[(treated > times[0] + anticipation) & (treated <= times[-1])]
-    n_t = times.size
-    out = []
-    for g in treated:
-        last_pre = int(np.flatnonzero(times + anticipation < g)[-1])
-        if base_period == "varying":
-            t_idx = np.arange(1, n_t)
-            b_idx = np.where(g <= times[t_idx], last_pre, t_idx - 1)
-            ref = np.zeros(t_idx.size, dtype=bool)
-        else:
-            t_idx = np.arange(n_t)
-            b_idx = np.full(n_t, last_pre)
-            ref = t_idx == last_pre
-        out.append((g, t_idx, b_idx, ref))
-    return out
-
-
-def within_cells(y: np.ndarray, cohorts: np.ndarray, times: np.ndarray, *,
-                 base_period: str = "varying", anticipation: float = 0.0,
-                 run_trends: str = "never_treated") -> WithinCells:
-    r"""Each instance compared with itself across runs.
-
-    Parameters
-    ----------
-    y : ndarray (runs x instances x times)
-        The outcome (oriented: higher = better predicted).
-    cohorts : ndarray (runs x instances)
-        Each instance's cohort in each run (``inf``: never trained in that run); cohorts
-        after the last time count as never treated.
-    times : ndarray
-    base_period : {"varying", "universal"}
-        The base of each cell, as :class:`~didmem.DiDEstimator`'s.
-    anticipation : float
-    run_trends : {"never_treated", "none"}
-        ``"never_treated"``: first subtract from every run's outcomes, at each checkpoint,
-        the mean of the instances that no run trains (validation instances), so that a shift
-        common to a run's instances (an initialisation, a data order that makes one run
-        better at a checkpoint) leaves the comparison; ``"none"``: compare raw changes (runs
-        that differ only in their data order).
-
-    Notes
-    -----
-    For the cell ``(g, c)`` with base ``b`` and ``d_{ri} = Y_{ric} - Y_{rib}``, every pair
-    ``(r, i)`` with ``g_r(i) = g`` and a non-empty set ``S_{ri}`` of other runs ``s`` with
-    ``g_s(i) > max(c, b) + anticipation`` gives ``D_{ri} = d_{ri} - mean_{s in S_{ri}} d_{si}``;
-    the estimate is the mean of ``D`` over the pairs. Assumption: the runs are exchangeable
-    given the instance (its untreated change from ``b`` to ``c`` has the same expectation in
-    every run; after removing the runs' validation mean with ``run_trends="never_treated"``).
-    The estimate is a ratio of instance sums, ``sum_i A_i / sum_i B_i``, so the influence of
-    instance ``i`` is ``(A_i - tau B_i) / sum B``; the validation means add
-    ``-sum_r a_r (d_rj - bar d_r) / n_N`` on validation instance ``j``, with ``a_r`` run
-    ``r``'s net weight (as treated less as control).
-    """
-    y = np.asarray(y, dtype=np.float64)
-    cohorts = np.asarray(cohorts, dtype=np.float64).copy()
-    times = np.asarray(times, dtype=np.float64)
-    cohorts[np.isfinite(cohorts) & (cohorts > times[-1])] = np.inf
-    n_runs, n_units, _ = y.shape
-    if n_runs < 2:
-        raise EstimationError("The within-instance comparison needs at least 2 runs; got "
-                              f"{n_runs}.")
-    validation = np.all(np.isinf(cohorts), axis=0)
-    if run_trends == "never_treated":
-        if validation.sum() < 2:
-            raise EstimationError(
-                "run_trends='never_treated' removes each run's shift at each checkpoint with "
-                "the instances that no run trains (validation instances), but the panel has "
-                f"{int(validation.sum())}. Add validation instances, or pass "
-                "run_trends='none' (runs that differ only in their data order).")
-        y = y - y[:, validation, :].mean(axis=1, keepdims=True)
-    blocks = _cell_layout(cohorts, times, base_period, anticipation)
-    if not blocks:
-        raise EstimationError("No cohort has a pre-treatment period within the panel's times "
-                              "in any run: nothing to compare.")
-    parts = [_cohort_cells(y, cohorts, times, g, t_idx, b_idx, anticipation,
-                           validation if run_trends == "never_treated" else None)
-             for g, t_idx, b_idx, _ in blocks]
-    est = np.concatenate([p[0] for p in parts])
-    reference = np.concatenate([ref for *_, ref in blocks])
-    est[reference] = 0.0
-    psi = np.concatenate([p[1] for p in parts], axis=1)
-    psi[:, reference] = 0.0
-    return WithinCells(
-        cohort=np.concatenate([np.full(t.size, g) for g, t, _, _ in blocks]),
-        time=np.concatenate([times[t] for _, t, _, _ in blocks]),
-        base_time=np.concatenate([times[b] for _, _, b, _ in blocks]),
-        estimate=est, psi=psi, n_pairs=np.concatenate([p[2] for p in parts]),
-        n_instances=np.concatenate([p[3] for p in parts]), reference=reference)
-
-
-def _cohort_cells(y, cohorts, times, g, t_idx, b_idx, anticipation, validation):
-    """One cohort's cells: estimates, instance influence (instances x cells), pairs and
-    instances with a control run."""
-    change = y[:, :, t_idx] - y[:, :, b_idx]  # runs x instances x cells
-    threshold = np.maximum(times[t_idx], times[b_idx]) + anticipation
-    control = cohorts[:, :, None] > threshold[None, None, :]
-    treated = (cohorts == g)[:, :, None]
-    n_control = control.sum(axis=0)[None] - control
-    control_sum = (control * change).sum(axis=0)[None] - control * change
-    pair = treated & (n_control > 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        diff = np.where(pair, change - control_sum / np.maximum(n_control, 1), 0.0)
-    n_pairs = pair.sum(axis=(0, 1))
-    per_unit = pair.sum(axis=0)  # instances x cells
-    with np.errstate(divide="ignore", invalid="ignore"):
-        est = np.where(n_pairs > 0, diff.sum(axis=(0, 1)) / n_pairs, np.nan)
-        psi = np.where(n_pairs > 0,
-                       (diff.sum(axis=0) - np.nan_to_num(est) * per_unit) / n_pairs, 0.0)
-        if validation is not None:
-            weight = np.where(pair, 1.0 / np.maximum(n_control, 1), 0.0)
-            as_control = (control * (weight.sum(axis=0)[None] - weight)).sum(axis=1)
-            net = np.where(n_pairs > 0, (pair.sum(axis=1) - as_control) / n_pairs, 0.0)
-            psi[validation] -= np.einsum("rm,rjm->jm", net, change[:, validation]) \
-                / validation.sum()
-    return est, psi, n_pairs, (per_unit > 0).sum(axis=0)
-
-
-def wald_pretest(estimate: np.ndarray, psi: np.ndarray, which: np.ndarray):
-    """Wald test that the cells ``which`` are all 0: ``(statistic, df, pvalue)`` with the
-    influence covariance ``psi' psi`` (its pseudo-inverse; df its rank). NaNs without cells."""
-    which = np.flatnonzero(which)
-    if which.size == 0:
-        return float("nan"), 0, float("nan")
-    est = estimate[which]
-    cov = psi[:, which].T @ psi[:, which]
-    rank = int(np.linalg.matrix_rank(cov))
-    if rank == 0:
-        return float("nan"), 0, float("nan")
-    stat = float(est @ np.linalg.pinv(cov, hermitian=True) @ est)
-    return stat, rank, float(chdtrc(rank, stat))

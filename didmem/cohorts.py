@@ -58,6 +58,11 @@ def _positive(value, name: str) -> int:
 
 def _integers(values, name: str) -> np.ndarray:
     arr = np.asarray(values)
+    if arr.dtype == np.uint64 and arr.size and arr.max() > np.iinfo(np.int64).max:
+        i = int(np.argmax(arr > np.iinfo(np.int64).max))
+        raise ParameterError(f"{name} holds {int(arr.flat[i])} at entry {i}, beyond any index "
+                             "(at most 2**63 - 1); as int64 it would turn negative, a "
+                             "validation instance.")
     if arr.dtype.kind in "iu":
         return arr.astype(np.int64)
     if arr.dtype.kind == "f" and arr.size and not np.all(np.equal(np.mod(arr, 1), 0)):

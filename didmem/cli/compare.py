@@ -108,6 +108,9 @@ def run(args) -> int:
         return 0
     labels = ([x.strip() for x in args.labels.split(",")] if args.labels
               else [p.stem for p in paths])
+    if not args.labels and labels[0] == labels[1]:
+        raise ParameterError(f"The two panel files have the same name ({labels[0]!r}), which "
+                             "would label both profiles; name them with --labels A,B.")
     if len(labels) != 2 or not all(labels) or labels[0] == labels[1]:
         raise ParameterError(f"--labels needs two different names, comma-separated; got "
                              f"{args.labels!r}.")

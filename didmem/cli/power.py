@@ -31,11 +31,18 @@ DESCRIPTION = (
     "power.png (power and cost against instances per cohort) to --out.")
 
 
-def _ints(text: str) -> list[int]:
+def _ints(text) -> list[int]:
+    """Comma-separated integers (an option's ``type``: argparse names the option when it
+    refuses; a list already read passes through)."""
+    import argparse
+
+    if isinstance(text, list):
+        return text
     try:
         return [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise ParameterError(f"expected comma-separated integers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got "
+                                         f"{text!r}") from None
 
 
 def add_arguments(p) -> None:
@@ -59,12 +66,12 @@ def add_arguments(p) -> None:
     add_option(src, Assumptions, "ar1", type=float,
                help="assumed AR(1) correlation of the rest")
     des = p.add_argument_group("designs")
-    des.add_argument("--units", default="10,20,50,100",
+    des.add_argument("--units", default="10,20,50,100", type=_ints,
                      help="instances per cohort, comma-separated (default: %(default)s)")
-    des.add_argument("--validation", help="validation instances, comma-separated (default: the "
-                                          "pilot's, or 2000)")
-    des.add_argument("--checkpoint-every", default="1", help="keep every k-th checkpoint, "
-                                                             "comma-separated (default: 1)")
+    des.add_argument("--validation", type=_ints,
+                     help="validation instances, comma-separated (default: the pilot's, or 2000)")
+    des.add_argument("--checkpoint-every", default="1", type=_ints,
+                     help="keep every k-th checkpoint, comma-separated (default: 1)")
     add_option(des, power_analysis, "target", help="what to detect")
     des.add_argument("--estimator", choices=list(PLANNED), default=None,
                      help="the estimator the study will use (default: did): "

@@ -17,6 +17,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from .._messages import python_scalar
 from .._validation import Alpha, Boolean, Count, Instance, Satisfies, Seed, validate_params
 from ..errors import EstimationError, ParameterError
 from ..inference.influence import add_estimated_weights
@@ -24,7 +25,7 @@ from ..results._common import Estimate, level_label
 from ..results.aggregations import build_aggregation, canonical_aggregation
 from ._joint import Contrast
 from ._unit_influence import UnitInfluence, unit_blocks
-from .subgroups import _feature_like, unit_feature
+from .subgroups import _feature_like, feature_label, unit_feature
 
 __all__ = ["moderator_slopes", "ModeratorResult", "slope_influence"]
 
@@ -137,19 +138,46 @@ def moderator_slopes(panel, moderator, *, estimator=None, alpha=None, n_draws=99
 
     estimator = DiDEstimator() if estimator is None else estimator
     values = unit_feature(panel, moderator, owner="moderator_slopes")
-    if not np.issubdtype(values.dtype, np.number):
-        raise ParameterError(f"moderator_slopes: the moderator {values.name!r} is not "
-                             f"numeric ({values.dtype}); use heterogeneity for a category.")
+    if not pd.api.types.is_numeric_dtype(values.dtype):  # a pandas string dtype too
+        raise ParameterError(f"moderator_slopes: the moderator{feature_label(values.name)} is "
+                             f"not numeric ({values.dtype}); use heterogeneity for a category.")
     result = estimator.fit(panel)
     m = values.reindex(pd.Index(result.prepared.unit_labels)).to_numpy(dtype=float)
     if not np.all(np.isfinite(m)):
-        raise ParameterError(f"moderator_slopes: the moderator {values.name!r} has "
-                             "non-finite values; give every instance a finite value.")
+        bad = values.index[~np.isfinite(values.to_numpy(dtype=float))]
+        raise ParameterError(f"moderator_slopes: the moderator{feature_label(values.name)} is "
+                             f"not finite for unit {python_scalar(bad[0])!r} ({bad.size} "
+                             "units); give every instance a finite value.")
     slopes, b1, b0, psi = slope_influence(result, m, leverage=small_sample)
+    _refuse_undefined_slopes(values.name, result, m, slopes, b1)
     alpha = float(result.alpha if alpha is None else alpha)
     return ModeratorResult(moderator=values.name, result=result, slopes=slopes,
                            treated_slopes=b1, control_slopes=b0, psi=psi, alpha=alpha,
                            n_draws=n_draws, seed=seed, small_sample=small_sample)
+
+
+def _refuse_undefined_slopes(name, result, m, slopes, treated_slopes) -> None:
+    """A moderator with one value among a cell's treated instances or its controls has no
+    slope there (NaN): refused here, naming the cohort, rather than NaN cells and bands (and
+    aggregations that cannot be drawn)."""
+    bad = np.flatnonzero(~np.isfinite(slopes))
+    if not bad.size:
+        return
+    cells = result.cells
+    c = int(bad[0])
+    block = result.prepared.block_of_rows()
+    cohort = float(np.asarray(result.prepared.cohorts)[cells.k[c]])
+    group = block == cells.k[c] if not np.isfinite(treated_slopes[c]) else \
+        (block >= cells.cs[c]) & (block != cells.k[c])
+    who = "the instances of" if not np.isfinite(treated_slopes[c]) else "the controls of"
+    values = np.unique(m[group])
+    where = f"cohort {cohort:g} (checkpoint {float(result.prepared.times[cells.t[c]]):g})"
+    raise EstimationError(
+        f"moderator_slopes: the moderator{feature_label(name)} takes the single value "
+        f"{values[0]:g} among {who} {where} ({int(group.sum())} instances), so its slope "
+        f"there is not defined ({bad.size} of {slopes.size} cells); give a moderator that "
+        "varies within every cohort and among the controls, or compare categories with "
+        "heterogeneity.")
 
 
 @dataclass(frozen=True, eq=False)

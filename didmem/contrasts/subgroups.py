@@ -73,9 +73,15 @@ def unit_feature(panel, by, owner: str = "heterogeneity") -> pd.Series:
     missing = values.isna()
     if missing.any():
         units = list(values.index[missing][:3])
-        raise PanelError(f"{owner}: {int(missing.sum())} units have no value of the feature "
-                         f"{values.name!r}, e.g. {units}; give every instance a value.")
+        raise PanelError(f"{owner}: {int(missing.sum())} units have no value of the feature"
+                         f"{feature_label(values.name)}, e.g. {units} (or a NaN value); give "
+                         "every instance a value.")
     return values
+
+
+def feature_label(name) -> str:
+    """How messages name a feature: `` 'length'``, or nothing for an unnamed Series."""
+    return "" if name is None else f" {name!r}"
 
 
 def subpanel(panel, units, drop=()):
@@ -148,8 +154,8 @@ def heterogeneity(panel, by, *, estimator=None, alpha=None, n_draws=999,
     except TypeError:
         pass
     if groups.size < 2:
-        raise ParameterError(f"heterogeneity: the feature {values.name!r} takes one value "
-                             f"({groups[0]!r}); subgroups need at least two.")
+        raise ParameterError(f"heterogeneity: the feature{feature_label(values.name)} takes one "
+                             f"value ({groups[0]!r}); subgroups need at least two.")
     results = {}
     for group in groups:
         units = values.index[values.to_numpy() == group]
@@ -158,7 +164,7 @@ def heterogeneity(panel, by, *, estimator=None, alpha=None, n_draws=999,
             drop = (by,) if isinstance(by, str) else ()
             results[group] = estimator.fit(subpanel(panel, units, drop))
         except (EstimationError, PanelError) as exc:
-            raise type(exc)(f"heterogeneity: subgroup {values.name}={group!r} "
+            raise type(exc)(f"heterogeneity: subgroup {values.name or 'by'}={group!r} "
                             f"({units.size} units): {exc}") from exc
     first = next(iter(results.values()))
     alpha = float(first.alpha if alpha is None else alpha)

@@ -120,6 +120,14 @@ class RandomTimingEstimator(BaseEstimator):
         if panel.covariates:
             raise ParameterError(f"{name} takes no covariates; the panel has "
                                  f"{list(panel.covariates)}.")
+        # the design-based estimator and its variance are of equally weighted instances
+        # assigned one by one: weights or clusters would be ignored, silently
+        for role, column in (("weights", panel.weights_column), ("cluster", panel.cluster_column)):
+            if column is not None:
+                raise ParameterError(
+                    f"{name} weighs every instance equally and assigns them one by one (Roth "
+                    f"& Sant'Anna's design); the panel has {role} column {column!r}, which it "
+                    f"would ignore. Build the panel without {role}=..., or use DiDEstimator.")
         outcome = panel.resolve_outcome(params["outcome"])
         y = np.array(panel.outcome_matrix(outcome), dtype=np.float64)
         if params["lower_is_better"]:

@@ -236,6 +236,12 @@ def r_preprocessing(cohorts, times, *, need_never_treated: bool, anticipation: f
         cohorts[cohorts == last] = np.inf
     first = times[cut][0]
     early = np.isfinite(cohorts) & (cohorts <= first + anticipation)
+    if anticipation and early.any() and not (np.isfinite(cohorts) & ~early).any():
+        raise EstimationError(
+            f"{owner}: with anticipation={_fmt(anticipation)} every treated cohort (cohorts "
+            f"{_listing(_cohort_labels(cohorts[early]), plain=True)}) is treated by the first "
+            f"period {_fmt(first)} plus the anticipation, so none has a pre-treatment period; "
+            "give an anticipation shorter than the time to the latest cohort.")
     if early.any():
         warnings.warn(
             f"{owner}: dropped {int(early.sum())} {noun} of cohorts "

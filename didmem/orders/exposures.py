@@ -24,14 +24,40 @@ def exposure_steps(position, batch_size: int, first_step: int = 0) -> np.ndarray
     ``first_step + position // batch_size + 1``, the rule of
     :func:`didmem.cohorts.step_from_sequence_index` (``first_step``: steps of earlier epochs'
     files)."""
-    position = np.asarray(position, dtype=np.int64)
+    position = _positions(position)
     return step_from_sequence_index(position, batch_size).astype(np.int64) + int(first_step)
+
+
+def _positions(position) -> np.ndarray:
+    """Positions in a data order as int64, refused where one is not a whole number >= 0 (a
+    negative one has no step: it would come back as int64's minimum)."""
+    values = np.asarray(position)
+    if values.dtype.kind not in "iuf" and values.size:
+        raise ParameterError(f"Positions in a data order must be integers; got dtype "
+                             f"{values.dtype}.")
+    if values.dtype.kind == "f":
+        bad = ~np.isfinite(values) | (np.mod(values, 1) != 0)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ParameterError(f"Positions in a data order must be whole numbers; entry {i} "
+                                 f"is {float(values.flat[i])!r}.")
+    if values.dtype == np.uint64 and values.size and values.max() > np.iinfo(np.int64).max:
+        i = int(np.argmax(values > np.iinfo(np.int64).max))
+        raise ParameterError(f"Position {int(values.flat[i])} (entry {i}) is beyond any data "
+                             "order (at most 2**63 - 1).")
+    values = values.astype(np.int64)
+    if values.size and values.min() < 0:
+        i = int(np.argmin(values))
+        raise ParameterError(f"Positions in a data order are 0 or more; entry {i} is "
+                             f"{int(values.flat[i])} (an instance training never sees has no "
+                             "exposure row).")
+    return values
 
 
 def exposure_frame(unit, position, batch_size: int, first_step: int = 0) -> pd.DataFrame:
     """``unit, position, step``: one row per exposure, sorted by unit then position (every
     suite reader ends in this table; :func:`exposure_cohorts` reads it)."""
-    position = np.asarray(position, dtype=np.int64)
+    position = _positions(position)
     frame = pd.DataFrame({"unit": unit, "position": position,
                           "step": exposure_steps(position, batch_size, first_step)})
     return frame.sort_values(["unit", "position"], kind="stable").reset_index(drop=True)
@@ -98,7 +124,16 @@ def exposure_cohorts(exposures: pd.DataFrame, units, checkpoints, *, where: str 
                              f"{listing(sorted(missing))}.")
     units = pd.Index(pd.unique(np.asarray(units)))
     table = exposures[["unit", "step"]].copy()
-    table["step"] = pd.to_numeric(table["step"], errors="coerce").astype(np.float64)
+    step = pd.to_numeric(table["step"], errors="coerce").astype(np.float64)
+    given = table["step"].notna() & (table["step"].astype(str).str.strip() != "")
+    unreadable = step.isna() & given
+    if unreadable.any():
+        at = int(np.argmax(unreadable.to_numpy()))
+        raise ParameterError(
+            f"{prefix}the exposure table's step column holds {table['step'].iloc[at]!r} for unit "
+            f"{python_scalar(table['unit'].iloc[at])!r} (row {at}), which is not a number; "
+            "leave it empty for an instance that training never sees.")
+    table["step"] = step
     table = table[table["unit"].isin(units) & np.isfinite(table["step"])]
     grid = np.unique(np.asarray(checkpoints, dtype=np.float64))
     last = grid[-1] if grid.size else -np.inf

@@ -427,7 +427,17 @@ def sequence_spans(maps: IndexMaps, doc_sizes, positions) -> pd.DataFrame:
         that is outside the next map (or a document past the end of ``doc_sizes``); the
         message names the map, the entry's position and its value.
     """
-    positions = np.asarray(positions, dtype=np.int64)
+    positions = np.asarray(positions)
+    if positions.dtype.kind not in "iu" and positions.size:
+        whole = positions.dtype.kind == "f" and bool(np.all(np.mod(positions, 1) == 0))
+        if not whole:
+            raise ParameterError(f"Training positions must be integers; got {positions.dtype} "
+                                 f"values such as {positions.flat[0]!r}.")
+    if positions.dtype == np.uint64 and positions.size \
+            and positions.max() > np.iinfo(np.int64).max:
+        raise ParameterError(f"Training positions must be in 0 .. {len(maps) - 1}; got "
+                             f"{int(positions.max())}.")
+    positions = positions.astype(np.int64)
     if positions.size and (positions.min() < 0 or positions.max() >= len(maps)):
         raise ParameterError(f"Training positions must be in 0 .. {len(maps) - 1}; got "
                              f"{int(positions.min())} .. {int(positions.max())}.")
@@ -539,12 +549,20 @@ def span_exposures(maps: IndexMaps, doc_sizes, instances, batch_size: int,
         of ``doc_idx`` (the message names the first such position and document).
     """
     sizes = checked_sizes(maps, doc_sizes)
+    check_sample_rows(maps.files, maps.sample_idx, maps.doc_idx.shape[0])
     spans = _spans(instances, sizes)
     unit, sample = _whole_spans(maps, sizes, spans)
     if positions is None:
         position = _positions_of(maps, sample)
     else:
-        position = np.asarray(positions)[sample].astype(np.int64)
+        positions = np.asarray(positions)
+        if positions.ndim != 1 or positions.shape[0] != maps.n_samples \
+                or positions.dtype.kind not in "iu":
+            raise ParameterError(
+                f"positions must be maps.training_positions() of these maps: integers, one per "
+                f"sample ({maps.n_samples}); got {positions.dtype} of shape {positions.shape}.")
+        position = positions[sample].astype(np.int64)
+    _refuse_untrained(maps, sample, position)
     limit = len(maps) if maps.trained is None else maps.trained
     trained = (position >= 0) & (position < limit)
     return exposure_frame(unit[trained], position[trained], batch_size)
@@ -595,8 +613,30 @@ def _positions_of(maps: IndexMaps, samples: np.ndarray) -> np.ndarray:
     found = np.full(unique.size, -1, dtype=np.int64)
     table, mask = lookup_filter(unique, maps.n_samples)
     for lo in range(0, len(maps), _CHUNK):
-        positions_of_samples(maps.shuffle_idx[lo:lo + _CHUNK], lo, table, mask, unique, found)
+        repeat = positions_of_samples(maps.shuffle_idx[lo:lo + _CHUNK], lo, table, mask,
+                                      unique, found)
+        if repeat >= 0:
+            value = int(maps.shuffle_idx[repeat])
+            first = int(found[np.searchsorted(unique, value)])
+            raise ParameterError(
+                f"shuffle_idx ({map_label(maps.files, 'shuffle_idx')!r}) is not a permutation of "
+                f"the {maps.n_samples} samples: sample {value} is at positions {first} and "
+                f"{repeat} (GPT-NeoX shuffles every sample once); the file is corrupt or of "
+                "another run (read_index_maps(check_values=True) checks every entry).")
     return found[inverse]
+
+
+def _refuse_untrained(maps: IndexMaps, sample: np.ndarray, position: np.ndarray) -> None:
+    """Every sample is at some position of a permutation: one at none (-1) marks a
+    ``shuffle_idx`` that is not one, and an instance's exposure would be lost silently."""
+    lost = position < 0
+    if lost.any():
+        i = int(np.argmax(lost))
+        raise ParameterError(
+            f"shuffle_idx ({map_label(maps.files, 'shuffle_idx')!r}) holds sample "
+            f"{int(sample[i])} at no position, so it is not a permutation of the "
+            f"{maps.n_samples} samples (GPT-NeoX shuffles every sample once); the file is "
+            "corrupt or of another run (read_index_maps(check_values=True) checks every entry).")
 
 
 def run_exposures(runs: dict, doc_sizes, instances, batch_size: int) -> pd.DataFrame:

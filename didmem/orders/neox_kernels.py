@@ -141,13 +141,18 @@ def span_hits_numpy(doc_idx, sizes, rows, spans) -> tuple:
 @njit(cache=True, nogil=True)
 def positions_of_samples(shuffle_idx, lo, table, mask, samples, out):  # pragma: no cover
     """One chunk of ``shuffle_idx`` (its entries ``lo ..``): ``out[k] = j`` where
-    ``shuffle_idx[j]`` is ``samples[k]`` (``samples`` sorted and unique)."""
+    ``shuffle_idx[j]`` is ``samples[k]`` (``samples`` sorted and unique; ``out`` -1 where
+    not found yet). Returns -1, or the position ``j`` of an entry whose sample an earlier
+    position already holds (``shuffle_idx`` is then not a permutation)."""
     for i in range(shuffle_idx.size):
         s = np.int64(shuffle_idx[i])
         if in_filter(table, mask, s):
             k = _find(samples, s)
             if k >= 0:
+                if out[k] >= 0:
+                    return lo + i
                 out[k] = lo + i
+    return -1
 
 
 @njit(cache=True, nogil=True)

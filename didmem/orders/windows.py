@@ -83,7 +83,15 @@ def window_hashes(tokens, window: int) -> np.ndarray:
     >>> bool(h[0] == h[3]), bool(h[0] == h[1])
     (True, False)
     """
-    seq = np.ascontiguousarray(np.asarray(tokens, dtype=np.int64))
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+        raise ParameterError(f"window_hashes: the window must be a positive integer (tokens "
+                             f"per window); got {window!r}.")
+    values = np.asarray(tokens)
+    if values.ndim != 1 or (values.size and values.dtype.kind not in "iu"):
+        raise ParameterError(f"window_hashes: the tokens must be a 1-D sequence of integer token "
+                             f"ids; got {values.dtype} of shape {values.shape}.")
+    window = int(window)
+    seq = np.ascontiguousarray(values.astype(np.int64))
     out = np.empty(max(seq.size - window + 1, 0), np.uint64)
     if out.size:
         _windows_kernel(seq, int(window), out)
@@ -218,7 +226,12 @@ def find_windows(dataset, units, tokens, *, batch_size: int, window: int = 50,
             raise ParameterError(f"{where}: {name} must be a positive integer; got {value!r}.")
     stride = int(window if stride is None else stride)
     units = np.asarray(units)
-    seqs = [np.asarray(t, dtype=np.int64) for t in tokens]
+    seqs = [np.asarray(t) for t in tokens]
+    for i, seq in enumerate(seqs):  # float ids would be truncated to other tokens
+        if seq.ndim != 1 or (seq.size and seq.dtype.kind not in "iu"):
+            raise ParameterError(f"{where}: the token ids of instance {i} must be a 1-D sequence "
+                                 f"of integers; got {seq.dtype} of shape {seq.shape}.")
+    seqs = [seq.astype(np.int64) for seq in seqs]
     if len(seqs) != units.size:
         raise ParameterError(f"{where}: {units.size} units but {len(seqs)} token sequences.")
     index = _Index(seqs, int(window))

@@ -23,6 +23,7 @@ cut short. Nothing is written.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -31,6 +32,7 @@ import numpy as np
 from numba import njit
 
 from .._messages import listing, python_scalar
+from .._validation import Integral, Satisfies, check_all
 from ..errors import MissingFileError, PanelError
 
 __all__ = ["ParquetPaths", "PathBlock", "ScanItem", "read_item", "scatter_rows",
@@ -162,9 +164,10 @@ def _open(file):
     try:
         return pq.ParquetFile(file)
     except (pa.ArrowException, OSError) as exc:
+        reason = str(exc).rstrip(".")  # pyarrow's ends in '.': not '..' before ours
         raise PanelError(
             f"File {str(file)!r} is not a readable parquet file (cut short, or another "
-            f"format): {exc}. Remove it from the folder or write it again.") from None
+            f"format): {reason}. Remove it from the folder or write it again.") from None
 
 
 def _read(pf, file, columns, row_groups=None, use_threads=True):
@@ -418,6 +421,16 @@ def _cohort(value) -> str:
 
 
 # ------------------------------------------------------------------ the dataset
+_SCAN_CONSTRAINTS = {
+    "never_treated": Satisfies(lambda v: v is None or (isinstance(v, numbers.Real)
+                                                       and not isinstance(v, bool)),
+                               "None or a number (the cohort code of never-treated units)"),
+    # a budget of 0 or False was read as "the default" (``or``); 1 byte is one path at a time
+    "memory_bytes": Integral(1, allow_none=True),
+    "chunk_rows": Integral(1, allow_none=True),
+}
+
+
 class ParquetPaths:
     """A parquet dataset read as unit paths, in work items (see the module notes).
 
@@ -447,6 +460,8 @@ class ParquetPaths:
     def __init__(self, path, *, unit: str, time: str, cohort: str, outcome: str,
                  never_treated: float | None = None, memory_bytes: int | None = None,
                  chunk_rows: int | None = None, map_items=None) -> None:
+        check_all("Panel.scan", {"never_treated": never_treated, "memory_bytes": memory_bytes,
+                                 "chunk_rows": chunk_rows}, _SCAN_CONSTRAINTS)
         self.path = Path(path)
         self.map_items = map_items
         self.unit, self.time, self.cohort, self.outcome = unit, time, cohort, outcome

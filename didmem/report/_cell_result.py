@@ -27,6 +27,13 @@ _ELSEWHERE = {
     "DoseResponseResult": "a dose-response is not on the (cohort, checkpoint) grid: print "
                           "result.summary() or draw it with "
                           "didmem.results.plotting.plot_dose_response",
+    "ProfileDifference": "a difference of two profiles is reported with them: pass the two "
+                         "results, report({'a': a, 'b': b}), or print difference.summary() "
+                         "and draw it with didmem.results.plotting.plot_difference",
+    "Heterogeneity": "the subgroups' profiles are results of their own: report "
+                     "heterogeneity.results (a dict of them), or print heterogeneity.summary()",
+    "ModeratorResult": "print slopes.summary() or draw them with "
+                       "didmem.results.plotting.plot_slopes",
 }
 """The results a report refuses, by class name, with what to do instead."""
 

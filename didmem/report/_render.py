@@ -229,8 +229,9 @@ def _named(results) -> dict:
         results = [results]
     named = {}
     for i, res in enumerate(results):
-        name = (getattr(res, "path", "")
-                or f"{getattr(res, 'estimator', type(res).__name__)}:{res.outcome}")
+        name = (getattr(res, "path", "")  # not every object has an outcome: refused later
+                or f"{getattr(res, 'estimator', type(res).__name__)}:"
+                   f"{getattr(res, 'outcome', i + 1)}")
         if name in named:
             name = f"{name} #{i + 1}"
         named[name] = res

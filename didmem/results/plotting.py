@@ -104,12 +104,28 @@ def _column(frame, value: str, func: str):
                              f"the result's to_frame(), one of {numeric}. Got {value!r}.")
 
 
+_DRAWN_ELSEWHERE = {
+    "ProfileDifference": "draw it with plot_difference(difference, aggregation)",
+    "AggregateDifference": "draw the difference with plot_difference(difference, aggregation)",
+    "ModeratorResult": "draw it with plot_slopes(slopes)",
+    "Heterogeneity": "draw a subgroup's profile from heterogeneity.results[group], or the "
+                     "difference of two with plot_difference(heterogeneity.difference(a, b))",
+}
+"""Results of contrasts that have ``to_frame`` and ``aggregate`` but other cells: the
+figure that draws each."""
+
+
 def _result(value, func: str, param: str = "result"):
     """A fitted or saved result; anything else is refused by name, a results file's path
     with how to read it (plotting reads results only: it cannot import their reader, whose
     results import plotting to draw themselves)."""
     import os
 
+    drawn_elsewhere = _DRAWN_ELSEWHERE.get(type(value).__name__)
+    if drawn_elsewhere:  # has to_frame and aggregate, but not the group-time cells
+        raise ParameterError(f"The {param!r} parameter of {func} must be a fitted or saved "
+                             f"result of cells; got a {type(value).__name__}: "
+                             f"{drawn_elsewhere}.")
     if hasattr(value, "to_frame") and hasattr(value, "aggregate"):
         return value
     if isinstance(value, (str, os.PathLike)):
@@ -539,7 +555,7 @@ def plot_pretrends(result, *, ax=None, by: str = "auto", max_cells: int = 300,
     sub = _pretest_line(result, len(pre))
     n_sig = int(pre["significant"].sum())
     ax.set_title(f"Parallel trends: {len(pre)} pre-treatment cells, {n_sig} significant "
-                 f"({result.band} band)\n{sub}", fontsize=9)
+                 f"({getattr(result, 'band', 'pointwise')} band)\n{sub}", fontsize=9)
     return ax
 
 
@@ -549,7 +565,9 @@ def _pretest_line(result, n_pre: int) -> str:
         test = result.pretrend_test()
     except (AttributeError, ValueError):  # a results file saved without it
         test = None
-    pt = result.pretest
+    pt = getattr(result, "pretest", None)
+    if pt is None:  # membership inference, random timing: no pre-test of their own
+        return f"no pre-test of parallel trends for a {type(result).__name__}"
     left_out = (f" ({n_pre - pt.df} cells without a standard error left out)"
                 if pt.df and np.isfinite(pt.statistic) and pt.df < n_pre else "")
     if test is not None and np.isfinite(test.statistic):
@@ -928,9 +946,14 @@ def plot_event_study(result, *, ax=None, color: str = BAND_COLOR, pre_color: str
                    linewidth=1)  # between the last pre- and the first post-treatment time
     ax.set_xlabel("event time e = c - g (training steps since treatment)")
     ax.set_ylabel(f"tau by event time\n({outcome_label(result)})")
-    level = f"{100 * (1 - agg.alpha):g}%"
-    band = (f"{level} simultaneous band" if agg.band == "simultaneous"
-            else f"pointwise {level} intervals")
+    alpha = getattr(agg, "alpha", None)  # a random-timing aggregation keeps its fit's
+    if alpha is None:
+        alpha = float(dict(getattr(result, "params", {})).get("alpha", 0.05))
+    level = f"{100 * (1 - alpha):g}%"
+    kind = getattr(agg, "band", None)
+    band = (f"{level} simultaneous band" if kind == "simultaneous"
+            else f"pointwise {level} intervals" if kind is not None
+            else f"the estimator's {level} band")
     pre = sum(1 for v in e if v < 0)
     ax.set_title(f"Event study ({band})\n" + _pretest_line(result, pre), fontsize=9)
     ax.legend(fontsize=8)

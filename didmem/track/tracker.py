@@ -253,8 +253,10 @@ class MemorisationTracker:
             accumulation: of all its micro-batches; with several processes: this rank's
             share). Indices of untracked examples are ignored.
         """
-        if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
-            raise ParameterError(f"observe: the step must be a positive integer; got {step!r}.")
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1 \
+                or step > np.iinfo(np.int64).max:  # kept in an int64 array
+            raise ParameterError(f"observe: the step must be a positive integer (at most "
+                                 f"2**63 - 1); got {step!r}.")
         step = int(step)
         if self.evaluations and step <= self.evaluations[-1]:
             raise ParameterError(

@@ -97,7 +97,7 @@ def read(folder: str) -> None:
 
 def fit(folder: str, n_draws: int) -> None:
     start, cpu0 = time.perf_counter(), _cpu()
-    from didmem.inference._prepared import did_cells
+    from didmem.inference.prepared import did_cells
     from didmem.inference.moments.cells import MomentsInfluence, prepare_moments
     from didmem.inference.moments.cohort import dataset_moments
     from didmem.panel.scan import ParquetPaths
@@ -120,7 +120,7 @@ def check(folder: str) -> None:
     """The one pass equals the work items: the moments, and every cell's estimate and
     standard error from them (rtol 1e-9), read in turn in one process."""
     start, cpu0 = time.perf_counter(), _cpu()
-    from didmem.inference._prepared import did_cells
+    from didmem.inference.prepared import did_cells
     from didmem.inference.moments.cells import MomentsInfluence, prepare_moments
     from didmem.inference.moments.cohort import dataset_moments
     from didmem.panel.scan import ParquetPaths

@@ -128,7 +128,7 @@ def test_results_leave_inference_to_the_object():
     spec.loader.exec_module(checker)
     graph = checker.import_graph(root / "didmem")
     for module in ("didmem.results.cells", "didmem.results.aggregations",
-                   "didmem.results._common", "didmem.results.saving"):
+                   "didmem.results.common", "didmem.results.saving"):
         inference = {m for m in graph[module] if m.startswith("didmem.inference")}
-        assert inference <= {"didmem.inference.cell_inference", "didmem.inference._choices",
+        assert inference <= {"didmem.inference.cell_inference", "didmem.inference.choices",
                              "didmem.inference.pretrend.result"}, (module, inference)

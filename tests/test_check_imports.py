@@ -100,7 +100,7 @@ def test_didmem_imports_within_the_rules_of_its_layers(checker):
     reach = checker.reachable()
     estimators = checker.layer_of("didmem.estimators.did")
     assert checker.layer_of("didmem.results.cells") in reach[estimators]
-    assert checker.layer_of("didmem.inference._prepared") in reach["results"]
+    assert checker.layer_of("didmem.inference.prepared") in reach["results"]
     assert checker.layer_of("didmem") == checker.layer_of("didmem.cli.run") == "faces"
     # the wings: scoring and estimation never import from each other; study joins them
     assert checker.layer_of("didmem.orders.pythia") == "orders"

@@ -290,7 +290,7 @@ def test_compiled_kernel_matches_numpy_oracle(est_method, not_yet):
     """Weighted, irregular panel with a time-varying covariate: the compiled per-cell kernel
     equals :mod:`didmem.estimators.drdid` applied cell by cell."""
     from didmem.inference.covariates.cells import covariate_cells
-    from didmem.inference._prepared import did_cells, prepare_panel
+    from didmem.inference.prepared import did_cells, prepare_panel
 
     from .conftest import staggered_frame
 

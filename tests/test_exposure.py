@@ -10,7 +10,7 @@ import pytest
 
 import didmem
 from didmem.datasets import simulate_exposures
-from didmem.inference._prepared import did_cells, prepare_panel
+from didmem.inference.prepared import did_cells, prepare_panel
 from didmem.inference.exposure.kernel import exposure_cells_numpy
 from didmem.panel.exposures import exposure_view, subset_units
 

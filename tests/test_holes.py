@@ -9,8 +9,8 @@ import pytest
 
 import didmem
 from didmem.errors import EstimationError, PanelError
-from didmem.inference._prepared import did_cells
-from didmem.inference._prepared import prepare_panel
+from didmem.inference.prepared import did_cells
+from didmem.inference.prepared import prepare_panel
 from didmem.inference.holes.influence import HolesInfluence, hole_cells
 
 

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import didmem
-from didmem.inference._prepared import did_cells, level_cells, prepare_panel
-from didmem.inference._prepared import HoleRows
+from didmem.inference.prepared import did_cells, level_cells, prepare_panel
+from didmem.inference.prepared import HoleRows
 from didmem.inference.holes.influence import HolesInfluence, hole_cells
 from didmem.inference.small_sample import block_welch
 

@@ -7,7 +7,7 @@ import pytest
 
 import didmem
 from didmem.results.aggregations import build_aggregation
-from didmem.inference._prepared import did_cells, level_cells, prepare_panel
+from didmem.inference.prepared import did_cells, level_cells, prepare_panel
 from didmem.inference import kernels, reference
 from didmem.inference.bands import sup_t_statistics, type1_quantile, type1_quantiles
 from didmem.inference.bootstrap import draw_multipliers

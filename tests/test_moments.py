@@ -9,7 +9,7 @@ from scipy import sparse
 
 import didmem
 from didmem.errors import DataDroppedWarning, EstimationError, PanelError
-from didmem.inference._prepared import did_cells
+from didmem.inference.prepared import did_cells
 from didmem.inference.cell_inference import CellInference, InferenceSettings
 from didmem.inference.linear import combination_moments
 from didmem.inference.moments.cells import MomentsInfluence, prepare_moments

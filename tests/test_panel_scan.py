@@ -13,7 +13,7 @@ import pytest
 
 import didmem
 from didmem.errors import PanelError
-from didmem.inference._prepared import did_cells
+from didmem.inference.prepared import did_cells
 from didmem.inference.moments.cells import MomentsInfluence, prepare_moments
 from didmem.inference.moments.cohort import CohortMoments, dataset_moments
 from didmem.panel.scan import ParquetPaths, reference_scatter, scatter_rows

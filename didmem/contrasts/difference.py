@@ -16,7 +16,7 @@ import pandas as pd
 
 from .._validation import Alpha, Boolean, Count, Satisfies, Seed, validate_params
 from ..errors import EstimationError, ParameterError
-from ..results._common import Estimate, level_label
+from ..results.common import Estimate, level_label
 from ..results.aggregations import KEY_NAMES, canonical_aggregation
 from ._joint import Contrast, JointTest, contrast, overlap, pairing_of, standard_errors
 from ._unit_influence import aggregation_influence, cell_influence, check_pairable

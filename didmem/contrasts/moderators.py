@@ -21,7 +21,7 @@ from .._messages import python_scalar
 from .._validation import Alpha, Boolean, Count, Instance, Satisfies, Seed, validate_params
 from ..errors import EstimationError, ParameterError
 from ..inference.influence import add_estimated_weights
-from ..results._common import Estimate, level_label
+from ..results.common import Estimate, level_label
 from ..results.aggregations import build_aggregation, canonical_aggregation
 from ._joint import Contrast
 from ._unit_influence import UnitInfluence, unit_blocks

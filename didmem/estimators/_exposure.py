@@ -26,7 +26,7 @@ import pandas as pd
 
 from .._messages import listing as _listing
 from ..errors import DataDroppedWarning, EstimationError, ParameterError
-from ..inference._prepared import _fmt, prepare_panel
+from ..inference.prepared import _fmt, prepare_panel
 from ..panel.exposures import exposure_view, subset_units
 from ..results.exposure import ExposureResult
 

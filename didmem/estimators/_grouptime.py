@@ -22,7 +22,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from ..errors import ParameterError
-from ..inference._choices import MULTIPLIERS
+from ..inference.choices import MULTIPLIERS
 from ..panel import Panel
 from .base import Alpha, BaseEstimator, Instance, Integral, OneOf, Seed
 
@@ -55,7 +55,7 @@ class GroupTimeEstimator(BaseEstimator):
     """The one fit driver: read, prepare, lay out cells, route, infer, build the result.
 
     What is estimated is the subclass's (its cells, :meth:`_cells`); how is
-    :mod:`didmem.inference`'s: R's pre-processing (:func:`~didmem.inference._prepared.
+    :mod:`didmem.inference`'s: R's pre-processing (:func:`~didmem.inference.prepared.
     prepare_panel`, or :func:`~didmem.inference.moments.cells.prepare_moments` on moments),
     the route's influence functions (:func:`~didmem.inference.routes.cell_influence`), their
     inference (:class:`~didmem.inference.cell_inference.CellInference`), and one builder of
@@ -73,7 +73,7 @@ class GroupTimeEstimator(BaseEstimator):
                    "outcome=...), or read a parquet folder with didmem.Panel.scan(...).")
 
     def _cells(self, prepared, params, not_yet: bool):  # pragma: no cover - interface
-        """The cell layout (:class:`~didmem.inference._prepared.Cells`) on ``prepared``."""
+        """The cell layout (:class:`~didmem.inference.prepared.Cells`) on ``prepared``."""
         raise NotImplementedError
 
     def _accepts(self, data) -> bool:
@@ -85,7 +85,7 @@ class GroupTimeEstimator(BaseEstimator):
         :class:`~didmem.inference.moments.cohort.CohortMoments` (default: the ``outcome``
         parameter, else ``"outcome"``) and ``never_treated_code`` is their panel's
         never-treated code (for the hint of an error message only)."""
-        from ..inference._prepared import prepare_panel
+        from ..inference.prepared import prepare_panel
         from ..inference.cell_inference import CellInference, InferenceSettings
         from ..inference.routes import cell_influence, data_route, prestarts_multipliers
         from ..results.cells import GroupTimeResult

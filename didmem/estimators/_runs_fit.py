@@ -11,7 +11,7 @@ from ..inference.cell_inference import CellInference, InferenceSettings
 from ..inference.runs.pooled import RunCells, pooled_band, pooled_cells
 from ..inference.runs.combined import combine_cells
 from ..inference.runs.within import WithinInfluence, within_cells
-from ..results._common import _interval, _significant
+from ..results.common import _interval, _significant
 from ..results.runs import RunsProfile, RunsResult
 from .did import DiDEstimator
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..inference._choices import EST_METHODS
+from ..inference.choices import EST_METHODS
 from ._grouptime import INFERENCE_CONSTRAINTS, GroupTimeEstimator
 from .base import Integral, Interval, OneOf
 
@@ -138,7 +138,7 @@ class DiDEstimator(GroupTimeEstimator):
                          exposure=exposure, history=history)
 
     def _cells(self, prepared, params, not_yet):
-        from ..inference._prepared import did_cells
+        from ..inference.prepared import did_cells
 
         return did_cells(prepared, base_period=params["base_period"], not_yet=not_yet,
                          anticipation=params["anticipation"])

@@ -52,6 +52,6 @@ class DifferenceEstimator(GroupTimeEstimator):
                          lower_is_better=lower_is_better, small_sample=small_sample)
 
     def _cells(self, prepared, params, not_yet):
-        from ..inference._prepared import level_cells
+        from ..inference.prepared import level_cells
 
         return level_cells(prepared, not_yet=not_yet, anticipation=params["anticipation"])

@@ -3,7 +3,7 @@ compared with itself across runs (a panel built with ``Panel(..., run=...)``).""
 
 from __future__ import annotations
 
-from ..inference._choices import RUN_TRENDS
+from ..inference.choices import RUN_TRENDS
 from ._grouptime import INFERENCE_CONSTRAINTS
 from .base import BaseEstimator, OneOf
 from .did import DiDEstimator

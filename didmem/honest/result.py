@@ -66,7 +66,7 @@ class SensitivityResult(TableFile):
 
     def summary(self) -> str:
         """The intervals as text, with the target, the restriction and the breakdown value."""
-        from ..results._common import level_label
+        from ..results.common import level_label
 
         bound = "M" if self.restriction == "smoothness" else "Mbar"
         shape = f" with {VARIANT_TEXT[self.variant]}" if self.variant else ""

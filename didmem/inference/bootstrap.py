@@ -25,7 +25,7 @@ from ..errors import ParameterError
 __all__ = ["MULTIPLIERS", "BootstrapDraws", "check_draws_fit", "MultiplierChunks", "draw_multipliers",
            "resolve_multiplier", "design_multipliers", "multiplier_bootstrap"]
 
-from ._choices import MULTIPLIERS  # noqa: E402  (declared where the estimators read it cheaply)
+from .choices import MULTIPLIERS  # noqa: E402  (declared where the estimators read it cheaply)
 _CHUNK_ELEMENTS = 1_000_000  # multipliers held at once (8 MB)
 PREFETCH_CHUNKS = 3  # chunks drawn ahead by the helper thread (24 MB at most)
 

@@ -78,7 +78,7 @@ def cell_influence(prepared, cells, *, est_method: str | None = None, covariate_
                    owner: str, history=None):
     """The cells' estimates and influence functions on the route of ``prepared``.
 
-    ``prepared`` is a :class:`~didmem.inference._prepared.PreparedPanel` or, on the moments
+    ``prepared`` is a :class:`~didmem.inference.prepared.PreparedPanel` or, on the moments
     route, a :class:`~didmem.inference.moments.cells.MomentsDesign`. ``est_method`` is the
     covariate estimator (None without covariates); ``covariate_names`` name the covariates
     in messages; ``history`` is ``(hist, n_hist)``, each unit's history code and their

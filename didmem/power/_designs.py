@@ -12,7 +12,7 @@ from scipy.optimize import brentq
 from .._progress import progress as progress_line
 from .._validation import check_fits_memory
 from ..errors import ParameterError
-from ..inference._prepared import MIN_COHORT_SIZE
+from ..inference.prepared import MIN_COHORT_SIZE
 from ..estimators import DiDEstimator
 from ..suites import get_suite
 from ._analytic import (analytic_power, key_contrasts, key_covariance_parts,

@@ -1,6 +1,6 @@
 """Results: immutable fitted results, their aggregations, saving and loading, profiles.
 
-The modules, from the leaf up: :mod:`._common` (scalar estimates, the pre-test, intervals,
+The modules, from the leaf up: :mod:`.common` (scalar estimates, the pre-test, intervals,
 the profile matrix), :mod:`.aggregations` (aggregation weights and
 :class:`AggregateResult`), :mod:`.saving` (results files and :class:`SavedResult`),
 :mod:`.cells` (:class:`GroupTimeResult`, :class:`CellResult`), and beside them the analyses
@@ -15,8 +15,8 @@ Each name is imported from its module on first use, so that reading a results fi
 from .._lazy import attach
 
 _WHERE = {
-    "Estimate": "_common",
-    "Pretest": "_common",
+    "Estimate": "common",
+    "Pretest": "common",
     "PretrendTest": "saving",
     "GroupTimeResult": "cells",
     "AggregateResult": "aggregations",
@@ -26,8 +26,8 @@ _WHERE = {
     "RunsResult": "runs",
     "RunsProfile": "runs",
     "MembershipResult": "membership",
-    "SIGN_NOTE": "_common",
-    "profile_matrix": "_common",
+    "SIGN_NOTE": "common",
+    "profile_matrix": "common",
     "ALIASES": "aggregations",
     "AGGREGATIONS": "aggregations",
     "AggregationSpec": "aggregations",

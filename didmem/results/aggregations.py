@@ -24,7 +24,7 @@ from scipy import sparse
 
 from .._arrays import readonly
 from ..errors import EstimationError, ParameterError
-from ._common import Estimate, PicklableProxies, _interval, _significant, level_label
+from .common import Estimate, PicklableProxies, _interval, _significant, level_label
 
 if TYPE_CHECKING:
     from .cells import GroupTimeResult

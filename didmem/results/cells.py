@@ -16,7 +16,7 @@ from .._validation import Instance, Interval, Satisfies, validate_params
 from ..errors import EstimationError, ParameterError
 from ..inference.cell_inference import (DEFAULT_PRETREND, PRETREND_METHODS, CellInference,
                                         PretrendTest, cell_counts, normal_quantile)
-from ._common import (
+from .common import (
     SIGN_NOTE,
     Estimate,
     Pretest,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ._common import level_label
+from .common import level_label
 from ._table_file import TableFile
 
 __all__ = ["DoseResponseResult"]

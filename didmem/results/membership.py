@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..errors import ParameterError
-from ._common import SIGN_NOTE, level_label
+from .common import SIGN_NOTE, level_label
 from ._table_file import TableFile
 from .cells import CellResult
 

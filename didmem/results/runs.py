@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ParameterError
-from ._common import SIGN_NOTE, CellTable, PicklableProxies, level_label, profile_matrix
+from .common import SIGN_NOTE, CellTable, PicklableProxies, level_label, profile_matrix
 from ._table_file import TableFile
 
 __all__ = ["RunsProfile", "RunsResult", "ESTIMANDS"]

@@ -31,9 +31,9 @@ import pandas as pd
 
 from ..errors import (DidmemError, InferenceWarning, MissingFileError, OutputFileError,
                       ParameterError)
-from ..inference._choices import PRETREND_METHODS
+from ..inference.choices import PRETREND_METHODS
 from ..inference.pretrend.result import PretrendTest
-from ._common import CellTable, Estimate, PicklableProxies, Pretest, profile_matrix
+from .common import CellTable, Estimate, PicklableProxies, Pretest, profile_matrix
 from ._settings import ResultSettings
 from .aggregations import AGGREGATIONS, ALIASES, AggregateResult
 

@@ -19,13 +19,13 @@ import numpy as np
 from ..._messages import listing as _listing
 from ...errors import EstimationError, OverlapWarning
 from ..drdid import panel as drdid
-from .._prepared import _fmt
+from ..prepared import _fmt
 from ..drdid.kernel import METHOD_CODES, covariate_cells_kernel, pscore_kernel
 from ..influence import StoredInfluence, cell_layout
 
 __all__ = ["EST_METHODS", "covariate_cells"]
 
-from .._choices import EST_METHODS  # noqa: E402  (declared where the estimators read it cheaply)
+from ..choices import EST_METHODS  # noqa: E402  (declared where the estimators read it cheaply)
 _RCOND_MIN = np.finfo(float).eps
 
 

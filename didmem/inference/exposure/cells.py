@@ -317,7 +317,7 @@ class ExposureInfluence(PicklableProxies, CellInfluence):
 
 def check_matched(influence, prepared, cells) -> None:
     """Refuse cells with a treated history without a control of the same history."""
-    from .._prepared import _fmt
+    from ..prepared import _fmt
 
     missing = influence.missing
     if missing.any():  # guarded by the dropping of histories; a layout error if reached

@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 from ...errors import EstimationError
-from .._prepared import HoleRows, _fmt
+from ..prepared import HoleRows, _fmt
 from ..bootstrap import _CHUNK_ELEMENTS, MultiplierChunks
 from .kernels import (_cell_draws, _combination_coefficients, _pair_diagonal,
                       _pair_matrix, _rademacher_sums, _sparse_gram, _sparse_sums)

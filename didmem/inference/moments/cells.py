@@ -1,10 +1,10 @@
 """The cells of a fit and their inference from per-cohort moments (no unit's path kept).
 
 :func:`prepare_moments` applies R did's pre-processing to :class:`~didmem.inference.moments.cohort.
-CohortMoments` (as :func:`~didmem.inference._prepared.prepare_panel` does to a panel) and
+CohortMoments` (as :func:`~didmem.inference.prepared.prepare_panel` does to a panel) and
 returns a :class:`MomentsDesign`: the cohorts as blocks, treated cohorts ascending and the
 never-treated last, laid out as the kernels expect, so that :func:`~didmem.inference.
-_prepared.did_cells` lays out the cells on it unchanged. :class:`MomentsInfluence` then gives
+prepared.did_cells` lays out the cells on it unchanged. :class:`MomentsInfluence` then gives
 what the inference asks of the cells' influence functions:
 
 * the estimates and the grouped statistics (``mu1``, ``mu0``, ``w1``, ``w0``);
@@ -42,7 +42,7 @@ class MomentsDesign:
     """A prepared panel held as moments: blocks are the treated cohorts, then never-treated.
 
     It answers what the cell layout and the small-sample correction read of a
-    :class:`~didmem.inference._prepared.PreparedPanel` (``times``, ``cohorts``,
+    :class:`~didmem.inference.prepared.PreparedPanel` (``times``, ``cohorts``,
     ``starts``, ``n_units``, ``cohort_shares``, no clusters) and holds no unit.
     """
 
@@ -130,14 +130,14 @@ def prepare_moments(moments: CohortMoments, *, need_never_treated: bool, anticip
                     lower_is_better: bool, owner: str,
                     never_treated_code: float | None = None) -> MomentsDesign:
     """R did's pre-processing on moments, by the in-memory route's own steps
-    (:func:`~didmem.inference._prepared.r_preprocessing` on the units' cohorts, then the
+    (:func:`~didmem.inference.prepared.r_preprocessing` on the units' cohorts, then the
     blocks' checks): the same errors and warnings.
 
     Cohorts after the last period count as never treated; without never-treated units the
     latest cohort becomes the comparison group and the periods from it on are dropped;
     cohorts treated by the first period plus anticipation are dropped.
     """
-    from .._prepared import cohort_blocks, r_preprocessing
+    from ..prepared import cohort_blocks, r_preprocessing
 
     m = moments.negated() if lower_is_better else moments
     times = m.times

@@ -12,7 +12,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..bands import DEGENERATE
-from .._choices import DEFAULT_PRETREND, PRETREND_METHODS
+from ..choices import DEFAULT_PRETREND, PRETREND_METHODS
 from .statistics import PretrendTest, linear_drift, max_t_test, wald_power, wald_test
 
 __all__ = ["PRETREND_METHODS", "DEFAULT_PRETREND", "event_time_test", "max_t_cells_test"]

@@ -35,7 +35,7 @@ from ..small_sample import t_critical_values
 __all__ = ["RunCells", "CellBand", "PooledCells", "pooled_cells", "pooled_band",
            "between_plug_in", "BETWEEN_RULES", "RUN_TRENDS"]
 
-from .._choices import RUN_TRENDS  # noqa: E402  (declared where the estimator reads it cheaply)
+from ..choices import RUN_TRENDS  # noqa: E402  (declared where the estimator reads it cheaply)
 
 _DF_CAP = 1e6  # degrees of freedom beyond which a t quantile is the normal one
 

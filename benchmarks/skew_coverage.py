@@ -54,7 +54,8 @@ SETTINGS = {
 BOOTSTRAP_T = {"boott_mammen": "mammen", "boott_rademacher": "rademacher"}
 """Not didmem's: a wild bootstrap-t band computed here from the cells' unit-level changes
 (each draw re-studentised with its own Welch variance), to test whether re-studentising
-repairs the band where the multiplier law alone cannot."""
+repairs the band where the multiplier law alone cannot. ``hall``: not didmem's either,
+Hall's (1992) skewness-removing transform of each cell (:func:`hall_band`)."""
 EVENT_BINS = (("pre", -np.inf, -1), ("e=0", 0, 0), ("e=1-2", 1, 2), ("e>=3", 3, np.inf))
 
 
@@ -137,9 +138,9 @@ def _weights(rng, shape, multiplier):
     return np.where(low, (1 - root5) / 2, (1 + root5) / 2)
 
 
-def bootstrap_t(df, res, truth, draws, rng, multiplier, chunk=100):
-    """The wild bootstrap-t band on a balanced panel with never-treated controls (see
-    ``BOOTSTRAP_T``); checks that its own cells and Welch standard errors are the fit's."""
+def _cells(df, res):
+    """The fit's cells recomputed from the units' outcome changes (balanced panel,
+    never-treated controls); checks that the cells and Welch standard errors are the fit's."""
     wide = df.pivot(index="unit", columns="time", values="y")
     cohort = df.groupby("unit")["cohort"].first().reindex(wide.index).to_numpy()
     frame = res.to_frame()
@@ -158,10 +159,56 @@ def bootstrap_t(df, res, truth, draws, rng, multiplier, chunk=100):
     var_c = (centred**2 * ctrl).sum(0) / (n_c - 1)
     est, se = m_t - m_c, np.sqrt(var_t / n_t + var_c / n_c)
     if not (np.allclose(est, frame["estimate"]) and np.allclose(se, res.std_errors)):
-        raise RuntimeError("bootstrap_t: its cells differ from the fit's")
+        raise RuntimeError("skew_coverage: recomputed cells differ from the fit's")
+    return frame, centred, treat, ctrl, n_t, n_c, est, se
+
+
+def _outcome(frame, truth, est, lo, hi, cover_point, crit):
+    merged = frame.merge(truth, on=["cohort", "time"], how="left")
+    tau = np.where(merged["post"], merged["tau"], 0.0)
+    return {"cover_point": cover_point(tau).astype(float),
+            "event": (frame["time"] - frame["cohort"]).to_numpy(),
+            "simultaneous": bool(np.all((lo <= tau) & (tau <= hi))),
+            "miss_low": bool(np.any(hi < tau)), "miss_high": bool(np.any(lo > tau)),
+            "crit": float(crit)}
+
+
+def hall_band(df, res, truth):
+    """Hall's (1992) skewness-removing transform of each studentised cell,
+    ``T + g T^2 / 3 + g^2 T^3 / 27 + g / 6`` with ``g`` the cell's estimated standardised
+    skewness (third cumulant of the difference of means over its variance^1.5), compared
+    with the fit's own critical values ``c_j`` (pointwise: its Welch t quantiles)."""
+    frame, centred, treat, ctrl, n_t, n_c, est, se = _cells(df, res)
+    k3 = (centred**3 * treat).sum(0) / n_t**3 - (centred**3 * ctrl).sum(0) / n_c**3
+    g = k3 / se**3
+    crit = res.cell_critical_values
+    point = t_critical_values(1 - res.alpha / 2, res.inference.correction.df)
+
+    def transform(tau):
+        t = (est - tau) / se
+        return t + g * t**2 / 3 + g**2 * t**3 / 27 + g / 6
+
+    def inverse(h):  # the transform is increasing: (1 + g t / 3)^2 >= 0; solve by bisection
+        lo, hi = np.full(se.shape, -60.0), np.full(se.shape, 60.0)
+        for _ in range(80):
+            mid = (lo + hi) / 2
+            up = mid + g * mid**2 / 3 + g**2 * mid**3 / 27 + g / 6 > h
+            hi, lo = np.where(up, mid, hi), np.where(up, lo, mid)
+        return (lo + hi) / 2
+
+    # |H(T)| <= c  <=>  H^-1(-c) <= (est - tau) / se <= H^-1(c)
+    lo_t, hi_t = inverse(-crit), inverse(crit)
+    return _outcome(frame, truth, est, est - hi_t * se, est - lo_t * se,
+                    lambda tau: np.abs(transform(tau)) <= point, np.mean(crit))
+
+
+def bootstrap_t(df, res, truth, draws, rng, multiplier, chunk=100):
+    """The wild bootstrap-t band on a balanced panel with never-treated controls (see
+    ``BOOTSTRAP_T``)."""
+    frame, centred, treat, ctrl, n_t, n_c, est, se = _cells(df, res)
     sup = []
     for start in range(0, draws, chunk):
-        w = _weights(rng, (min(chunk, draws - start), d.shape[0]), multiplier)
+        w = _weights(rng, (min(chunk, draws - start), centred.shape[0]), multiplier)
         st, sc = w @ (centred * treat), w @ (centred * ctrl)
         qt, qc = w**2 @ (centred**2 * treat), w**2 @ (centred**2 * ctrl)
         vt = (qt - st**2 / n_t) / (n_t - 1)
@@ -171,14 +218,8 @@ def bootstrap_t(df, res, truth, draws, rng, multiplier, chunk=100):
     sup = np.concatenate(sup)
     crit = np.quantile(sup.max(1), 1 - res.alpha)
     point = np.quantile(sup, 1 - res.alpha, axis=0)
-    merged = frame.merge(truth, on=["cohort", "time"], how="left")
-    tau = np.where(merged["post"], merged["tau"], 0.0)
-    lo, hi = est - crit * se, est + crit * se
-    return {"cover_point": (np.abs(est - tau) <= point * se).astype(float),
-            "event": (frame["time"] - frame["cohort"]).to_numpy(),
-            "simultaneous": bool(np.all((lo <= tau) & (tau <= hi))),
-            "miss_low": bool(np.any(hi < tau)), "miss_high": bool(np.any(lo > tau)),
-            "crit": float(crit)}
+    return _outcome(frame, truth, est, est - crit * se, est + crit * se,
+                    lambda tau: np.abs(est - tau) <= point * se, crit)
 
 
 def study(dgp, units, reps, draws, seed, settings):
@@ -189,7 +230,12 @@ def study(dgp, units, reps, draws, seed, settings):
         boot_seed = int(rng.integers(2**62))
         panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
         base = None
-        for name in sorted(settings, key=lambda k: k in BOOTSTRAP_T):
+        for name in sorted(settings, key=lambda k: k in BOOTSTRAP_T or k == "hall"):
+            if name == "hall":
+                if base is None:
+                    base = didmem.DiDEstimator(n_bootstrap=draws, seed=boot_seed).fit(panel)
+                keep[name].append(hall_band(df, base, truth))
+                continue
             if name in BOOTSTRAP_T:
                 if base is None:
                     base = didmem.DiDEstimator(n_bootstrap=0).fit(panel)
@@ -231,8 +277,8 @@ def study(dgp, units, reps, draws, seed, settings):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dgp", nargs="+", default=["walk", "skewwalk"], choices=list(DGPS))
-    parser.add_argument("--settings", nargs="+", default=list(SETTINGS) + list(BOOTSTRAP_T),
-                        choices=list(SETTINGS) + list(BOOTSTRAP_T))
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS) + list(BOOTSTRAP_T) + ["hall"],
+                        choices=list(SETTINGS) + list(BOOTSTRAP_T) + ["hall"])
     parser.add_argument("--units", type=int, default=15, help="treated units per cohort")
     parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--draws", type=int, default=500)

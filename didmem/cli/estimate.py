@@ -46,13 +46,12 @@ FOLDER_ADVICE = (
 
 
 def estimator_choices() -> tuple:
-    """``--estimator``'s choices: a study's estimators (:data:`didmem.study.estimate.ESTIMATORS`),
-    then the command line's own, whose results are not group-time results, so a study does not
-    take them: ``"random-timing"`` (:class:`~didmem.RandomTimingEstimator`) and
-    ``"membership"`` (:class:`~didmem.MembershipInferenceEstimator`)."""
+    """``--estimator``'s choices: a study's estimators (:data:`didmem.study.estimate.ESTIMATORS`,
+    ``"random-timing"`` among them), then the command line's own, whose result is no profile
+    a study reports: ``"membership"`` (:class:`~didmem.MembershipInferenceEstimator`)."""
     from ..study.estimate import ESTIMATORS
 
-    return (*ESTIMATORS, "random-timing", "membership")
+    return (*ESTIMATORS, "membership")
 
 
 RANDOM_TIMING_FLAGS = (("--beta", "beta", None), ("--fisher", "n_fisher", 0),

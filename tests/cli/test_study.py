@@ -82,8 +82,8 @@ def test_estimators_named_on_the_command_line_and_in_files_are_the_same():
     parser = argparse.ArgumentParser()
     estimate.add_arguments(parser)
     option = next(a for a in parser._actions if a.dest == "estimator")
-    # then the command line's own estimators whose results are not a study's group-time
-    # profile: random timing (its own result kind) and membership inference
+    # a study's estimators (random timing among them, its own result kind), then the command
+    # line's own whose result is no profile a study reports: membership inference
     assert "random-timing" in ESTIMATORS
     assert option.choices == [*ESTIMATORS, "membership"]
     assert option.default == "did"

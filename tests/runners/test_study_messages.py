@@ -108,3 +108,21 @@ def test_random_timing_over_an_order_with_repeats_is_refused_when_read(tmp_path)
     study = Study.from_file(_study(tmp_path, _order(), estimate=[
         'estimator = "random-timing"', "n_fisher = 9", "beta = 1.0"]))
     assert study.config.estimate.estimator_for("y").get_params()["n_fisher"] == 9
+
+
+def test_random_timing_refuses_a_panel_of_several_exposures_at_the_fit(tmp_path):
+    """Where the design could not tell the exposures when read, the fit refuses a panel with
+    ``cohort_2`` in one line instead of fitting the first exposure alone."""
+    study = Study.from_file(_study(tmp_path, _order(), estimate=[
+        'estimator = "random-timing"', "n_draws = 0"]))
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"unit": np.repeat(np.arange(6), 3), "time": np.tile([0, 2, 4], 6),
+                          "cohort": np.repeat([2.0, 2.0, 4.0, 4.0, np.inf, np.inf], 3),
+                          "cohort_2": np.repeat([4.0, np.inf, np.inf, np.inf, np.inf, np.inf],
+                                                3),
+                          "mean_token_loglik": rng.standard_normal(18)})
+    with pytest.raises(ConfigError) as err:
+        study._fit(frame, "mean_token_loglik")
+    message = str(err.value)
+    assert "\n" not in message and "takes one exposure per instance" in message
+    assert "2 exposures (columns cohort, cohort_2)" in message

@@ -252,14 +252,8 @@ def run(args) -> int:
     elif Path(args.panel).is_dir():
         res = _fit_folder(estimator, args)
     else:
-        if args.runner != "local" or args.address is not None:
-            raise ParameterError("--runner ray and --address apply to a folder of parquet "
-                                 f"files; got the file {args.panel!r}.")
-        frame = read_panel_frame(Path(args.panel))
-        cohorts = _cohort_columns(frame.columns, args.cohort, args.exposure)
-        panel = Panel(frame, unit=args.unit, time=args.time, cohort=cohorts,
-                      outcome=args.outcome, never_treated=args.never_treated,
-                      balance=args.balance)
+        panel = _file_panel(
+            args, lambda columns: _cohort_columns(columns, args.cohort, args.exposure))
         res = estimator.fit(panel)
     compute_saved(res)  # the summary's and the file's quantities, two at a time
     print(res.summary())
@@ -342,13 +336,7 @@ def _run_random_timing(args) -> int:
     if folder:
         res = _fit_folder(estimator, args)
     else:
-        if args.runner != "local" or args.address is not None:
-            raise ParameterError("--runner ray and --address apply to a folder of parquet "
-                                 f"files; got the file {args.panel!r}.")
-        frame = read_panel_frame(Path(args.panel))
-        panel = Panel(frame, unit=args.unit, time=args.time, cohort=args.cohort,
-                      outcome=args.outcome, never_treated=args.never_treated,
-                      balance=args.balance)
+        panel = _file_panel(args, lambda columns: args.cohort)
         res = estimator.fit(panel)
     print(res.summary())
     if _route(args):
@@ -394,6 +382,18 @@ def _run_membership(args) -> int:
     print(f"\nwrote {path}")
     return 0
 
+
+def _file_panel(args, cohort_of):
+    """The panel of the file ``args.panel`` (the cohort column(s) ``cohort_of(columns)``);
+    Ray is refused here, as it reads folders only."""
+    from ..panel import Panel
+
+    if args.runner != "local" or args.address is not None:
+        raise ParameterError("--runner ray and --address apply to a folder of parquet "
+                             f"files; got the file {args.panel!r}.")
+    frame = read_panel_frame(Path(args.panel))
+    return Panel(frame, unit=args.unit, time=args.time, cohort=cohort_of(frame.columns),
+                 outcome=args.outcome, never_treated=args.never_treated, balance=args.balance)
 
 def _fit_folder(estimator, args):
     """A folder of parquet files: read in bounded memory (here or as tasks on Ray) and fitted

@@ -201,7 +201,6 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     """Run ``didmem estimate`` with parsed arguments; return the exit status."""
-    from ..panel import Panel
     from ..results.saving import compute_saved
     from ..study.estimate import ESTIMATORS
 
@@ -312,7 +311,6 @@ def _run_random_timing(args) -> int:
     errors and, with ``--fisher N``, the Fisher randomisation test, on a panel file or a
     folder (from its moments: no Fisher test there)."""
     from ..estimators.random_timing import RandomTimingEstimator
-    from ..panel import Panel
 
     given = [flag for flag, value, unset in (
         ("--base-period", args.base_period, None), ("--exposure", args.exposure, 1),

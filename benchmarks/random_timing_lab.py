@@ -49,13 +49,15 @@ over seeds, SE ratios, and the ATT variance check (:func:`att_variance_check`).
 from __future__ import annotations
 
 import argparse
-import json
-import platform
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _seeds import load_records, run_seeds  # noqa: E402  (a sibling module)
 
 METRIC = "mean_token_loglik"
 Z = 1.959963984540054
@@ -287,15 +289,6 @@ def one_seed(out: Path, seed: int, scale: str, draws: int) -> dict:
     return record
 
 
-def _load(results: Path, scale: str, seeds) -> list:
-    out = []
-    for seed in seeds:
-        path = results / f"{scale}_seed{seed}.json"
-        if path.is_file():
-            out.append(json.loads(path.read_text()))
-    return out
-
-
 def _p(values) -> str:
     """A coverage (share of seeds) with its MC standard error."""
     v = np.asarray(values, dtype=float)
@@ -423,22 +416,12 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     results = Path(args.results)
-    results.mkdir(parents=True, exist_ok=True)
-    if not args.summarise:
-        print(f"{platform.processor() or platform.machine()}, python "
-              f"{platform.python_version()}, {args.scale} scale", flush=True)
-        for seed in seeds:
-            path = results / f"{args.scale}_seed{seed}.json"
-            if path.is_file():
-                continue
-            clock = time.perf_counter()
-            record = one_seed(Path(args.out) / args.scale, seed, args.scale, args.draws)
-            record["seconds"] = time.perf_counter() - clock
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(record, indent=1) + "\n")
-            tmp.replace(path)
-            print(f"seed {seed}: {record['seconds']:.0f} s", flush=True)
-    records = _load(results, args.scale, seeds)
+    if args.summarise:
+        records = load_records(results, args.scale, seeds)
+    else:
+        records = run_seeds(
+            lambda seed: one_seed(Path(args.out) / args.scale, seed, args.scale, args.draws),
+            results, args.scale, seeds, header="")
     if len(records) >= 2:
         print(summarise(records))
 

@@ -37,6 +37,10 @@ def test_saved_result_reads_back_equal(fitted, tmp_path):
     for name in ("simple", "group", "calendar", "dynamic"):
         _equal_frames(loaded.aggregate(name).to_frame(), fitted.aggregate(name).to_frame())
     assert "fisher_pvalue" in loaded.to_frame()
+    for name in ("group", "calendar", "dynamic"):  # every key is tested (issue 47 item 2)
+        frame = loaded.aggregate(name).to_frame()
+        assert len(frame) > 2 and np.isfinite(frame["fisher_pvalue"]).all()
+        assert np.isfinite(frame["fisher_pvalue_r"]).all()
     assert loaded.fisher_sup_pvalue == fitted.fisher_sup_pvalue
     assert loaded.randomised == fitted.randomised == "training"
     assert loaded.params["beta"] is None and loaded.params["n_fisher"] == 49
@@ -85,6 +89,11 @@ def test_loaded_result_reports(fitted, tmp_path):
     assert "assigned at random" in page and "design-based" in page
     assert "Fisher randomisation test (49 permutations" in page
     assert "joint Wald p" in page  # the balance test, from the saved design
+    from didmem.report._html import table
+
+    for name in ("group", "calendar"):  # the keys' Fisher p-values are in their tables
+        frame = loaded.aggregate(name).to_frame()
+        assert np.isfinite(frame["fisher_pvalue"]).all() and table(frame) in page
 
     def body(text):  # the page without its time stamp
         return [line for line in text.splitlines() if "class='meta'" not in line]

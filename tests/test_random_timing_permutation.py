@@ -293,3 +293,73 @@ def test_band_draws_run_through_the_one_bootstrap_loop_as_linear_maps_of_cohort_
     xi = np.random.default_rng(7).standard_normal((design.cohorts.size, design.n_times, 1))
     (_, w), = list(again)
     assert np.allclose(w, np.linalg.cholesky(design.cov / design.count[:, None, None]) @ xi)
+
+
+# ---------------------------------------------------------------- every aggregation row tested
+@pytest.mark.parametrize("cohorts", sorted(_COHORTS))
+@pytest.mark.parametrize("beta,last_treated", [(None, False), (1.0, True)])
+def test_permutation_statistics_of_every_aggregation_row_equal_direct_computation(
+        cohorts, beta, last_treated):
+    """The keys of group and calendar too (issue 47 item 2): each row's statistic through the
+    sparse maps (or its dense forms) equals the direct computation to 1e-10."""
+    rng = np.random.default_rng(26)
+    times, g, y = _paths(rng, 50.0, cohorts=_COHORTS[cohorts])
+    values, labels = np.unique(g, return_inverse=True)
+    design = TimingDesign.from_paths(times, g, y)
+    stack = aggregation_stack(design, last_treated)
+    keys = np.flatnonzero(np.isin(stack.names, ["group", "calendar"]) & ~np.isnan(stack.keys))
+    assert keys.size >= 8
+    statistic = PermutationStatistics(design, beta, last_treated, stack.a_theta, stack.a_0)
+    assert np.isin(keys, statistic.sparse_rows).sum() >= 4  # keys take the sparse maps
+    oracle = EstimandRows.of(stack.a_theta, stack.a_0)
+    centre = y.mean(axis=0)
+    for _ in range(3):
+        new = labels[rng.permutation(labels.size)]
+        permuted = permuted_design(times, design.codes, values, y - centre, new,
+                                   centre=centre, control_sums=True)
+        want = _statistics(permuted, beta, last_treated, oracle)
+        n_cells = want.size - stack.names.size
+        assert np.mean(want[n_cells + keys] != 0) > 0.5
+        np.testing.assert_allclose(statistic(permuted), want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("randomised", [None, "treated"])
+def test_fit_fisher_tests_every_row_with_the_direct_statistics_and_old_rows_unchanged(
+        randomised):
+    """The fit's p-values of every row (cells, overall values, keys of group and calendar,
+    event times) are those of the direct statistics on the same permutations; the rows tested
+    before the keys were added (cells, overall values, event times) keep the p-values of a test
+    of those rows alone (same seed, same permutations)."""
+    from didmem.inference.random_timing.fit import fit_random_timing
+
+    rng = np.random.default_rng(27)
+    times, g, y = _paths(rng, 5.0, cohorts=_COHORTS["gaps"])
+    mask = None if randomised is None else np.isfinite(g)
+    seed, n_fisher = 8, 60
+    design, tables = fit_random_timing(times, g, y, beta=None, last_treated=False,
+                                       randomised=mask, alpha=0.05, n_draws=0,
+                                       n_fisher=n_fisher, seed=seed)
+    # the fit's Fisher seed: the second of two integers from its generator (fit.py)
+    f_seed = np.random.default_rng(seed).integers(2**63, size=2)[1]
+    stack = aggregation_stack(design, False)
+    oracle = EstimandRows.of(stack.a_theta, stack.a_0)
+    slow = fisher_test(times, g, y, lambda d: _statistics(d, None, False, oracle),
+                       n_permutations=n_fisher, seed=f_seed, randomised=mask)
+    np.testing.assert_array_equal(tables.fisher_pvalue, slow.pvalue)
+    np.testing.assert_array_equal(tables.fisher_pvalue_r, slow.pvalue_r)
+    n_cells = int((tables.kind == "cell").sum())
+    keys = n_cells + np.flatnonzero(np.isin(stack.names, ["group", "calendar"])
+                                    & ~np.isnan(stack.keys))
+    assert np.isfinite(tables.fisher_pvalue).all() and np.ptp(tables.fisher_pvalue[keys]) > 0.2
+    old = np.flatnonzero(np.isnan(stack.keys) | (stack.names == "dynamic"))
+    before = fisher_test(times, g, y,
+                         PermutationStatistics(design, None, False, stack.a_theta[old],
+                                               stack.a_0[old]),
+                         n_permutations=n_fisher, seed=f_seed, randomised=mask,
+                         control_sums=True)
+    tested = np.r_[np.arange(n_cells), n_cells + old]
+    np.testing.assert_array_equal(tables.fisher_pvalue[tested], before.pvalue)
+    np.testing.assert_array_equal(tables.fisher_pvalue_r[tested], before.pvalue_r)
+    sup = (1.0 + (before.permuted[:, :n_cells].max(axis=1) >= before.observed[:n_cells].max())
+           .sum()) / (1.0 + n_fisher)
+    assert tables.fisher_sup_pvalue == sup

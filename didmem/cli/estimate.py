@@ -46,13 +46,12 @@ FOLDER_ADVICE = (
 
 
 def estimator_choices() -> tuple:
-    """``--estimator``'s choices: a study's estimators (:data:`didmem.study.estimate.ESTIMATORS`),
-    then the command line's own, whose results are not group-time results, so a study does not
-    take them: ``"random-timing"`` (:class:`~didmem.RandomTimingEstimator`) and
-    ``"membership"`` (:class:`~didmem.MembershipInferenceEstimator`)."""
+    """``--estimator``'s choices: a study's estimators (:data:`didmem.study.estimate.ESTIMATORS`,
+    ``"random-timing"`` among them), then the command line's own, whose result is no profile
+    a study reports: ``"membership"`` (:class:`~didmem.MembershipInferenceEstimator`)."""
     from ..study.estimate import ESTIMATORS
 
-    return (*ESTIMATORS, "random-timing", "membership")
+    return (*ESTIMATORS, "membership")
 
 
 RANDOM_TIMING_FLAGS = (("--beta", "beta", None), ("--fisher", "n_fisher", 0),
@@ -201,7 +200,6 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     """Run ``didmem estimate`` with parsed arguments; return the exit status."""
-    from ..panel import Panel
     from ..results.saving import compute_saved
     from ..study.estimate import ESTIMATORS
 
@@ -252,14 +250,8 @@ def run(args) -> int:
     elif Path(args.panel).is_dir():
         res = _fit_folder(estimator, args)
     else:
-        if args.runner != "local" or args.address is not None:
-            raise ParameterError("--runner ray and --address apply to a folder of parquet "
-                                 f"files; got the file {args.panel!r}.")
-        frame = read_panel_frame(Path(args.panel))
-        cohorts = _cohort_columns(frame.columns, args.cohort, args.exposure)
-        panel = Panel(frame, unit=args.unit, time=args.time, cohort=cohorts,
-                      outcome=args.outcome, never_treated=args.never_treated,
-                      balance=args.balance)
+        panel = _file_panel(
+            args, lambda columns: _cohort_columns(columns, args.cohort, args.exposure))
         res = estimator.fit(panel)
     compute_saved(res)  # the summary's and the file's quantities, two at a time
     print(res.summary())
@@ -318,7 +310,6 @@ def _run_random_timing(args) -> int:
     errors and, with ``--fisher N``, the Fisher randomisation test, on a panel file or a
     folder (from its moments: no Fisher test there)."""
     from ..estimators.random_timing import RandomTimingEstimator
-    from ..panel import Panel
 
     given = [flag for flag, value, unset in (
         ("--base-period", args.base_period, None), ("--exposure", args.exposure, 1),
@@ -342,13 +333,7 @@ def _run_random_timing(args) -> int:
     if folder:
         res = _fit_folder(estimator, args)
     else:
-        if args.runner != "local" or args.address is not None:
-            raise ParameterError("--runner ray and --address apply to a folder of parquet "
-                                 f"files; got the file {args.panel!r}.")
-        frame = read_panel_frame(Path(args.panel))
-        panel = Panel(frame, unit=args.unit, time=args.time, cohort=args.cohort,
-                      outcome=args.outcome, never_treated=args.never_treated,
-                      balance=args.balance)
+        panel = _file_panel(args, lambda columns: args.cohort)
         res = estimator.fit(panel)
     print(res.summary())
     if _route(args):
@@ -394,6 +379,18 @@ def _run_membership(args) -> int:
     print(f"\nwrote {path}")
     return 0
 
+
+def _file_panel(args, cohort_of):
+    """The panel of the file ``args.panel`` (the cohort column(s) ``cohort_of(columns)``);
+    Ray is refused here, as it reads folders only."""
+    from ..panel import Panel
+
+    if args.runner != "local" or args.address is not None:
+        raise ParameterError("--runner ray and --address apply to a folder of parquet "
+                             f"files; got the file {args.panel!r}.")
+    frame = read_panel_frame(Path(args.panel))
+    return Panel(frame, unit=args.unit, time=args.time, cohort=cohort_of(frame.columns),
+                 outcome=args.outcome, never_treated=args.never_treated, balance=args.balance)
 
 def _fit_folder(estimator, args):
     """A folder of parquet files: read in bounded memory (here or as tasks on Ray) and fitted

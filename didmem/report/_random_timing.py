@@ -58,7 +58,9 @@ def random_timing_html(key: str, name: str, res) -> list:
             f"<li>Fisher randomisation test ({res.tables.n_fisher} permutations of the "
             f"randomised instances' cohorts; exact under the sharp null of no effect on any "
             f"instance): the sup-t over all cells has p = <b>{fmt(res.fisher_sup_pvalue, 3)}"
-            f"</b>, the simple effect p = {fmt(simple['fisher_pvalue'], 3)}.</li>")
+            f"</b>, the simple effect p = {fmt(simple['fisher_pvalue'], 3)}; every cell, "
+            f"overall aggregation, cohort, checkpoint and event time has its own "
+            f"(<code>fisher_pvalue</code> in the tables below).</li>")
     else:
         items.append("<li>No Fisher randomisation test was run (n_fisher=0; on the command "
                      "line --fisher N).</li>")

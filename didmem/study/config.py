@@ -53,7 +53,7 @@ from ..runners import RUNNERS
 from ._tables import (closest, load_npy, need_table, optional_table, read_token_ids,
                       string_list, unknown_keys)
 from .designs import Design, parse_design
-from .estimate import EstimateSettings, report_options
+from .estimate import ONE_EXPOSURE_ESTIMATORS, EstimateSettings, report_options
 
 __all__ = ["StudyConfig", "InstanceFiles", "read_config", "TOP_KEYS", "INSTANCES_KEYS",
            "runner_keys", "runner_table"]
@@ -392,7 +392,18 @@ def read_config(data: dict, where: str, base: Path, *, runner=None,
 
 
 def _check_exposure(settings: EstimateSettings, design, where: str) -> None:
-    """``[estimate] exposure = k`` needs a design that trains some instance k times."""
+    """``[estimate] exposure = k`` needs a design that trains some instance k times; an
+    estimator of one exposure per instance, a design that trains each at most once."""
+    if settings.estimator in ONE_EXPOSURE_ESTIMATORS:
+        most = design.max_exposures()
+        if most is not None and most > 1:
+            raise ConfigError(
+                f"{where}: [estimate] estimator = {settings.estimator!r} takes one exposure "
+                f"per instance, but the [design] trains some instance {most} times "
+                f"({design.label if hasattr(design, 'label') else design.kind}); use "
+                "estimator = 'did' (exposure = k), or a training order without repeats."
+            )
+        return
     exposure = settings.option("exposure")
     if not isinstance(exposure, int) or exposure <= 1:
         return

@@ -14,15 +14,21 @@ from typing import ClassVar
 
 from .._validation import OneOf, check_all, constraints_of, defaults_of
 from ..errors import ConfigError, ParameterError
-from ..estimators import DiDEstimator, DifferenceEstimator
+from ..estimators import DiDEstimator, DifferenceEstimator, RandomTimingEstimator
 from ..panel import Panel
 from ._tables import closest, string_list, unknown_keys
 
 __all__ = ["ESTIMATORS", "FIXED_SEED", "EstimateSettings", "estimate_keys", "report_keys",
            "report_options"]
 
-ESTIMATORS = {"did": DiDEstimator, "difference": DifferenceEstimator}
-"""The estimators that ``--estimator`` and ``[estimate] estimator`` name."""
+ESTIMATORS = {"did": DiDEstimator, "difference": DifferenceEstimator,
+              "random-timing": RandomTimingEstimator}
+"""The estimators that ``--estimator`` and ``[estimate] estimator`` name (random timing's
+result is a :class:`~didmem.results.random_timing.RandomTimingResult`, which a study saves,
+reads back and reports as it does a group-time result)."""
+ONE_EXPOSURE_ESTIMATORS = ("random-timing",)
+"""The estimators of :data:`ESTIMATORS` that take one exposure per instance (no
+``cohort_2``): a design that trains an instance several times is refused."""
 COVARIATE_ESTIMATORS = ("did",)
 """The estimators of :data:`ESTIMATORS` that adjust for covariates."""
 FIXED_SEED = 0
@@ -49,8 +55,10 @@ class EstimateSettings:
     ----------
     outcomes : tuple of str, optional
         Outcomes (scored metrics) to estimate; default every scored metric.
-    estimator : {"did", "difference"}
-        Difference-in-differences or the plain difference.
+    estimator : {"did", "difference", "random-timing"}
+        Difference-in-differences, the plain difference, or Roth & Sant'Anna's efficient
+        estimator under random timing (:class:`~didmem.RandomTimingEstimator`: ``beta``,
+        ``randomised``, ``n_fisher``, ...; one exposure per instance, no covariates).
     covariates : tuple of str
         Instance covariates of the panel to condition on (``did`` only).
     lower_is_better : tuple of str

@@ -33,6 +33,7 @@ from ..panel import Panel
 from ._tables import read_file, replace_atomically
 from .config import StudyConfig, read_config, runner_table
 from .designs import DESIGNS
+from .estimate import ONE_EXPOSURE_ESTIMATORS
 
 __all__ = ["Study", "StudyRun"]
 
@@ -331,6 +332,11 @@ class Study:
             raise ConfigError(f"{where} {exc}") from None
         if self.config.design is not None and self.config.design.run_names:
             return self._fit_runs(frame, outcome, estimator, where)
+        if len(cohorts) > 1 and settings.estimator in ONE_EXPOSURE_ESTIMATORS:
+            raise ConfigError(f"{where} estimator = {settings.estimator!r} takes one exposure "
+                              f"per instance, but the panel has {len(cohorts)} exposures "
+                              f"(columns {', '.join(cohorts)}); use estimator = 'did' "
+                              "(exposure = k), or a training order without repeats.")
         try:
             panel = Panel(frame, unit="unit", time="time", cohort=cohorts, outcome=outcome,
                           covariates=list(settings.covariates) or None,

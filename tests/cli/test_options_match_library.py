@@ -63,7 +63,7 @@ def test_defaults_and_choices_are_the_librarys(command):
         if isinstance(constraint, OneOf) and action.choices is not None:
             library = [v for v in constraint.values if v is not None]
             if (command, flag) == ("estimate", "--estimator"):  # then the command line's
-                library += ["random-timing", "membership"]  # own (not a study's)
+                library += ["membership"]  # own (not a study's)
             if (command, flag) == ("estimate", "--control"):  # and random timing's own
                 library += [v for v in choices_of(didmem.RandomTimingEstimator,
                                                   "control_group") if v not in library]

@@ -269,3 +269,35 @@ def test_a_design_kind_is_one_class_and_one_registry_line(three_checkpoints, ins
                        extra=["[instances]", 'file = "tokens.npy"'])
     with pytest.raises(ConfigError, match=r"\[design\] step must be an integer in \[1, inf\]"):
         Study.from_file(bad)
+
+
+def test_a_study_estimates_with_random_timing_saves_reads_back_and_reports(
+        three_checkpoints, tmp_path):
+    """[estimate] estimator = "random-timing": the study's fit is RandomTimingEstimator's on
+    the study's panel (with the study's seed), saved as its own result kind, read back equal
+    on a second run, and reported with its Fisher test."""
+    from didmem.results.random_timing import RandomTimingResult
+
+    write_data(tmp_path, "didmem")
+    config = study_config(tmp_path, three_checkpoints, pythia_design(), extra=[
+        "[estimate]", f'outcomes = ["{OUTCOME}"]', 'estimator = "random-timing"',
+        "n_fisher = 19", "n_draws = 99"])
+    run = Study.from_file(config).run(out=tmp_path / "lib")
+    result = run.results[OUTCOME]
+    assert isinstance(result, RandomTimingResult) and result.tables.n_fisher == 19
+    panel = didmem.Panel(run.panel, unit="unit", time="time", cohort="cohort", outcome=OUTCOME)
+    direct = didmem.RandomTimingEstimator(n_fisher=19, n_draws=99, seed=0).fit(panel)
+    pd.testing.assert_frame_equal(result.to_frame(), direct.to_frame(), check_exact=False,
+                                  rtol=1e-12, atol=1e-12)
+    assert np.isfinite(result.to_frame()["fisher_pvalue"]).all()
+    page = run.report_path.read_text()
+    assert "RandomTimingEstimator" in page and "Fisher randomisation test (19 permutations" in page
+    lines = []
+    again = Study.from_file(config).run(out=tmp_path / "lib", log=lines.append)
+    assert sum("done already" in line for line in lines) == 3
+    loaded = again.results[OUTCOME]
+    assert isinstance(loaded, RandomTimingResult)
+    pd.testing.assert_frame_equal(loaded.to_frame(), result.to_frame(), check_exact=True)
+    for name in ("group", "calendar", "dynamic"):
+        pd.testing.assert_frame_equal(loaded.aggregate(name).to_frame(),
+                                      result.aggregate(name).to_frame(), check_exact=True)

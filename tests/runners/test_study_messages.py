@@ -90,3 +90,39 @@ def test_duplicated_unit_ids_name_their_file(tmp_path, where):
     message = str(err.value)
     assert message.startswith(f"config {path}: {named} holds duplicate unit ids: 1 ids appear "
                               "more than once, e.g. 3")
+
+
+def test_random_timing_over_an_order_with_repeats_is_refused_when_read(tmp_path):
+    """Random timing takes one exposure per instance: a design that trains an instance twice
+    is refused before anything is scored (not fitted on the first exposure silently)."""
+    path = _study(tmp_path, _order(repeats=True), estimate=['estimator = "random-timing"'])
+    with pytest.raises(ConfigError) as err:
+        Study.from_file(path)
+    message = str(err.value)
+    assert message.startswith(f"config {path}: [estimate] estimator = 'random-timing' takes "
+                              "one exposure per instance, but the [design] trains some "
+                              "instance 2 times")
+    assert "\n" not in message and "estimator = 'did'" in message
+    assert not (tmp_path / "didmem-study").exists()
+    # without repeats it is read, with random timing's own keys
+    study = Study.from_file(_study(tmp_path, _order(), estimate=[
+        'estimator = "random-timing"', "n_fisher = 9", "beta = 1.0"]))
+    assert study.config.estimate.estimator_for("y").get_params()["n_fisher"] == 9
+
+
+def test_random_timing_refuses_a_panel_of_several_exposures_at_the_fit(tmp_path):
+    """Where the design could not tell the exposures when read, the fit refuses a panel with
+    ``cohort_2`` in one line instead of fitting the first exposure alone."""
+    study = Study.from_file(_study(tmp_path, _order(), estimate=[
+        'estimator = "random-timing"', "n_draws = 0"]))
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"unit": np.repeat(np.arange(6), 3), "time": np.tile([0, 2, 4], 6),
+                          "cohort": np.repeat([2.0, 2.0, 4.0, 4.0, np.inf, np.inf], 3),
+                          "cohort_2": np.repeat([4.0, np.inf, np.inf, np.inf, np.inf, np.inf],
+                                                3),
+                          "mean_token_loglik": rng.standard_normal(18)})
+    with pytest.raises(ConfigError) as err:
+        study._fit(frame, "mean_token_loglik")
+    message = str(err.value)
+    assert "\n" not in message and "takes one exposure per instance" in message
+    assert "2 exposures (columns cohort, cohort_2)" in message

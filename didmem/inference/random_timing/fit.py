@@ -204,16 +204,16 @@ def _fit(times, cohorts, y, *, beta, last_treated, randomised, alpha, n_draws, n
     p_r = np.full(n_rows, np.nan)
     sup_p = np.nan
     if n_fisher > 0:
-        # tested: the cells, the overall values and the event times (not the keys of group
-        # and calendar: each permutation's cost grows with the rows)
+        # tested: every cell and every aggregation row (overall values, the keys of group
+        # and calendar, the event times); each row's statistic is computed on its own (its
+        # sparse map or its dense forms), so a row's p-value does not depend on which other
+        # rows are tested, and the permutations depend on the seed only
         n_cells = cells.estimate.size
-        rows = np.flatnonzero(np.isnan(stack.keys) | (stack.names == "dynamic"))
-        statistic = PermutationStatistics(design, beta, last_treated, stack.a_theta[rows],
-                                          stack.a_0[rows])
+        statistic = PermutationStatistics(design, beta, last_treated, stack.a_theta,
+                                          stack.a_0)
         test = fisher_test(times, cohorts, y, statistic, n_permutations=n_fisher,
                            randomised=randomised, seed=f_seed, control_sums=True)
-        tested = np.r_[np.arange(n_cells), n_cells + rows]
-        p[tested], p_r[tested] = test.pvalue, test.pvalue_r
+        p[:], p_r[:] = test.pvalue, test.pvalue_r
         sup_obs = test.observed[:n_cells].max(initial=0.0)
         sup_perm = test.permuted[:, :n_cells].max(axis=1, initial=0.0)
         sup_p = float((1.0 + (sup_perm >= sup_obs).sum()) / (1.0 + n_fisher))

@@ -113,7 +113,11 @@ class RayRunner(Runner):
     -----
     Progress is shown with Ray's own ``ray.experimental.tqdm_ray`` bar on the driver. A work
     item whose actor raises is tried again, up to ``max_retries`` times; an actor that dies
-    (a crash, a lost node) is replaced and its items are tried again the same way.
+    (a crash, a lost node) is replaced and its items are tried again the same way. When an
+    actor dies with several items queued on it, which one killed it is unknown (even a
+    finished item's result can be lost with the process), so none of them is charged an
+    attempt and each is tried again by itself: the one that kills its actor alone is
+    charged, and the items queued beside it are not lost with it.
 
     Examples
     --------
@@ -226,6 +230,7 @@ class _RaySession:
         held = [None] * len(self.actors)  # the checkpoint each actor holds
         running: dict = {}  # object ref -> (actor index, item)
         tries: dict = {}
+        alone: set = set()  # items lost with others when an actor died: next run alone
         failures = []
         self.runner.last_assignments = {}
         bar = _ray_bar(self.runner.progress, len(pending))
@@ -240,14 +245,20 @@ class _RaySession:
             return None if c is None else queues[c].popleft()
 
         def fill(i):
-            while sum(1 for a, _ in running.values() if a == i) < _DEPTH:
+            while True:
+                mine = [it for a, it in running.values() if a == i]
+                if len(mine) >= _DEPTH or any(it in alone for it in mine):
+                    return
                 item = next_item(i)
                 if item is None:
                     return
+                if item in alone and mine:  # an item under suspicion runs by itself
+                    queues[item.checkpoint].appendleft(item)
+                    return
                 running[self.actors[i].run.remote(item)] = (i, item)
 
-        def retry_or_fail(item, error):
-            tries[item] = tries.get(item, 0) + 1
+        def retry_or_fail(item, error, *, charge=True):
+            tries[item] = tries.get(item, 0) + charge
             if tries[item] < max_tries:
                 queues[item.checkpoint].appendleft(item)
             else:
@@ -263,11 +274,18 @@ class _RaySession:
                     try:
                         frame = ray.get(ref)
                     except ray.exceptions.RayActorError as exc:
-                        # the actor died: its queued items fail too; replace it
+                        # the actor died: its queued items fail too; replace it. Which of
+                        # them killed it is unknown when there were several (a finished
+                        # item's result can be lost with the process), so none is charged
+                        # an attempt and each is tried again by itself: an item that kills
+                        # its actor alone is charged, and the others are not lost with it
                         mine = [r for r, (a, _) in running.items() if a == i]
                         lost = [item] + [running.pop(r)[1] for r in mine]
                         for it in lost:
-                            retry_or_fail(it, error_text(exc))
+                            charge = len(lost) == 1
+                            if not charge:
+                                alone.add(it)
+                            retry_or_fail(it, error_text(exc), charge=charge)
                         with contextlib.suppress(Exception):
                             ray.kill(self.actors[i])
                         self.actors[i], held[i] = self._new_actor(), None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -195,6 +196,33 @@ def test_a_dead_actor_is_replaced_and_its_items_reported(ray_cluster, tmp_path):
     finally:
         cloudpickle.unregister_pickle_by_value(module)
     assert [p.name for p in tmp_path.glob("part-*.parquet")] == ["part-t0-s000000.parquet"]
+
+
+def _dies_on_b(checkpoint, batch):
+    """A scoring function whose process dies, after a while, on the batch holding unit 'b'."""
+    if "b" in list(batch.units):
+        time.sleep(3)  # the items after it are queued on the same actor by then
+        os._exit(3)
+    return {"n": np.full(len(batch), float(checkpoint))}
+
+
+def test_items_queued_beside_a_dying_item_are_not_lost_with_it(ray_cluster, tmp_path):
+    # one actor holds two items at a time: 'a' finishes, 'c' is queued behind 'b', and 'b'
+    # kills the actor; without retries 'c' was charged the death and lost with 'b'
+    cloudpickle = pytest.importorskip("ray.cloudpickle")
+    module = sys.modules[__name__]
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        backend = CallableBackend(_dies_on_b, [0], metrics=["n"], name="dies_on_b")
+        runner = RayRunner(out_dir=tmp_path, num_workers=1, max_retries=0, shard_size=1,
+                           progress=False)
+        with pytest.raises(ScoringError, match="^1 work items failed after 1 attempts each: "
+                                               "checkpoint 0 shard 1: ActorDiedError"):
+            runner.run(backend, unit_ids=["a", "b", "c"])
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+    assert sorted(p.name for p in tmp_path.glob("part-*.parquet")) == [
+        "part-t0-s000000.parquet", "part-t0-s000002.parquet"]
 
 
 def test_actors_that_cannot_be_placed_are_refused(ray_cluster, two_checkpoints, instances):

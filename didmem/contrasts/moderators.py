@@ -18,27 +18,18 @@ import numpy as np
 import pandas as pd
 
 from .._messages import python_scalar
-from .._validation import Alpha, Boolean, Count, Instance, Satisfies, Seed, validate_params
+from .._validation import validate_params
 from ..errors import EstimationError, ParameterError
 from ..inference.influence import add_estimated_weights
 from ..results.common import Estimate, level_label
 from ..results.aggregations import build_aggregation, canonical_aggregation
 from ._joint import Contrast
 from ._unit_influence import UnitInfluence, unit_blocks
-from .subgroups import _feature_like, feature_label, unit_feature
+from .subgroups import FEATURE, INFERENCE_CONSTRAINTS, feature_label, unit_feature
 
 __all__ = ["moderator_slopes", "ModeratorResult", "slope_influence"]
 
-_CONSTRAINTS = {
-    "moderator": Satisfies(_feature_like, "a pandas Series indexed by unit, a mapping from "
-                           "unit to value, or the name of a covariate of the panel constant "
-                           "within each unit"),
-    "estimator": Instance("didmem.estimators.did:DiDEstimator", allow_none=True),
-    "alpha": Alpha(allow_none=True),
-    "n_draws": Count(0),
-    "seed": Seed(),
-    "small_sample": Boolean(),
-}
+_CONSTRAINTS = {"moderator": FEATURE, **INFERENCE_CONSTRAINTS}
 
 
 def _slope(m, dy, w, leverage: bool = False):

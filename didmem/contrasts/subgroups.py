@@ -33,16 +33,19 @@ def _feature_like(value) -> bool:
     return isinstance(value, (str, pd.Series, Mapping))
 
 
-_CONSTRAINTS = {
-    "by": Satisfies(_feature_like, "a pandas Series indexed by unit, a mapping from unit to "
+#: An instance feature, as ``heterogeneity``'s ``by`` and ``moderator_slopes``' ``moderator``.
+FEATURE = Satisfies(_feature_like, "a pandas Series indexed by unit, a mapping from unit to "
                     "value, or the name of a covariate of the panel that is constant within "
-                    "each unit"),
+                    "each unit")
+#: The fit and inference arguments that the contrasts of instance features share.
+INFERENCE_CONSTRAINTS = {
     "estimator": Instance("didmem.estimators.did:DiDEstimator", allow_none=True),
     "alpha": Alpha(allow_none=True),
     "n_draws": Count(0),
     "seed": Seed(),
     "small_sample": Boolean(),
 }
+_CONSTRAINTS = {"by": FEATURE, **INFERENCE_CONSTRAINTS}
 
 
 def unit_feature(panel, by, owner: str = "heterogeneity") -> pd.Series:

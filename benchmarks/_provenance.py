@@ -43,3 +43,21 @@ def write_rows(path, rows) -> None:
 
     with open(path, "w") as fh:
         json.dump({"provenance": provenance(), "rows": rows}, fh, indent=1)
+
+
+def add_rows(out: list, study, json_path=None) -> list:
+    """Run ``study()`` (a list of JSON-serialisable rows), stamp each row with the seconds it
+    took, print each as a JSON line, append them to ``out`` and, with ``json_path``, rewrite
+    that file with every row so far (:func:`write_rows`), so a stopped run keeps what it did."""
+    import json
+    import time
+
+    start = time.perf_counter()
+    rows = study()
+    for row in rows:
+        row["seconds"] = round(time.perf_counter() - start, 1)
+        print(json.dumps(row), flush=True)
+    out.extend(rows)
+    if json_path:
+        write_rows(json_path, out)
+    return rows

@@ -43,14 +43,12 @@ The Monte Carlo standard error of a coverage ``p`` over ``R`` replications is
 from __future__ import annotations
 
 import argparse
-import json
-import time
 import warnings
 
 import numpy as np
 
 import didmem
-from _provenance import write_rows
+from _provenance import add_rows
 from small_sample_coverage import DGP_STREAMS, covers, simulate
 
 
@@ -200,14 +198,7 @@ def main(argv=None):
                 for layout in args.layout for dgp in args.dgp for units in args.units]
     out = []
     for job in jobs:
-        t0 = time.perf_counter()
-        rows = job()
-        for row in rows:
-            row["seconds"] = round(time.perf_counter() - t0, 1)
-            print(json.dumps(row), flush=True)
-        out.extend(rows)
-        if args.json:
-            write_rows(args.json, out)
+        add_rows(out, job, args.json)
 
 if __name__ == "__main__":
     main()

@@ -30,8 +30,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
-import time
 import warnings
 
 import numpy as np
@@ -39,7 +37,7 @@ import numpy as np
 import didmem
 from scipy.special import stdtr
 from didmem.inference.small_sample import block_welch, t_critical_values
-from _provenance import write_rows
+from _provenance import add_rows
 from holes_width import DGPS, PATTERNS, draw, holes
 
 LEVELS = (0.01, 0.001)
@@ -145,15 +143,8 @@ def main(argv=None):
     out = []
     for dgp in args.dgp:
         for pattern in args.pattern:
-            t0 = time.perf_counter()
-            rows = study(dgp, pattern, args.units, args.missing, args.reps, args.seed,
-                         args.fixed_holes, args.draws)
-            for row in rows:
-                row["seconds"] = round(time.perf_counter() - t0, 1)
-                print(json.dumps(row), flush=True)
-            out.extend(rows)
-            if args.json:
-                write_rows(args.json, out)
+            add_rows(out, lambda: study(dgp, pattern, args.units, args.missing, args.reps,
+                                        args.seed, args.fixed_holes, args.draws), args.json)
 
 
 if __name__ == "__main__":

@@ -36,8 +36,6 @@ units' counts). Usage::
 from __future__ import annotations
 
 import argparse
-import json
-import time
 import warnings
 
 import numpy as np
@@ -45,7 +43,7 @@ import pandas as pd
 
 import didmem
 from didmem.inference.small_sample import block_welch, t_critical_values
-from _provenance import write_rows
+from _provenance import add_rows
 from small_sample_coverage import simulate
 
 DGPS = {"ar1": 21, "normal": 6, "hetero": 7, "walk": 31, "skewwalk": 32}
@@ -221,15 +219,8 @@ def main(argv=None):
     out = []
     for dgp in args.dgp:
         for pattern in args.pattern:
-            t0 = time.perf_counter()
-            rows = study(dgp, pattern, args.units, args.missing, args.reps, args.draws,
-                         args.seed)
-            for row in rows:
-                row["seconds"] = round(time.perf_counter() - t0, 1)
-                print(json.dumps(row), flush=True)
-            out.extend(rows)
-            if args.json:
-                write_rows(args.json, out)
+            add_rows(out, lambda: study(dgp, pattern, args.units, args.missing, args.reps,
+                                        args.draws, args.seed), args.json)
 
 
 if __name__ == "__main__":

@@ -20,14 +20,12 @@ Usage (the figures in benchmarks/RESULTS.md)::
 from __future__ import annotations
 
 import argparse
-import json
-import time
 import warnings
 
 import numpy as np
 
 import didmem
-from _provenance import write_rows
+from _provenance import add_rows
 from didmem.estimators._moments_route import fit_moments, panel_moments
 from small_sample_coverage import covers, simulate
 
@@ -99,15 +97,8 @@ def main(argv=None):
     out = []
     for dgp in args.dgp:
         for units in args.units:
-            t0 = time.perf_counter()
-            rows = study(dgp, args.cohorts, units, args.never, args.times, args.reps,
-                         args.draws, args.seed)
-            for row in rows:
-                row["seconds"] = round(time.perf_counter() - t0, 1)
-                print(json.dumps(row), flush=True)
-            out.extend(rows)
-            if args.json:
-                write_rows(args.json, out)
+            add_rows(out, lambda: study(dgp, args.cohorts, units, args.never, args.times,
+                                        args.reps, args.draws, args.seed), args.json)
 
 
 if __name__ == "__main__":

@@ -31,8 +31,6 @@ value, and pointwise coverage by event time (``pre``, ``e=0``, ``e=1-2``, ``e>=3
 from __future__ import annotations
 
 import argparse
-import json
-import time
 import warnings
 
 import numpy as np
@@ -40,7 +38,7 @@ import pandas as pd
 
 import didmem
 from didmem.inference.small_sample import t_critical_values
-from _provenance import write_rows
+from _provenance import add_rows, write_rows
 from holes_width import simulate_walk
 
 DGPS = {"walk": 31, "skewwalk": 32, "lognormal": 41, "tokacc": 42}
@@ -287,12 +285,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     rows = []
     for dgp in args.dgp:
-        start = time.perf_counter()
-        new = study(dgp, args.units, args.reps, args.draws, args.seed, args.settings)
-        for row in new:
-            row["seconds"] = round(time.perf_counter() - start, 1)
-            print(json.dumps(row), flush=True)
-        rows.extend(new)
+        add_rows(rows, lambda: study(dgp, args.units, args.reps, args.draws, args.seed,
+                                     args.settings))
     if args.json:
         write_rows(args.json, rows)
 

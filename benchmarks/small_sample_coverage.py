@@ -25,15 +25,13 @@ The Monte Carlo standard error of a coverage ``p`` from ``R`` replications is
 from __future__ import annotations
 
 import argparse
-import json
-import time
 import warnings
 
 import numpy as np
 import pandas as pd
 
 import didmem
-from _provenance import write_rows
+from _provenance import add_rows
 
 
 def simulate_hetero(n_cohorts: int, units: int, n_never: int, n_times: int, seed: int):
@@ -132,15 +130,8 @@ def main(argv=None):
     out = []
     for dgp in args.dgp:
         for units in args.units:
-            t0 = time.perf_counter()
-            rows = study(dgp, args.cohorts, units, args.never, n_times, args.reps, args.draws,
-                         args.seed)
-            for row in rows:
-                row["seconds"] = round(time.perf_counter() - t0, 1)
-                print(json.dumps(row), flush=True)
-            out.extend(rows)
-            if args.json:
-                write_rows(args.json, out)
+            add_rows(out, lambda: study(dgp, args.cohorts, units, args.never, n_times,
+                                        args.reps, args.draws, args.seed), args.json)
 
 
 if __name__ == "__main__":

@@ -109,3 +109,15 @@ def test_plan_design_progress(capsys):
     assert "power_analysis (simulated" in err
     assert "6/6 fits | done in" in err
     assert np.all(np.isfinite(analysis.to_frame()["power"]))
+
+
+def test_fisher_test_counts_its_permutations_on_a_terminal(monkeypatch):
+    stream = _Terminal()
+    monkeypatch.setattr("sys.stderr", stream)
+    monkeypatch.setattr(_progress, "DELAY", 0.0)
+    df, _ = didmem.datasets.simulate_panel(n_cohorts=3, units_per_cohort=8, n_never_treated=8,
+                                           n_times=5, seed=0)
+    panel = didmem.Panel(df, unit="unit", time="time", cohort="cohort", outcome="y")
+    didmem.RandomTimingEstimator(n_fisher=9, seed=0).fit(panel)
+    text = stream.getvalue()
+    assert "Fisher randomisation test" in text and "9/9 permutations" in text

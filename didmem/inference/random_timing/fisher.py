@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ..._progress import progress as progress_line
 from .design import TimingDesign, cohort_codes
 
 __all__ = ["FisherTest", "PermutedDesign", "fisher_test", "permuted_design",
@@ -166,11 +167,14 @@ def fisher_test(times, cohorts, y, statistic: Callable[[TimingDesign], np.ndarra
             n_rows = len(permutations)
         permuted = np.empty((n_rows, observed.size))
         new = labels.copy()
-        for b, perm in enumerate(permutations):
-            new[idx] = labels[idx][perm]
-            permuted[b] = _absolute(statistic(permuted_design(times, codes, values, z, new,
-                                                              centre=centre,
-                                                              control_sums=control_sums)))
+        # shown on a terminal once the test runs past the progress line's delay (1,000
+        # permutations of the paper's scale take about 13 s)
+        with progress_line(n_rows, "Fisher randomisation test", unit="permutations") as bar:
+            for b, perm in enumerate(permutations):
+                new[idx] = labels[idx][perm]
+                permuted[b] = _absolute(statistic(permuted_design(
+                    times, codes, values, z, new, centre=centre, control_sums=control_sums)))
+                bar.step()
     return FisherTest(observed=observed, permuted=permuted)
 
 

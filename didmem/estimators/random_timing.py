@@ -138,22 +138,9 @@ class RandomTimingEstimator(BaseEstimator):
                                  f"{panel.units[bad[:5]].tolist()} have NaN or inf.")
         times = np.asarray(panel.times, dtype=np.float64)
         cohorts = np.asarray(panel.cohorts, dtype=np.float64)
-        keep = np.ones(cohorts.size, dtype=bool)
         values, counts = np.unique(cohorts, return_counts=True)
-        single = values[counts == 1]
-        if single.size:
-            warnings.warn(f"{name}: cohorts {single.tolist()} have a single instance and are "
-                          "dropped (their covariance is undefined), as R staggered does.",
-                          DataDroppedWarning, stacklevel=3)
-            keep &= ~np.isin(cohorts, single)
-        if params["beta"] == 1:
-            early = keep & (cohorts <= times[0])
-            if early.any():
-                warnings.warn(f"{name}: {int(early.sum())} instances of cohorts treated at "
-                              "or before the first checkpoint are dropped (beta=1 is not "
-                              "defined for them), as R staggered_cs/staggered_sa do.",
-                              DataDroppedWarning, stacklevel=3)
-                keep &= ~early
+        kept = _kept_cohorts(name, values, counts, times[0], params["beta"])
+        keep = np.isin(cohorts, values[kept])
         cohorts, y = cohorts[keep], y[keep]
         randomised = (np.ones(cohorts.size, dtype=bool) if params["randomised"] == "all"
                       else np.isfinite(cohorts))
@@ -178,20 +165,10 @@ class RandomTimingEstimator(BaseEstimator):
                                  "a didmem.Panel, or pass n_fisher=0 with moments.")
         if params["lower_is_better"]:
             moments = moments.negated()
-        single = moments.cohorts[moments.count == 1]
-        if single.size:
-            warnings.warn(f"{name}: cohorts {single.tolist()} have a single instance and are "
-                          "dropped (their covariance is undefined), as R staggered does.",
-                          DataDroppedWarning, stacklevel=3)
-            moments = moments.select(moments.count > 1)
-        if params["beta"] == 1:
-            early = moments.cohorts <= moments.times[0]
-            if early.any():
-                warnings.warn(f"{name}: {int(moments.count[early].sum())} instances of "
-                              "cohorts treated at or before the first checkpoint are dropped "
-                              "(beta=1 is not defined for them), as R staggered_cs/"
-                              "staggered_sa do.", DataDroppedWarning, stacklevel=3)
-                moments = moments.select(~early)
+        kept = _kept_cohorts(name, moments.cohorts, moments.count, moments.times[0],
+                             params["beta"])
+        if not kept.all():
+            moments = moments.select(kept)
         design, tables = fit_random_timing(
             None, None, None, beta=params["beta"],
             last_treated=params["control_group"] == "last_treated", randomised=None,
@@ -201,3 +178,24 @@ class RandomTimingEstimator(BaseEstimator):
                                   outcome=params["outcome"] or "",
                                   randomised=params["randomised"], design=design,
                                   tables=tables)
+
+
+def _kept_cohorts(name, cohorts, counts, first_time, beta) -> np.ndarray:
+    """Which ``cohorts`` (with ``counts`` instances each) the estimator keeps, as R
+    ``staggered`` does: a cohort of a single instance has no covariance, and with ``beta=1``
+    a cohort treated at or before the first checkpoint has no pre-treatment period. Each drop
+    is said in a :class:`~didmem.errors.DataDroppedWarning`."""
+    keep = np.asarray(counts) > 1
+    if not keep.all():
+        warnings.warn(f"{name}: cohorts {np.asarray(cohorts)[~keep].tolist()} have a single "
+                      "instance and are dropped (their covariance is undefined), as R "
+                      "staggered does.", DataDroppedWarning, stacklevel=4)
+    if beta == 1:
+        early = keep & (np.asarray(cohorts) <= first_time)
+        if early.any():
+            warnings.warn(f"{name}: {int(np.asarray(counts)[early].sum())} instances of "
+                          "cohorts treated at or before the first checkpoint are dropped "
+                          "(beta=1 is not defined for them), as R staggered_cs/staggered_sa "
+                          "do.", DataDroppedWarning, stacklevel=4)
+            keep &= ~early
+    return keep

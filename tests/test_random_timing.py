@@ -258,3 +258,33 @@ def test_a_scanned_folder_equals_the_panel_fit(tmp_path):
         np.testing.assert_allclose(got[column], ref[column], rtol=1e-9, atol=1e-12)
     with pytest.raises(didmem.errors.ParameterError, match="n_fisher=0"):
         didmem.RandomTimingEstimator(n_fisher=10).fit(didmem.Panel.scan(folder, **COLUMNS))
+
+
+@pytest.mark.parametrize("beta", [None, 1])
+def test_dropped_cohorts_are_said_and_the_same_from_the_panel_and_the_moments(beta):
+    # one instance alone in a new cohort, and (with beta=1) a cohort treated at the first
+    # checkpoint: R staggered drops both; the panel and its moments drop the same ones
+    from didmem.errors import DataDroppedWarning
+    from didmem.inference.moments.cohort import CohortMoments
+
+    frame, _ = _panel("sim1")
+    times = np.sort(frame["t"].unique())
+    units = frame["i"].unique()
+    frame = frame.copy()
+    frame.loc[frame["i"] == units[0], "g"] = times[-1] + 1  # a cohort of one instance
+    frame.loc[frame["i"].isin(units[1:4]), "g"] = times[0]  # treated at the first checkpoint
+    wide = frame.pivot(index="i", columns="t", values="y")
+    g = frame.groupby("i")["g"].first().loc[wide.index].to_numpy(dtype=float)
+    moments = CohortMoments.from_paths(wide.columns.to_numpy(float), g, wide.to_numpy())
+    panel = didmem.Panel(frame, unit="i", time="t", cohort="g", outcome="y")
+    est = didmem.RandomTimingEstimator(n_draws=0, beta=beta)
+    with pytest.warns(DataDroppedWarning) as seen:
+        a = est.fit(panel).to_frame()
+    with pytest.warns(DataDroppedWarning) as seen_moments:
+        b = est.fit(moments).to_frame()
+    said = [str(w.message) for w in seen]
+    assert [str(w.message) for w in seen_moments] == said
+    assert any("single instance" in m for m in said)
+    assert any("3 instances of cohorts treated at or before the first checkpoint" in m
+               for m in said) == (beta == 1)
+    pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-10, atol=1e-12)

@@ -41,7 +41,7 @@ from threadpoolctl import threadpool_limits
 from ...errors import EstimationError
 
 __all__ = ["TimingDesign", "LinearEstimates", "EstimandRows", "linear_estimates", "cell_estimates",
-           "event_study_vcv", "generalised_inverse", "Projections"]
+           "event_study_vcv", "generalised_inverse", "Projections", "plug_in_beta"]
 
 _GINV_TOL = np.sqrt(np.finfo(np.float64).eps)
 
@@ -290,6 +290,16 @@ def _time_range(a: np.ndarray):
     return lo, hi
 
 
+def plug_in_beta(x_theta, x_var, beta, shape) -> np.ndarray:
+    """Each row's ``beta``: the given one, or (``beta=None``) the plug-in efficient
+    ``beta* = Xtheta / Xvar``, 0 where ``Xvar = 0`` (R solves ``(Xvar' Xvar) beta = Xvar'
+    Xtheta`` by LDLT, which gives 0 there)."""
+    if beta is None:
+        tiny = x_var * x_var <= np.finfo(np.float64).tiny
+        return np.where(tiny, 0.0, x_theta / np.where(tiny, 1.0, x_var))
+    return np.full(shape, float(beta))
+
+
 def linear_estimates(design: TimingDesign, a_theta, a_0=None, beta=None, *,
                      first_cohort=None, refine: bool = True,
                      projections: Projections | None = None) -> LinearEstimates:
@@ -327,12 +337,7 @@ def linear_estimates(design: TimingDesign, a_theta, a_0=None, beta=None, *,
     x_var_k, x_theta_k, theta_var_k = (inv_n[:, None] * f
                                        for f in rows.quadratic_forms(design.cov))
     x_var, x_theta, theta_var = x_var_k.sum(0), x_theta_k.sum(0), theta_var_k.sum(0)
-    if beta is None:
-        # R solves (Xvar' Xvar) beta = Xvar' Xtheta by LDLT, which gives 0 for Xvar = 0
-        tiny = x_var * x_var <= np.finfo(np.float64).tiny
-        b = np.where(tiny, 0.0, x_theta / np.where(tiny, 1.0, x_var))
-    else:
-        b = np.full(theta0.shape, float(beta))
+    b = plug_in_beta(x_theta, x_var, beta, theta0.shape)
     estimate = theta0 - x_hat * b
     var_neyman = theta_var + b * b * x_var - 2.0 * x_theta * b
     var_neyman = np.maximum(var_neyman, 0.0)

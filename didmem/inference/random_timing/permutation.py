@@ -45,7 +45,7 @@ import numpy as np
 from scipy import sparse
 from scipy.linalg import solve_triangular
 
-from .design import EstimandRows, TimingDesign, cell_estimates, linear_estimates
+from .design import EstimandRows, TimingDesign, cell_estimates, linear_estimates, plug_in_beta
 
 __all__ = ["PermutationStatistics", "cell_decomposition"]
 
@@ -237,11 +237,7 @@ def control_sums(count, cov) -> np.ndarray:
 def _studentise(theta0, x_hat, theta_var, x_theta, x_var, beta):
     """The estimate and Neyman variance with ``beta`` (None: the plug-in ``beta*``), as
     :func:`~.design.linear_estimates` computes them."""
-    if beta is None:
-        tiny = x_var * x_var <= np.finfo(np.float64).tiny
-        b = np.where(tiny, 0.0, x_theta / np.where(tiny, 1.0, x_var))
-    else:
-        b = np.full(theta0.shape, float(beta))
+    b = plug_in_beta(x_theta, x_var, beta, theta0.shape)
     estimate = theta0 - x_hat * b
     var = np.maximum(theta_var + b * b * x_var - 2.0 * x_theta * b, 0.0)
     # a variance within rounding of its parts' cancellation is zero: where theta and Xhat
